@@ -1,0 +1,105 @@
+package enginesim
+
+import "strings"
+
+// BytesPerToken is how many bytes of text the simulated tokenizer folds
+// into one token: about what BPE tokenizers average on English.
+const BytesPerToken = 4
+
+// Tokenize maps text to token ids, one per BytesPerToken bytes (the last
+// may be shorter). It is deterministic and prefix-stable: two texts that
+// share their first k bytes share their first k/BytesPerToken tokens, so
+// shared prompt prefixes become shared KV blocks. Ids are below vocab
+// (vocab <= 0 means 2^31).
+func Tokenize(text string, vocab int) []uint32 {
+	n := (len(text) + BytesPerToken - 1) / BytesPerToken
+	out := make([]uint32, n)
+	mod := uint32(1 << 31)
+	if vocab > 0 {
+		mod = uint32(vocab)
+	}
+	for i := range n {
+		lo := i * BytesPerToken
+		hi := min(lo+BytesPerToken, len(text))
+		h := uint32(2166136261) // FNV-1a
+		for j := lo; j < hi; j++ {
+			h ^= uint32(text[j])
+			h *= 16777619
+		}
+		out[i] = h % mod
+	}
+	return out
+}
+
+// CountTokens is len(Tokenize(text, v)) without building the slice.
+func CountTokens(text string) int { return (len(text) + BytesPerToken - 1) / BytesPerToken }
+
+// hashSeed starts every hash chain; a different seed would mean a
+// different model (vLLM mixes the model and LoRA into its block hashes).
+const hashSeed uint64 = 0x9e3779b97f4a7c15
+
+// BlockHashes returns the chained hash of each full block of blockSize
+// tokens: hash i covers tokens [0, (i+1)·blockSize), so equal hashes mean
+// equal prefixes. A trailing partial block gets no hash, as in vLLM.
+func BlockHashes(tokens []uint32, blockSize int) []uint64 {
+	return AppendBlockHashes(nil, tokens, blockSize)
+}
+
+// AppendBlockHashes extends hashes (the chain already computed for the
+// first len(hashes) blocks of tokens) with the hashes of the remaining
+// full blocks.
+func AppendBlockHashes(hashes []uint64, tokens []uint32, blockSize int) []uint64 {
+	prev := hashSeed
+	if len(hashes) > 0 {
+		prev = hashes[len(hashes)-1]
+	}
+	for b := len(hashes); (b+1)*blockSize <= len(tokens); b++ {
+		h := chainBlock(prev, tokens[b*blockSize:(b+1)*blockSize])
+		hashes = append(hashes, h)
+		prev = h
+	}
+	return hashes
+}
+
+// mix64 is the splitmix64 finaliser.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// ChatMessage is one message of a chat conversation.
+type ChatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ChatPrompt renders messages with a ChatML template (Qwen's) and opens
+// the assistant's turn. The gateway renders the same way, so its prefix
+// index sees the tokens the engine caches.
+func ChatPrompt(msgs []ChatMessage) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString("<|im_start|>")
+		b.WriteString(m.Role)
+		b.WriteByte('\n')
+		b.WriteString(m.Content)
+		b.WriteString("<|im_end|>\n")
+	}
+	b.WriteString("<|im_start|>assistant\n")
+	return b.String()
+}
+
+// outputWords are what generated tokens read as.
+var outputWords = [...]string{
+	" the", " of", " and", " to", " in", " is", " that", " for",
+	" it", " as", " with", " on", " be", " at", " by", " this",
+	" from", " or", " an", " are", " was", " we", " can", " all",
+	" GPU", " model", " token", " cache", " batch", " step", " queue", " rank",
+}
+
+// TokenText is the text of generated token id.
+func TokenText(id uint32) string { return outputWords[id%uint32(len(outputWords))] }
