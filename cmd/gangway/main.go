@@ -1,13 +1,19 @@
 // Command gangway is the GPU cluster orchestrator: control plane, node agent
-// and user CLI in one binary.
+// and user CLI in one binary. See `gangway --help`.
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gangway/gangway/internal/cli"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "gangway: under construction")
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+	stop()
+	os.Exit(code)
 }

@@ -1,0 +1,466 @@
+// Package agent is the node agent: it registers the node and its GPUs,
+// heartbeats, pulls the ranks assigned to it, runs each with the exec driver,
+// watches checkpoints and progress files, and reports exits. It never decides
+// placement. It fences itself (kills its ranks) when it cannot reach the
+// server for the lease the server gave it, and re-attaches to its ranks after
+// a restart.
+//
+// It imports api, agent/driver, agent/gpu and the standard library.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gangway/gangway/internal/agent/driver"
+	"github.com/gangway/gangway/internal/agent/gpu"
+	"github.com/gangway/gangway/internal/api"
+)
+
+// Config configures an agent.
+type Config struct {
+	// Server is the control plane's base URL.
+	Server string
+	// Name is the node's name. Default: the host name.
+	Name string
+	// Address is the IP other nodes reach this one at. Default: the
+	// local address of the route to the server.
+	Address string
+	// Listen is where the agent serves logs ("host:port"). Default
+	// Address:0.
+	Listen string
+	// DataDir holds task directories (logs, state). Required.
+	DataDir string
+	Labels  map[string]string
+	// GPUs discovers devices.
+	GPUs gpu.Discoverer
+	// ShimPath is the gangway executable (for the task shim). Default:
+	// this process's executable.
+	ShimPath string
+	// Cgroups describes resource-limit support, reported to the server.
+	Cgroups string
+	Log     *slog.Logger
+	// HTTP is the client for the server. Default: one with a 10s timeout
+	// for ordinary calls.
+	HTTP *http.Client
+}
+
+// Agent is one node's agent.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	drv *driver.Exec
+
+	kick chan struct{} // asks the heartbeat loop to report now
+
+	mu         sync.Mutex       // guards the fields below
+	tasks      map[string]*task // by task key
+	desiredRev int64            // revision of the newest assignment list applied
+	ackRev     int64
+	lease      api.RegisterResponse
+	lastOK     time.Time // last successful heartbeat
+	fenced     bool
+	registered bool
+	ckptSent   map[string]int64 // newest checkpoint step reported per job
+	pendingCk  []api.CheckpointReport
+	pendingPr  []api.Progress
+	listenURL  string
+}
+
+// New checks cfg and returns an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Server == "" {
+		return nil, errors.New("agent: --server is required")
+	}
+	if _, err := url.Parse(cfg.Server); err != nil {
+		return nil, fmt.Errorf("agent: --server: %w", err)
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("agent: --data-dir is required")
+	}
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("agent: node name: %w", err)
+		}
+		cfg.Name = h
+	}
+	if !api.ValidNodeName(cfg.Name) {
+		return nil, fmt.Errorf("agent: node name %q: use letters, digits, '-', '_' and '.'", cfg.Name)
+	}
+	if cfg.GPUs == nil {
+		cfg.GPUs = gpu.NewNVML()
+	}
+	if cfg.ShimPath == "" {
+		p, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("agent: find own executable for the task shim: %w", err)
+		}
+		cfg.ShimPath = p
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Agent{
+		cfg: cfg, log: cfg.Log.With("node", cfg.Name), drv: &driver.Exec{ShimPath: cfg.ShimPath},
+		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{},
+	}, nil
+}
+
+// task is one rank this agent runs or ran.
+type task struct {
+	asg     api.Assignment
+	dir     string
+	h       *driver.Handle // nil if it never started
+	status  api.RankStatus
+	stopped bool // a stop was requested
+	// progress file tail state
+	progOff int64
+	// reportedFinal: the terminal status reached the server.
+	reportedFinal bool
+}
+
+// Run works until ctx ends. Ranks keep running after Run returns (a new
+// agent re-attaches to them) unless the agent fenced itself.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.cfg.Address == "" {
+		addr, err := routeAddr(a.cfg.Server)
+		if err != nil {
+			return err
+		}
+		a.cfg.Address = addr
+	}
+	if err := os.MkdirAll(a.tasksDir(), 0o755); err != nil {
+		return fmt.Errorf("agent: data dir: %w", err)
+	}
+	listen := a.cfg.Listen
+	if listen == "" {
+		listen = net.JoinHostPort(a.cfg.Address, "0")
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("agent: listen for logs on %s: %w", listen, err)
+	}
+	a.listenURL = "http://" + ln.Addr().String()
+	a.adopt()
+
+	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	wg.Add(4)
+	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
+	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
+	go func() { defer wg.Done(); a.watchLoop(ctx) }()
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = srv.Shutdown(sctx)
+	cancel()
+	wg.Wait()
+	return nil
+}
+
+func (a *Agent) tasksDir() string { return filepath.Join(a.cfg.DataDir, "tasks") }
+
+func (a *Agent) taskDir(k string) string {
+	job, att, rank, _ := api.ParseTaskKey(k)
+	return filepath.Join(a.tasksDir(), job, strconv.Itoa(att), strconv.Itoa(rank))
+}
+
+// routeAddr finds the local IP used to reach the server.
+func routeAddr(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", fmt.Errorf("agent: --server: %w", err)
+	}
+	host := u.Hostname()
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(host, port))
+	if err != nil {
+		return "", fmt.Errorf("agent: find the address that reaches %s (set --address): %w", host, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}
+
+// adopt re-attaches to ranks an earlier agent process started.
+func (a *Agent) adopt() {
+	jobs, _ := os.ReadDir(a.tasksDir())
+	for _, j := range jobs {
+		atts, _ := os.ReadDir(filepath.Join(a.tasksDir(), j.Name()))
+		for _, at := range atts {
+			ranks, _ := os.ReadDir(filepath.Join(a.tasksDir(), j.Name(), at.Name()))
+			for _, r := range ranks {
+				dir := filepath.Join(a.tasksDir(), j.Name(), at.Name(), r.Name())
+				if _, err := os.Stat(filepath.Join(dir, "forgotten")); err == nil {
+					continue
+				}
+				var asg api.Assignment
+				b, err := os.ReadFile(filepath.Join(dir, "assignment.json"))
+				if err != nil || json.Unmarshal(b, &asg) != nil {
+					continue
+				}
+				h, ok, err := a.drv.Adopt(dir)
+				if err != nil || !ok {
+					continue
+				}
+				t := &task{asg: asg, dir: dir, h: h}
+				t.status = a.baseStatus(&asg)
+				t.status.State = api.RankRunning
+				t.status.PID = h.PID()
+				t.status.StartedAt = h.StartedAt()
+				if fi, err := os.Stat(filepath.Join(dir, "progress.jsonl")); err == nil {
+					t.progOff = fi.Size()
+				}
+				a.tasks[asg.TaskKey()] = t
+				go a.await(t)
+				a.log.Info("re-attached to rank", "task", asg.TaskKey(), "pid", h.PID())
+			}
+		}
+	}
+}
+
+func (a *Agent) baseStatus(asg *api.Assignment) api.RankStatus {
+	return api.RankStatus{JobID: asg.JobID, Attempt: asg.Attempt, Rank: asg.Rank, Node: a.cfg.Name}
+}
+
+// ---- server calls ----
+
+func (a *Agent) post(ctx context.Context, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.Server+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return a.do(req, out)
+}
+
+func (a *Agent) do(req *http.Request, out any) error {
+	resp, err := a.cfg.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(body))
+	}
+	if out != nil {
+		return json.Unmarshal(body, out)
+	}
+	return nil
+}
+
+func (a *Agent) registerOnce(ctx context.Context) error {
+	inv, err := a.cfg.GPUs.Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("discover GPUs: %w", err)
+	}
+	n := api.Node{
+		Name: a.cfg.Name, Address: a.cfg.Address, AgentURL: a.listenURL,
+		Labels: a.cfg.Labels, CPUs: runtime.NumCPU(), MemoryBytes: memTotal(),
+		GPUSource: inv.Source, GPUReason: inv.Reason, Cgroups: a.cfg.Cgroups,
+	}
+	for _, d := range inv.Devices {
+		n.GPUs = append(n.GPUs, api.GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, Health: d.Health})
+	}
+	if len(n.GPUs) == 0 && inv.Reason != "" {
+		a.log.Warn("no GPUs", "reason", inv.Reason)
+	}
+	var resp api.RegisterResponse
+	if err := a.post(ctx, "/v1/agent/register", api.RegisterRequest{Node: n}, &resp); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.lease = resp
+	a.registered = true
+	a.lastOK = time.Now()
+	a.fenced = false
+	a.mu.Unlock()
+	a.log.Info("registered", "server", a.cfg.Server, "gpus", len(n.GPUs), "address", a.cfg.Address)
+	return nil
+}
+
+func memTotal() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb int64
+	if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err != nil {
+		return 0
+	}
+	return kb * 1024
+}
+
+// heartbeatLoop registers, then reports every interval (and at once when a
+// rank changes state), and fences the node when the server stays silent.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := a.registerOnce(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("register failed; retrying", "err", err)
+			a.checkFence()
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		a.beatUntilReregister(ctx)
+	}
+}
+
+func (a *Agent) beatUntilReregister(ctx context.Context) {
+	a.mu.Lock()
+	interval := a.lease.HeartbeatInterval.D()
+	a.mu.Unlock()
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		hb := a.snapshotReport()
+		cctx, cancel := context.WithTimeout(ctx, interval)
+		var resp api.HeartbeatResponse
+		err := a.post(cctx, "/v1/agent/heartbeat", hb, &resp)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			a.log.Debug("heartbeat failed", "err", err)
+			a.checkFence()
+		} else {
+			a.reported(hb)
+			if resp.Reregister {
+				a.log.Info("server asks to register again")
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.kick:
+		}
+	}
+}
+
+// checkFence kills every rank once the server has been unreachable for the
+// lease: the server will declare this node lost and restart its gangs
+// elsewhere, and the old ranks must be dead by then.
+func (a *Agent) checkFence() {
+	a.mu.Lock()
+	fence := a.lease.FenceAfter.D()
+	if fence <= 0 || a.lastOK.IsZero() || a.fenced || time.Since(a.lastOK) < fence {
+		a.mu.Unlock()
+		return
+	}
+	a.fenced = true
+	var live []*driver.Handle
+	for _, t := range a.tasks {
+		if t.h != nil {
+			t.stopped = true
+			live = append(live, t.h)
+		}
+	}
+	a.mu.Unlock()
+	a.log.Warn("server unreachable past the lease: fencing, killing all ranks", "lease", fence, "ranks", len(live))
+	for _, h := range live {
+		_ = h.Signal(syscall.SIGKILL)
+	}
+}
+
+func (a *Agent) snapshotReport() api.Heartbeat {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	hb := api.Heartbeat{Node: a.cfg.Name, SentAt: time.Now()}
+	keys := make([]string, 0, len(a.tasks))
+	for k := range a.tasks {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		hb.Ranks = append(hb.Ranks, a.tasks[k].status)
+	}
+	hb.Checkpoints = append(hb.Checkpoints, a.pendingCk...)
+	hb.Progress = append(hb.Progress, a.pendingPr...)
+	// Ack the newest list once nothing outside it is alive.
+	ack := a.desiredRev
+	for _, t := range a.tasks {
+		if !t.status.State.Terminal() && t.stopped {
+			ack = a.ackRev
+			break
+		}
+	}
+	a.ackRev = ack
+	hb.AckRevision = ack
+	return hb
+}
+
+// reported drops what a successful heartbeat delivered.
+func (a *Agent) reported(hb api.Heartbeat) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lastOK = time.Now()
+	a.pendingCk = a.pendingCk[len(hb.Checkpoints):]
+	a.pendingPr = a.pendingPr[len(hb.Progress):]
+	for _, rs := range hb.Ranks {
+		t := a.tasks[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)]
+		if t != nil && rs.State.Terminal() {
+			t.reportedFinal = true
+		}
+	}
+	// Forget finished ranks the server no longer wants and has heard of.
+	for k, t := range a.tasks {
+		if t.stopped && t.reportedFinal && t.status.State.Terminal() {
+			delete(a.tasks, k)
+			_ = os.WriteFile(filepath.Join(t.dir, "forgotten"), nil, 0o644)
+		}
+	}
+}
+
+func (a *Agent) kickNow() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,324 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/internal/agent/driver"
+	"github.com/gangway/gangway/internal/api"
+)
+
+// assignmentLoop long-polls the node's assignments and applies each list.
+func (a *Agent) assignmentLoop(ctx context.Context) {
+	var index int64
+	for ctx.Err() == nil {
+		a.mu.Lock()
+		ok := a.registered
+		a.mu.Unlock()
+		if !ok {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		l, err := a.fetchAssignments(ctx, index)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Debug("fetch assignments failed", "err", err)
+			sleepCtx(ctx, 300*time.Millisecond)
+			continue
+		}
+		a.apply(ctx, l)
+		index = l.Revision
+	}
+}
+
+func (a *Agent) fetchAssignments(ctx context.Context, index int64) (api.AssignmentList, error) {
+	q := url.Values{"node": {a.cfg.Name}}
+	if index > 0 {
+		q.Set("index", strconv.FormatInt(index, 10))
+		q.Set("wait", "10s")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, a.cfg.Server+"/v1/agent/assignments?"+q.Encode(), nil)
+	if err != nil {
+		return api.AssignmentList{}, err
+	}
+	var l api.AssignmentList
+	client := *a.cfg.HTTP
+	client.Timeout = 0 // the context bounds the long poll
+	resp, err := client.Do(req)
+	if err != nil {
+		return l, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return l, fmt.Errorf("assignments: %s", resp.Status)
+	}
+	return l, json.NewDecoder(resp.Body).Decode(&l)
+}
+
+// apply starts assigned ranks not yet running and stops running ranks no
+// longer assigned.
+func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
+	want := map[string]api.Assignment{}
+	for _, asg := range l.Assignments {
+		want[asg.TaskKey()] = asg
+	}
+	a.mu.Lock()
+	if a.fenced {
+		a.mu.Unlock()
+		return
+	}
+	var start []api.Assignment
+	var stop []*task
+	for k, asg := range want {
+		if _, ok := a.tasks[k]; !ok {
+			start = append(start, asg)
+		}
+	}
+	for k, t := range a.tasks {
+		if _, ok := want[k]; !ok && !t.stopped {
+			t.stopped = true
+			stop = append(stop, t)
+		}
+	}
+	a.desiredRev = l.Revision
+	a.mu.Unlock()
+
+	sort.Slice(start, func(i, j int) bool { return start[i].TaskKey() < start[j].TaskKey() })
+	for _, asg := range start {
+		a.start(asg)
+	}
+	for _, t := range stop {
+		if t.h != nil {
+			a.log.Info("stopping rank", "task", t.asg.TaskKey())
+			go t.h.Stop(t.asg.Grace.D())
+		}
+	}
+	if len(start)+len(stop) > 0 {
+		a.kickNow()
+	}
+}
+
+// start launches one rank; a failure to start is reported as its status.
+func (a *Agent) start(asg api.Assignment) {
+	k := asg.TaskKey()
+	dir := a.taskDir(k)
+	t := &task{asg: asg, dir: dir, status: a.baseStatus(&asg)}
+	t.status.State = api.RankStarting
+	fail := func(err error) {
+		t.status.State = api.RankFailedStart
+		t.status.ExitCode = -1
+		t.status.Message = err.Error()
+		t.status.FinishedAt = time.Now()
+		a.log.Warn("rank failed to start", "task", k, "err", err)
+	}
+	var err error
+	if err = os.MkdirAll(dir, 0o755); err == nil {
+		err = writeJSON(filepath.Join(dir, "assignment.json"), asg)
+	}
+	if err == nil && asg.CheckpointD != "" {
+		err = os.MkdirAll(asg.CheckpointD, 0o755)
+	}
+	if err != nil {
+		fail(err)
+		a.mu.Lock()
+		a.tasks[k] = t
+		a.mu.Unlock()
+		return
+	}
+	env := os.Environ()
+	keys := make([]string, 0, len(asg.Env))
+	for k := range asg.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+asg.Env[k])
+	}
+	env = append(env, "GANGWAY_PROGRESS_FILE="+filepath.Join(dir, "progress.jsonl"))
+	wd := asg.WorkingDir
+	if wd == "" {
+		wd = dir
+	}
+	spec := driver.Spec{Command: asg.Command, Env: env, Dir: wd, StateDir: dir, CgroupName: "gangway-" + strings.ReplaceAll(k, "/", "-")}
+	if asg.Resources != nil {
+		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
+	}
+	h, err := a.drv.Start(spec)
+	if err != nil {
+		fail(err)
+	} else {
+		t.h = h
+		t.status.State = api.RankRunning
+		t.status.PID = h.PID()
+		t.status.StartedAt = h.StartedAt()
+		a.log.Info("rank started", "task", k, "pid", h.PID(), "gpus", asg.GPUs)
+	}
+	a.mu.Lock()
+	a.tasks[k] = t
+	a.mu.Unlock()
+	if t.h != nil {
+		go a.await(t)
+	}
+}
+
+// await records a rank's exit.
+func (a *Agent) await(t *task) {
+	<-t.h.Done()
+	e := t.h.Exit()
+	a.mu.Lock()
+	t.status.State = api.RankExited
+	t.status.ExitCode = e.Code
+	t.status.Signal = e.Signal
+	t.status.Message = e.Message
+	t.status.FinishedAt = time.Now()
+	if e.Code == 127 && e.Message != "" {
+		t.status.State = api.RankFailedStart
+	}
+	a.mu.Unlock()
+	a.log.Info("rank exited", "task", t.asg.TaskKey(), "code", e.Code, "signal", e.Signal)
+	a.scanProgress(t) // the last lines before exit
+	a.kickNow()
+}
+
+// watchLoop tails progress files and scans checkpoint directories.
+func (a *Agent) watchLoop(ctx context.Context) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		a.checkFence()
+		a.mu.Lock()
+		var ts []*task
+		for _, t := range a.tasks {
+			if t.h != nil && !t.stopped {
+				ts = append(ts, t)
+			}
+		}
+		a.mu.Unlock()
+		for _, t := range ts {
+			a.scanProgress(t)
+			if t.asg.WatchCkpt {
+				a.scanCheckpoints(t)
+			}
+		}
+	}
+}
+
+// scanProgress forwards complete new lines of the rank's progress file.
+func (a *Agent) scanProgress(t *task) {
+	f, err := os.Open(filepath.Join(t.dir, "progress.jsonl"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	a.mu.Lock()
+	off := t.progOff
+	a.mu.Unlock()
+	if _, err := f.Seek(off, 0); err != nil {
+		return
+	}
+	r := bufio.NewReader(f)
+	var lines []api.Progress
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break // a partial line waits for its newline
+		}
+		off += int64(len(line))
+		var p api.Progress
+		if json.Unmarshal(line, &p) != nil {
+			continue
+		}
+		p.JobID, p.Attempt, p.Rank = t.asg.JobID, t.asg.Attempt, t.asg.Rank
+		if p.Time.IsZero() {
+			p.Time = time.Now()
+		}
+		lines = append(lines, p)
+	}
+	a.mu.Lock()
+	t.progOff = off
+	a.pendingPr = append(a.pendingPr, lines...)
+	if n := len(a.pendingPr) - 1000; n > 0 {
+		// The server is unreachable: keep the newest.
+		a.pendingPr = append([]api.Progress(nil), a.pendingPr[n:]...)
+	}
+	a.mu.Unlock()
+}
+
+// CheckpointCommitted reports whether dir holds a committed checkpoint:
+// gangway's COMMITTED marker, or torch.distributed.checkpoint's .metadata.
+func CheckpointCommitted(dir string) bool {
+	for _, m := range []string{"COMMITTED", ".metadata"} {
+		if _, err := os.Stat(filepath.Join(dir, m)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// NewestCheckpoint returns the highest-step committed checkpoint under
+// root: subdirectories named by their step number.
+func NewestCheckpoint(root string) (step int64, path string, ok bool) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return 0, "", false
+	}
+	step = -1
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		s, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || s < 0 || s <= step {
+			continue
+		}
+		p := filepath.Join(root, e.Name())
+		if CheckpointCommitted(p) {
+			step, path = s, p
+		}
+	}
+	return step, path, step >= 0
+}
+
+func (a *Agent) scanCheckpoints(t *task) {
+	step, path, ok := NewestCheckpoint(t.asg.CheckpointD)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if last, seen := a.ckptSent[t.asg.JobID]; seen && last >= step {
+		return
+	}
+	a.ckptSent[t.asg.JobID] = step
+	a.pendingCk = append(a.pendingCk, api.CheckpointReport{JobID: t.asg.JobID, Checkpoint: api.Checkpoint{
+		Step: step, Path: path, Attempt: t.asg.Attempt, Time: time.Now(),
+	}})
+	a.log.Info("checkpoint committed", "job_id", t.asg.JobID, "step", step)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

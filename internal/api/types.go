@@ -1,0 +1,400 @@
+package api
+
+import "time"
+
+// JobSpec is what a user submits: a gang of ranks that start together or not
+// at all. Zero values mean "use the default" (see Default).
+type JobSpec struct {
+	// Name is a label for people; it need not be unique.
+	Name string `json:"name,omitempty"`
+	// Queue is the tenant line the job waits in. Default "default".
+	Queue string `json:"queue,omitempty"`
+	// Priority orders jobs within the scheduler; higher goes first.
+	Priority int `json:"priority,omitempty"`
+	// Ranks is the world size: how many processes the gang has.
+	Ranks int `json:"ranks"`
+	// GPUsPerRank is how many whole GPUs each rank gets. Default 1.
+	GPUsPerRank int `json:"gpusPerRank,omitempty"`
+	// RanksPerNode fixes how many ranks share a node. Zero lets the
+	// scheduler pack the gang onto the fewest nodes.
+	RanksPerNode int `json:"ranksPerNode,omitempty"`
+	// Command is the program and its arguments, run once per rank.
+	Command []string `json:"command"`
+	// Env is added to every rank's environment after gangway's variables.
+	Env map[string]string `json:"env,omitempty"`
+	// WorkingDir is where ranks start. Default: the agent's task directory.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// NodeSelector restricts placement to nodes carrying all these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// MaxRestarts bounds new attempts after failures. Default 3; 0 means
+	// never restart.
+	MaxRestarts *int `json:"maxRestarts,omitempty"`
+	// RestartBackoff is the wait before the first restart; it doubles per
+	// restart up to 5m. Default 1s.
+	RestartBackoff Duration `json:"restartBackoff,omitempty"`
+	// HangTimeout fails an attempt whose progress file stays silent this
+	// long once the first line arrived. Zero disables the check.
+	HangTimeout Duration `json:"hangTimeout,omitempty"`
+	// TerminationGracePeriod is how long ranks get between SIGTERM and
+	// SIGKILL when stopped. Default 10s.
+	TerminationGracePeriod Duration `json:"terminationGracePeriod,omitempty"`
+	// CheckpointDir is where ranks write checkpoints; it must be on a file
+	// system every node shares. Default: the server's checkpoint root
+	// joined with the job ID.
+	CheckpointDir string `json:"checkpointDir,omitempty"`
+	// Resources limits each rank's memory and CPU where the node's cgroups
+	// allow it.
+	Resources *Resources `json:"resources,omitempty"`
+}
+
+// Resources are per-rank limits, enforced through cgroups when available.
+type Resources struct {
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	CPUMillis   int64 `json:"cpuMillis,omitempty"`
+}
+
+// Defaults for a JobSpec's optional fields.
+const (
+	DefaultQueue          = "default"
+	DefaultMaxRestarts    = 3
+	DefaultRestartBackoff = time.Second
+	MaxRestartBackoff     = 5 * time.Minute
+	DefaultGrace          = 10 * time.Second
+)
+
+// Default fills the zero fields of s with their defaults.
+func (s *JobSpec) Default() {
+	if s.Queue == "" {
+		s.Queue = DefaultQueue
+	}
+	if s.GPUsPerRank == 0 {
+		s.GPUsPerRank = 1
+	}
+	if s.MaxRestarts == nil {
+		n := DefaultMaxRestarts
+		s.MaxRestarts = &n
+	}
+	if s.RestartBackoff == 0 {
+		s.RestartBackoff = Duration(DefaultRestartBackoff)
+	}
+	if s.TerminationGracePeriod == 0 {
+		s.TerminationGracePeriod = Duration(DefaultGrace)
+	}
+}
+
+// GPUs is the gang's total GPU count.
+func (s *JobSpec) GPUs() int { return s.Ranks * s.GPUsPerRank }
+
+// JobPhase is where a job is in its life.
+type JobPhase string
+
+// Job phases. Pending and Restarting wait for placement; Running has a
+// placed attempt; Stopping tears an attempt down; the rest are final.
+const (
+	JobPending    JobPhase = "Pending"
+	JobRunning    JobPhase = "Running"
+	JobStopping   JobPhase = "Stopping"
+	JobRestarting JobPhase = "Restarting"
+	JobSucceeded  JobPhase = "Succeeded"
+	JobFailed     JobPhase = "Failed"
+	JobCancelled  JobPhase = "Cancelled"
+)
+
+// Final reports whether the phase is terminal.
+func (p JobPhase) Final() bool {
+	return p == JobSucceeded || p == JobFailed || p == JobCancelled
+}
+
+// Job is a submitted spec and what gangway has done with it.
+type Job struct {
+	ID          string    `json:"id"`
+	Spec        JobSpec   `json:"spec"`
+	Status      JobStatus `json:"status"`
+	SubmittedAt time.Time `json:"submittedAt"`
+	// ModRevision is the store revision of this copy; set on read, used
+	// for compare-and-swap, never stored.
+	ModRevision int64 `json:"modRevision,omitempty"`
+}
+
+// JobStatus is written by the controller only.
+type JobStatus struct {
+	Phase JobPhase `json:"phase"`
+	// Reason says why the job is pending, stopping or failed, in words a
+	// person can act on.
+	Reason string `json:"reason,omitempty"`
+	// Attempts is the history; the last one is current.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// Restarts counts attempts started after a failure.
+	Restarts int `json:"restarts"`
+	// NotBefore holds a restart back until its backoff has passed.
+	NotBefore time.Time `json:"notBefore,omitzero"`
+	// CancelRequested asks the controller to stop the job for good.
+	CancelRequested bool      `json:"cancelRequested,omitempty"`
+	StartedAt       time.Time `json:"startedAt,omitzero"`
+	FinishedAt      time.Time `json:"finishedAt,omitzero"`
+}
+
+// Current returns the newest attempt, or nil before the first placement.
+func (s *JobStatus) Current() *Attempt {
+	if len(s.Attempts) == 0 {
+		return nil
+	}
+	return &s.Attempts[len(s.Attempts)-1]
+}
+
+// AttemptPhase is where one run of a job is.
+type AttemptPhase string
+
+// Attempt phases: Running from placement until something ends it, Stopping
+// while ranks are being killed, Ended once no rank can be alive.
+const (
+	AttemptRunning  AttemptPhase = "Running"
+	AttemptStopping AttemptPhase = "Stopping"
+	AttemptEnded    AttemptPhase = "Ended"
+)
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+// Attempt outcomes.
+const (
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeInterrupted: stopped for a reason that is not the job's
+	// fault (a drained node); it restarts without using up maxRestarts.
+	OutcomeInterrupted Outcome = "interrupted"
+)
+
+// Attempt is one run of a job on one placement.
+type Attempt struct {
+	Number     int             `json:"number"`
+	Phase      AttemptPhase    `json:"phase"`
+	Outcome    Outcome         `json:"outcome,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Placement  []RankPlacement `json:"placement"`
+	MasterAddr string          `json:"masterAddr"`
+	MasterPort int             `json:"masterPort"`
+	// ResumeFrom is the checkpoint this attempt was told to resume from.
+	ResumeFrom *Checkpoint `json:"resumeFrom,omitempty"`
+	CreatedAt  time.Time   `json:"createdAt"`
+	// RunningAt is when every rank had reported running.
+	RunningAt time.Time `json:"runningAt,omitzero"`
+	// StopRevision is the store revision of the transaction that removed
+	// this attempt's assignments; agents acknowledge it once they have
+	// killed what they ran.
+	StopRevision int64     `json:"stopRevision,omitempty"`
+	StoppingAt   time.Time `json:"stoppingAt,omitzero"`
+	EndedAt      time.Time `json:"endedAt,omitzero"`
+}
+
+// Nodes returns the distinct nodes of the placement in rank order.
+func (a *Attempt) Nodes() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range a.Placement {
+		if !seen[p.Node] {
+			seen[p.Node] = true
+			out = append(out, p.Node)
+		}
+	}
+	return out
+}
+
+// RankPlacement is where one rank runs.
+type RankPlacement struct {
+	Rank      int    `json:"rank"`
+	Node      string `json:"node"`
+	NodeRank  int    `json:"nodeRank"`
+	LocalRank int    `json:"localRank"`
+	// GPUs are device indices on the node.
+	GPUs []int `json:"gpus"`
+}
+
+// Checkpoint is a committed checkpoint directory.
+type Checkpoint struct {
+	Step    int64     `json:"step"`
+	Path    string    `json:"path"`
+	Attempt int       `json:"attempt"`
+	Time    time.Time `json:"time"`
+}
+
+// Progress is one line a workload appended to $GANGWAY_PROGRESS_FILE.
+type Progress struct {
+	Step   int64     `json:"step"`
+	Loss   *float64  `json:"loss,omitempty"`
+	Tokens int64     `json:"tokens,omitempty"`
+	Final  bool      `json:"final,omitempty"`
+	Time   time.Time `json:"time,omitzero"`
+	// JobID, Attempt and Rank say who wrote it; filled in by the agent.
+	JobID   string `json:"jobId,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	Rank    int    `json:"rank"`
+}
+
+// RankState is what an agent reports about one rank's process.
+type RankState string
+
+// Rank states.
+const (
+	RankStarting RankState = "starting"
+	RankRunning  RankState = "running"
+	RankExited   RankState = "exited"
+	// RankFailedStart: the process could not be started at all.
+	RankFailedStart RankState = "failed-start"
+)
+
+// Terminal reports whether the rank can no longer run.
+func (s RankState) Terminal() bool { return s == RankExited || s == RankFailedStart }
+
+// RankStatus is the agent's view of one rank of one attempt.
+type RankStatus struct {
+	JobID      string    `json:"jobId"`
+	Attempt    int       `json:"attempt"`
+	Rank       int       `json:"rank"`
+	Node       string    `json:"node"`
+	State      RankState `json:"state"`
+	ExitCode   int       `json:"exitCode"`
+	Signal     string    `json:"signal,omitempty"`
+	PID        int       `json:"pid,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// Assignment is one rank the controller wants a node to run, with
+// everything the agent needs to start it.
+type Assignment struct {
+	JobID       string            `json:"jobId"`
+	Attempt     int               `json:"attempt"`
+	Rank        int               `json:"rank"`
+	Node        string            `json:"node"`
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env"`
+	WorkingDir  string            `json:"workingDir,omitempty"`
+	GPUs        []int             `json:"gpus"`
+	Resources   *Resources        `json:"resources,omitempty"`
+	Grace       Duration          `json:"grace"`
+	WatchCkpt   bool              `json:"watchCheckpoints,omitempty"`
+	CheckpointD string            `json:"checkpointDir"`
+}
+
+// TaskKey names one rank of one attempt: "job/attempt/rank".
+func (a *Assignment) TaskKey() string { return TaskKey(a.JobID, a.Attempt, a.Rank) }
+
+// NodeState is the node's liveness as the control plane sees it.
+type NodeState string
+
+// Node states.
+const (
+	NodeReady NodeState = "Ready"
+	NodeLost  NodeState = "Lost"
+)
+
+// Node is one machine running `gangway agent`.
+type Node struct {
+	Name string `json:"name"`
+	// Address is the IP other ranks reach this node at (MASTER_ADDR).
+	Address string `json:"address"`
+	// AgentURL serves the agent's logs endpoint.
+	AgentURL    string            `json:"agentURL,omitempty"`
+	GPUs        []GPU             `json:"gpus"`
+	GPUSource   string            `json:"gpuSource,omitempty"`
+	GPUReason   string            `json:"gpuReason,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	CPUs        int               `json:"cpus,omitempty"`
+	MemoryBytes int64             `json:"memoryBytes,omitempty"`
+	Cgroups     string            `json:"cgroups,omitempty"`
+	Status      NodeStatus        `json:"status"`
+	ModRevision int64             `json:"modRevision,omitempty"`
+}
+
+// GPU is one device on a node.
+type GPU struct {
+	Index       int    `json:"index"`
+	UUID        string `json:"uuid"`
+	Model       string `json:"model"`
+	MemoryBytes int64  `json:"memoryBytes"`
+	Health      string `json:"health,omitempty"`
+}
+
+// NodeStatus is written by the control plane.
+type NodeStatus struct {
+	State        NodeState `json:"state"`
+	Cordoned     bool      `json:"cordoned,omitempty"`
+	Draining     bool      `json:"draining,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	RegisteredAt time.Time `json:"registeredAt,omitzero"`
+	LostAt       time.Time `json:"lostAt,omitzero"`
+	// LastHeartbeat is filled in by the API from the server's memory;
+	// heartbeats are not written to the store.
+	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
+}
+
+// Schedulable reports whether new ranks may be placed on the node.
+func (n *Node) Schedulable() bool {
+	return n.Status.State == NodeReady && !n.Status.Cordoned && !n.Status.Draining
+}
+
+// ProgressLog is a job's latest progress and a bounded tail of earlier lines
+// for plotting.
+type ProgressLog struct {
+	Latest Progress   `json:"latest"`
+	Recent []Progress `json:"recent,omitempty"`
+}
+
+// MaxRecentProgress bounds ProgressLog.Recent.
+const MaxRecentProgress = 256
+
+// JobDetail is everything `gangway describe job` shows.
+type JobDetail struct {
+	Job         Job          `json:"job"`
+	Ranks       []RankStatus `json:"ranks,omitempty"`
+	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
+	Progress    *ProgressLog `json:"progress,omitempty"`
+}
+
+// Clone returns a deep copy of j.
+func (j *Job) Clone() *Job {
+	c := *j
+	c.Spec.Command = append([]string(nil), j.Spec.Command...)
+	c.Spec.Env = cloneMap(j.Spec.Env)
+	c.Spec.NodeSelector = cloneMap(j.Spec.NodeSelector)
+	if j.Spec.MaxRestarts != nil {
+		n := *j.Spec.MaxRestarts
+		c.Spec.MaxRestarts = &n
+	}
+	if j.Spec.Resources != nil {
+		r := *j.Spec.Resources
+		c.Spec.Resources = &r
+	}
+	c.Status.Attempts = make([]Attempt, len(j.Status.Attempts))
+	for i, a := range j.Status.Attempts {
+		a.Placement = append([]RankPlacement(nil), a.Placement...)
+		if a.ResumeFrom != nil {
+			ck := *a.ResumeFrom
+			a.ResumeFrom = &ck
+		}
+		c.Status.Attempts[i] = a
+	}
+	return &c
+}
+
+// Clone returns a deep copy of n.
+func (n *Node) Clone() *Node {
+	c := *n
+	c.GPUs = append([]GPU(nil), n.GPUs...)
+	c.Labels = cloneMap(n.Labels)
+	return &c
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

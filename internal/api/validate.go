@@ -1,0 +1,151 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// FieldError says which field of an input is wrong and why. Field is a dotted
+// path such as "spec.ranks"; Line and Column locate it in the source text when
+// known.
+type FieldError struct {
+	Field  string `json:"field,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
+	Msg    string `json:"message"`
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ", column %d", e.Column)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// ErrInvalid is wrapped by every validation failure.
+var ErrInvalid = errors.New("api: invalid input")
+
+// ValidationError lists every wrong field of one input.
+type ValidationError struct {
+	Fields []*FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Unwrap lets errors.Is(err, ErrInvalid) work.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+type fieldErrs []*FieldError
+
+func (fe *fieldErrs) add(field, format string, args ...any) {
+	*fe = append(*fe, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (fe fieldErrs) err() error {
+	if len(fe) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: fe}
+}
+
+// Limits for specs, generous but finite so a typo cannot ask for a billion
+// ranks.
+const (
+	MaxRanks       = 1 << 20
+	MaxGPUsPerRank = 72
+	maxNameLen     = 128
+)
+
+// Validate checks a defaulted spec. It returns a *ValidationError naming
+// every wrong field, or nil.
+func (s *JobSpec) Validate() error {
+	var fe fieldErrs
+	if len(s.Name) > maxNameLen {
+		fe.add("spec.name", "longer than %d characters", maxNameLen)
+	}
+	if s.Queue != "" && !validIdent(s.Queue) {
+		fe.add("spec.queue", "%q: use letters, digits, '-', '_' and '.' only", s.Queue)
+	}
+	switch {
+	case s.Ranks < 1:
+		fe.add("spec.ranks", "must be at least 1 (got %d)", s.Ranks)
+	case s.Ranks > MaxRanks:
+		fe.add("spec.ranks", "at most %d (got %d)", MaxRanks, s.Ranks)
+	}
+	switch {
+	case s.GPUsPerRank < 1:
+		fe.add("spec.gpusPerRank", "must be at least 1 (got %d)", s.GPUsPerRank)
+	case s.GPUsPerRank > MaxGPUsPerRank:
+		fe.add("spec.gpusPerRank", "at most %d (got %d)", MaxGPUsPerRank, s.GPUsPerRank)
+	}
+	if s.RanksPerNode < 0 {
+		fe.add("spec.ranksPerNode", "must not be negative (got %d)", s.RanksPerNode)
+	} else if s.RanksPerNode > 0 && s.Ranks > 0 && s.Ranks%s.RanksPerNode != 0 {
+		fe.add("spec.ranksPerNode", "%d does not divide ranks (%d)", s.RanksPerNode, s.Ranks)
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		fe.add("spec.command", "missing: give the program to run, e.g. [\"python3\", \"train.py\"]")
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			fe.add("spec.env", "invalid variable name %q", k)
+		}
+	}
+	if s.MaxRestarts != nil && *s.MaxRestarts < 0 {
+		fe.add("spec.maxRestarts", "must not be negative (got %d)", *s.MaxRestarts)
+	}
+	if s.RestartBackoff < 0 {
+		fe.add("spec.restartBackoff", "must not be negative")
+	}
+	if s.HangTimeout < 0 {
+		fe.add("spec.hangTimeout", "must not be negative")
+	}
+	if s.TerminationGracePeriod < 0 {
+		fe.add("spec.terminationGracePeriod", "must not be negative")
+	}
+	if s.CheckpointDir != "" && !strings.HasPrefix(s.CheckpointDir, "/") {
+		fe.add("spec.checkpointDir", "%q must be an absolute path", s.CheckpointDir)
+	}
+	if r := s.Resources; r != nil {
+		if r.MemoryBytes < 0 {
+			fe.add("spec.resources.memoryBytes", "must not be negative")
+		}
+		if r.CPUMillis < 0 {
+			fe.add("spec.resources.cpuMillis", "must not be negative")
+		}
+	}
+	return fe.err()
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		ok := r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidNodeName reports whether s can name a node.
+func ValidNodeName(s string) bool { return validIdent(s) }

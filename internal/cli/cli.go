@@ -1,0 +1,178 @@
+// Package cli implements gangway's commands: the server, the agent, the
+// user commands (submit, get, describe, logs, cancel, cordon, drain) and the
+// demo. Main is the whole program, callable from tests.
+//
+// It may import every other gangway package; nothing imports it but
+// cmd/gangway.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Env is the process environment the commands see.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+type command struct {
+	name, args, summary string
+	hidden              bool
+	run                 func(ctx context.Context, e *Env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{name: "demo", args: "[-o json]", summary: "run a 4-node cluster locally, kill a node mid-training and watch the gang recover", run: runDemo},
+		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
+		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
+		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
+		{name: "get", args: "jobs|nodes|job ID|node NAME", summary: "list jobs or nodes", run: runGet},
+		{name: "describe", args: "job ID | node NAME", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
+		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's output", run: runLogs},
+		{name: "cancel", args: "ID", summary: "stop a job for good", run: runCancel},
+		{name: "cordon", args: "NODE", summary: "stop placing new ranks on a node", run: nodeActionCmd("cordon")},
+		{name: "uncordon", args: "NODE", summary: "allow placing on a node again", run: nodeActionCmd("uncordon")},
+		{name: "drain", args: "NODE", summary: "cordon a node and move its gangs elsewhere", run: nodeActionCmd("drain")},
+		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
+			fmt.Fprintln(e.Stdout, "gangway", Version)
+			return 0
+		}},
+		{name: "task-shim", hidden: true, run: runShim},
+		{name: "train-example", hidden: true, run: runTrainExample},
+	}
+}
+
+// Version is set at build time with -ldflags "-X .../cli.Version=...".
+var Version = "dev"
+
+// Main runs the gangway command line and returns the exit status.
+func Main(ctx context.Context, args []string, e *Env) int {
+	if e.Getenv == nil {
+		e.Getenv = os.Getenv
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.Stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	fmt.Fprintf(e.Stderr, "gangway: unknown command %q\n\n", args[0])
+	usage(e.Stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `gangway: a GPU cluster orchestrator for distributed training and inference.
+
+Usage: gangway COMMAND [flags]
+
+Commands:
+`)
+	for _, c := range commands() {
+		if c.hidden {
+			continue
+		}
+		fmt.Fprintf(w, "  %-9s %-32s %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprint(w, `
+User commands take --server URL (default $GANGWAY_SERVER or http://127.0.0.1:7070)
+and -o table|json|yaml. Run "gangway COMMAND -h" for a command's flags.
+`)
+}
+
+// newFlags returns a flag set that prints errors and usage to e.Stderr.
+func newFlags(e *Env, name, args string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.Stderr, "Usage: gangway %s %s\n\nFlags:\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags, allowing flags after positional arguments
+// ("logs 3 -f"), and returns the positional ones. Everything after "--" is
+// returned as is, "--" included, so callers can tell a command apart.
+func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0, false
+			}
+			return nil, 2, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, tail...), 0, true
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func serverFlag(fs *flag.FlagSet, e *Env) *string {
+	def := e.Getenv("GANGWAY_SERVER")
+	if def == "" {
+		def = "http://127.0.0.1:7070"
+	}
+	return fs.String("server", def, "gangway server URL")
+}
+
+func outputFlag(fs *flag.FlagSet) *string {
+	return fs.String("o", "table", "output format: table, json or yaml")
+}
+
+func checkOutput(e *Env, o string) bool {
+	switch o {
+	case "table", "json", "yaml":
+		return true
+	}
+	fmt.Fprintf(e.Stderr, "gangway: -o %q: want table, json or yaml\n", o)
+	return false
+}
+
+// fail prints err for a person and returns exit status 1.
+func fail(e *Env, err error) int {
+	var ae *APIError
+	if errors.As(err, &ae) && len(ae.Body.Fields) > 0 {
+		fmt.Fprintln(e.Stderr, "gangway: rejected:")
+		for _, f := range ae.Body.Fields {
+			fmt.Fprintf(e.Stderr, "  %s\n", f.Error())
+		}
+		return 1
+	}
+	fmt.Fprintf(e.Stderr, "gangway: %v\n", err)
+	return 1
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

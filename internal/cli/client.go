@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/server"
+)
+
+// Client talks to a gangway server's /v1 API.
+type Client struct {
+	Base string
+	HTTP *http.Client
+}
+
+// NewClient returns a client for base ("http://host:7070").
+func NewClient(base string) *Client {
+	return &Client{Base: strings.TrimRight(base, "/"), HTTP: &http.Client{}}
+}
+
+// APIError is a non-2xx answer from the server.
+type APIError struct {
+	Status int
+	Body   server.ErrorBody
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Body.Error)
+	if e.Body.Error == "" {
+		fmt.Fprintf(&b, "HTTP %d", e.Status)
+	}
+	return b.String()
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Base+path, r)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the gangway server at %s (set --server or GANGWAY_SERVER): %w", c.Base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &APIError{Status: resp.StatusCode}
+		_ = json.Unmarshal(b, &e.Body)
+		return e
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// Submit sends a job spec (YAML or JSON).
+func (c *Client) Submit(ctx context.Context, spec []byte) (*api.Job, error) {
+	var j api.Job
+	return &j, c.do(ctx, http.MethodPost, "/v1/jobs", spec, &j)
+}
+
+// Jobs lists jobs; with index > 0 it blocks until they change or wait ends.
+func (c *Client) Jobs(ctx context.Context, index int64, wait time.Duration) (server.JobList, error) {
+	var l server.JobList
+	path := "/v1/jobs"
+	if index > 0 {
+		path += fmt.Sprintf("?index=%d&wait=%s", index, wait)
+	}
+	return l, c.do(ctx, http.MethodGet, path, nil, &l)
+}
+
+// Job returns a job's detail.
+func (c *Client) Job(ctx context.Context, id string) (*api.JobDetail, error) {
+	var d api.JobDetail
+	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &d)
+}
+
+// Cancel asks for a job to be stopped for good.
+func (c *Client) Cancel(ctx context.Context, id string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.do(ctx, http.MethodPost, "/v1/jobs/"+id+"/cancel", nil, &j)
+}
+
+// Nodes lists nodes.
+func (c *Client) Nodes(ctx context.Context) (server.NodeList, error) {
+	var l server.NodeList
+	return l, c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l)
+}
+
+// Node returns one node.
+func (c *Client) Node(ctx context.Context, name string) (*api.Node, error) {
+	var n api.Node
+	return &n, c.do(ctx, http.MethodGet, "/v1/nodes/"+name, nil, &n)
+}
+
+// NodeAction cordons, uncordons or drains a node.
+func (c *Client) NodeAction(ctx context.Context, name, action string) (*api.Node, error) {
+	var n api.Node
+	return &n, c.do(ctx, http.MethodPost, "/v1/nodes/"+name+"/"+action, nil, &n)
+}
+
+// Logs streams a rank's log into w.
+func (c *Client) Logs(ctx context.Context, id string, rank, attempt int, stream string, follow bool, w io.Writer) error {
+	q := fmt.Sprintf("?rank=%d&stream=%s", rank, stream)
+	if attempt > 0 {
+		q += fmt.Sprintf("&attempt=%d", attempt)
+	}
+	if follow {
+		q += "&follow=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/jobs/"+id+"/logs"+q, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the gangway server at %s: %w", c.Base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		e := &APIError{Status: resp.StatusCode}
+		if json.Unmarshal(b, &e.Body) != nil {
+			e.Body.Error = strings.TrimSpace(string(b))
+		}
+		return e
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/examples/train-go/trainer"
+	"github.com/gangway/gangway/internal/agent"
+	"github.com/gangway/gangway/internal/agent/cgroup"
+	"github.com/gangway/gangway/internal/agent/driver"
+	"github.com/gangway/gangway/internal/agent/gpu"
+	"github.com/gangway/gangway/internal/server"
+)
+
+func runServer(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "server", "--data-dir DIR [flags]")
+	dataDir := fs.String("data-dir", "", "directory for the embedded etcd and default checkpoints (required unless --etcd-endpoints)")
+	listen := fs.String("listen", ":7070", "address the API listens on")
+	endpoints := fs.String("etcd-endpoints", "", "comma-separated URLs of an external etcd cluster (default: embedded single member)")
+	etcdClient := fs.String("etcd-client-addr", "", "embedded etcd's client address (default: a free loopback port)")
+	etcdPeer := fs.String("etcd-peer-addr", "", "embedded etcd's peer address (default: a free loopback port)")
+	nodeTimeout := fs.Duration("node-timeout", 3*time.Second, "a node that misses heartbeats this long is lost")
+	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
+	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if _, code, ok := parse(fs, args); !ok {
+		return code
+	}
+	log, err := newLogger(e.Stderr, *logLevel)
+	if err != nil {
+		return fail(e, err)
+	}
+	cfg := server.Config{
+		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval,
+		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
+	}
+	if *endpoints != "" {
+		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
+	}
+	s, err := server.New(cfg)
+	if err != nil {
+		return fail(e, err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fail(e, fmt.Errorf("listen on %s: %w", *listen, err))
+	}
+	log.Info("gangway server listening", "addr", ln.Addr().String())
+	if err := s.Run(ctx, ln); err != nil {
+		return fail(e, err)
+	}
+	return 0
+}
+
+// labelFlags collects repeated --label k=v.
+type labelFlags map[string]string
+
+func (l labelFlags) String() string { return fmt.Sprint(map[string]string(l)) }
+func (l labelFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	l[k] = val
+	return nil
+}
+
+func runAgent(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "agent", "--server URL [flags]")
+	srv := serverFlag(fs, e)
+	name := fs.String("name", "", "node name (default: host name)")
+	addr := fs.String("address", "", "IP address other nodes reach this one at (default: the route to the server)")
+	listen := fs.String("listen", "", "where the agent serves logs (default ADDRESS:0)")
+	dataDir := fs.String("data-dir", "", "directory for rank logs and state (default /var/lib/gangway/agent-NAME)")
+	fake := fs.Int("fake-gpus", 0, "pretend this node has N GPUs (for machines without NVIDIA GPUs)")
+	model := fs.String("gpu-model", "H100-SXM-80GB", "model of the fake GPUs: "+strings.Join(gpu.Models(), ", "))
+	nvmlLib := fs.String("nvml-library", "", "path to libnvidia-ml.so (default: the loader's search path)")
+	labels := labelFlags{}
+	fs.Var(labels, "label", "topology or selector label key=value (repeatable), e.g. --label leaf=l1")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if _, code, ok := parse(fs, args); !ok {
+		return code
+	}
+	log, err := newLogger(e.Stderr, *logLevel)
+	if err != nil {
+		return fail(e, err)
+	}
+	var disc gpu.Discoverer
+	if *fake > 0 {
+		if disc, err = gpu.NewFake(*fake, *model, gpu.WithSeed(*name)); err != nil {
+			return fail(e, fmt.Errorf("--gpu-model: %w", err))
+		}
+	} else {
+		var opts []gpu.NVMLOption
+		if *nvmlLib != "" {
+			opts = append(opts, gpu.WithLibraryPath(*nvmlLib))
+		}
+		disc = gpu.NewNVML(opts...)
+	}
+	n := *name
+	if n == "" {
+		n, _ = os.Hostname()
+	}
+	dir := *dataDir
+	if dir == "" {
+		dir = "/var/lib/gangway/agent-" + n
+	}
+	cg := "none"
+	if m, err := cgroup.Detect("/sys/fs/cgroup"); err == nil {
+		cg = m.Describe()
+	}
+	a, err := agent.New(agent.Config{
+		Server: strings.TrimRight(*srv, "/"), Name: n, Address: *addr, Listen: *listen, DataDir: dir,
+		Labels: labels, GPUs: disc, Cgroups: cg, Log: log,
+	})
+	if err != nil {
+		return fail(e, err)
+	}
+	if err := a.Run(ctx); err != nil {
+		return fail(e, err)
+	}
+	return 0
+}
+
+func runShim(ctx context.Context, e *Env, args []string) int {
+	return driver.ShimMain(args, e.Stderr, func(name string, pid int, mem, cpu int64) (string, error) {
+		m, err := cgroup.Detect("/sys/fs/cgroup")
+		if err != nil {
+			return "", err
+		}
+		return m.Apply(name, pid, cgroup.Limits{MemoryBytes: mem, CPUMillis: cpu})
+	})
+}
+
+func runTrainExample(ctx context.Context, e *Env, args []string) int {
+	return trainer.Main(ctx, args, e.Getenv, e.Stdout, e.Stderr)
+}

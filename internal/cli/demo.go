@@ -1,0 +1,414 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gangway/gangway/examples/train-go/trainer"
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/server"
+)
+
+// DemoSummary is what `gangway demo -o json` prints.
+type DemoSummary struct {
+	// DetectionS: node killed → node marked lost.
+	DetectionS float64 `json:"detection_s"`
+	// RecoveryS: node killed → every rank of the new attempt running.
+	RecoveryS          float64 `json:"recovery_s"`
+	ResumedFromStep    int64   `json:"resumed_from_step"`
+	KilledAtStep       int64   `json:"killed_at_step"`
+	FinalLoss          float64 `json:"final_loss"`
+	ReferenceFinalLoss float64 `json:"reference_final_loss"`
+	LossRelDiff        float64 `json:"loss_rel_diff"`
+	Tolerance          float64 `json:"tolerance"`
+	KilledNode         string  `json:"killed_node"`
+	Attempts           int     `json:"attempts"`
+	TotalS             float64 `json:"total_s"`
+	OK                 bool    `json:"ok"`
+}
+
+// demoConfig is the demo's shape; tests shrink it.
+type demoConfig struct {
+	nodes, gpus       int
+	ranks, perNode    int
+	steps, killAtStep int
+	stepDelay         time.Duration
+	timeout           time.Duration
+}
+
+func runDemo(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "demo", "[-o json]")
+	out := fs.String("o", "table", "summary format: table or json (progress goes to stderr with json)")
+	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data)")
+	if _, code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *out != "table" && *out != "json" {
+		fmt.Fprintf(e.Stderr, "gangway demo: -o %q: want table or json\n", *out)
+		return 2
+	}
+	progress := e.Stdout
+	if *out == "json" {
+		progress = e.Stderr
+	}
+	cfg := demoConfig{nodes: 4, gpus: 8, ranks: 8, perNode: 4, steps: 400, killAtStep: 150,
+		stepDelay: 30 * time.Millisecond, timeout: 110 * time.Second}
+	sum, err := demo(ctx, cfg, progress, *keep)
+	if *out == "json" {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(sum)
+	} else if sum != nil {
+		printSummary(e.Stdout, sum)
+	}
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func printSummary(w io.Writer, s *DemoSummary) {
+	verdict := "OK"
+	if !s.OK {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, `
+Summary (%s)
+  node lost detected in     %.2f s   (node killed → marked lost; Slurm default 300 s)
+  gang running again after  %.2f s   (node killed → every rank of attempt 2 running)
+  killed at step            %d
+  resumed from step         %d       (newest committed checkpoint)
+  final loss                %.12g
+  reference final loss      %.12g   (same job, no failure)
+  relative difference       %.3g     (trainer tolerance %.0g)
+  attempts                  %d
+  total                     %.1f s
+`, verdict, s.DetectionS, s.RecoveryS, s.KilledAtStep, s.ResumedFromStep, s.FinalLoss, s.ReferenceFinalLoss,
+		s.LossRelDiff, s.Tolerance, s.Attempts, s.TotalS)
+}
+
+// demo runs the whole scenario and returns its summary; err says what did
+// not happen.
+func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSummary, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	say := func(format string, a ...any) {
+		fmt.Fprintf(w, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "gangway-demo-")
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		say("working directory %s (kept)", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	// Control plane, in this process.
+	srv, err := server.New(server.Config{DataDir: filepath.Join(dir, "server")})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	url := "http://" + ln.Addr().String()
+	sctx, scancel := context.WithCancel(context.Background())
+	var swg sync.WaitGroup
+	swg.Add(1)
+	go func() { defer swg.Done(); _ = srv.Run(sctx, ln) }()
+	defer func() { scancel(); swg.Wait() }()
+	c := NewClient(url)
+	say("control plane up at %s (embedded etcd in %s)", url, filepath.Join(dir, "server"))
+
+	// Agents, as real processes.
+	agents := make([]*demoAgent, cfg.nodes)
+	for i := range agents {
+		a := &demoAgent{name: fmt.Sprintf("node-%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("agent-%d", i+1))}
+		logf, err := os.Create(filepath.Join(dir, a.name+".log"))
+		if err != nil {
+			return nil, err
+		}
+		defer logf.Close()
+		a.cmd = exec.Command(exe, "agent", "--server", url, "--name", a.name, "--address", "127.0.0.1",
+			"--fake-gpus", strconv.Itoa(cfg.gpus), "--gpu-model", "H100-SXM-80GB", "--data-dir", a.dir, "--log-level", "warn")
+		a.cmd.Stdout, a.cmd.Stderr = logf, logf
+		if err := a.cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start agent %s: %w", a.name, err)
+		}
+		agents[i] = a
+	}
+	defer func() {
+		for _, a := range agents {
+			a.stop()
+		}
+	}()
+	if err := waitFor(ctx, func() (bool, error) {
+		l, err := c.Nodes(ctx)
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range l.Nodes {
+			if n.Status.State == api.NodeReady && len(n.GPUs) == cfg.gpus {
+				ready++
+			}
+		}
+		return ready == cfg.nodes, nil
+	}); err != nil {
+		return nil, fmt.Errorf("waiting for %d agents to register: %w", cfg.nodes, err)
+	}
+	say("%d nodes ready, each with %d fake H100-SXM-80GB GPUs (agents are separate processes)", cfg.nodes, cfg.gpus)
+
+	trainArgs := []string{exe, "train-example", "--steps", strconv.Itoa(cfg.steps), "--checkpoint-every", "20", "--log-every", "50"}
+	spec := func(name string, delay time.Duration) []byte {
+		s := api.JobSpec{
+			Name: name, Ranks: cfg.ranks, RanksPerNode: cfg.perNode, GPUsPerRank: 1,
+			Command:        append(append([]string(nil), trainArgs...), "--step-delay", delay.String()),
+			RestartBackoff: api.Duration(200 * time.Millisecond), TerminationGracePeriod: api.Duration(5 * time.Second),
+		}
+		b, _ := json.Marshal(s)
+		return b
+	}
+	j, err := c.Submit(ctx, spec("demo-train", cfg.stepDelay))
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	say("submitted job %s: the example Go trainer (data-parallel MLP, ring all-reduce over TCP), %d ranks, %d per node, %d steps, checkpoint every 20",
+		j.ID, cfg.ranks, cfg.perNode, cfg.steps)
+
+	sum := &DemoSummary{Tolerance: trainer.Tolerance}
+	var (
+		killAt     time.Time
+		victim     *demoAgent
+		lastStep   int64 = -1
+		lastCk     int64 = -1
+		seenAtt    int
+		lostSeen   bool
+		finalLoss  *float64
+		finalPhase api.JobPhase
+	)
+	err = waitFor(ctx, func() (bool, error) {
+		d, err := c.Job(ctx, j.ID)
+		if err != nil {
+			return false, nil
+		}
+		job := &d.Job
+		if a := job.Status.Current(); a != nil && a.Number > seenAtt && !a.RunningAt.IsZero() {
+			seenAtt = a.Number
+			resume := "from scratch"
+			if a.ResumeFrom != nil {
+				resume = fmt.Sprintf("resuming from the checkpoint of step %d", a.ResumeFrom.Step)
+			}
+			say("attempt %d running on %s (%s)", a.Number, strings.Join(a.Nodes(), ", "), resume)
+			if a.Number > 1 && !killAt.IsZero() {
+				sum.RecoveryS = a.RunningAt.Sub(killAt).Seconds()
+				if a.ResumeFrom != nil {
+					sum.ResumedFromStep = a.ResumeFrom.Step
+				}
+				say("gang running again %.2fs after the node died", sum.RecoveryS)
+			}
+		}
+		if n := len(d.Checkpoints); n > 0 && d.Checkpoints[n-1].Step > lastCk {
+			lastCk = d.Checkpoints[n-1].Step
+		}
+		if p := d.Progress; p != nil && p.Latest.Step != lastStep && p.Latest.Loss != nil {
+			if p.Latest.Step/50 != lastStep/50 || p.Latest.Final {
+				say("  attempt %d  step %4d  loss %.6f  newest checkpoint: step %d", p.Latest.Attempt, p.Latest.Step, *p.Latest.Loss, lastCk)
+			}
+			lastStep = p.Latest.Step
+			if p.Latest.Final {
+				l := *p.Latest.Loss
+				finalLoss = &l
+			}
+		}
+		// Kill a node part-way, once a checkpoint exists to resume from.
+		if killAt.IsZero() && lastStep >= int64(cfg.killAtStep) && lastCk > 0 {
+			a := job.Status.Current()
+			node := a.Placement[len(a.Placement)-1].Node
+			for _, ag := range agents {
+				if ag.name == node {
+					victim = ag
+				}
+			}
+			killAt = time.Now()
+			sum.KilledAtStep = lastStep
+			sum.KilledNode = node
+			n := victim.kill()
+			say("killing %s: SIGKILL to its agent and its %d rank processes (as if the machine died)", node, n)
+		}
+		if victim != nil && !lostSeen {
+			if n, err := c.Node(ctx, victim.name); err == nil && n.Status.State == api.NodeLost {
+				lostSeen = true
+				sum.DetectionS = n.Status.LostAt.Sub(killAt).Seconds()
+				say("%s marked lost (%s), %.2fs after it died", victim.name, n.Status.Reason, sum.DetectionS)
+			}
+		}
+		if job.Status.Phase.Final() {
+			finalPhase = job.Status.Phase
+			sum.Attempts = len(job.Status.Attempts)
+			say("job %s %s after %d attempts", job.ID, strings.ToLower(string(job.Status.Phase)), sum.Attempts)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return sum, fmt.Errorf("waiting for the job: %w", err)
+	}
+	if finalPhase != api.JobSucceeded {
+		return sum, fmt.Errorf("job ended %s", finalPhase)
+	}
+	if finalLoss == nil {
+		return sum, errors.New("the trainer reported no final loss")
+	}
+	sum.FinalLoss = *finalLoss
+
+	// The same job again, uninterrupted and without the step delay.
+	ref, err := c.Submit(ctx, spec("demo-reference", 0))
+	if err != nil {
+		return sum, fmt.Errorf("submit reference: %w", err)
+	}
+	say("reference: the same job again (job %s) without a failure", ref.ID)
+	var refLoss *float64
+	err = waitFor(ctx, func() (bool, error) {
+		d, err := c.Job(ctx, ref.ID)
+		if err != nil || !d.Job.Status.Phase.Final() {
+			return false, nil
+		}
+		if d.Job.Status.Phase != api.JobSucceeded {
+			return false, fmt.Errorf("reference job ended %s: %s", d.Job.Status.Phase, d.Job.Status.Reason)
+		}
+		if d.Progress != nil && d.Progress.Latest.Final && d.Progress.Latest.Loss != nil {
+			l := *d.Progress.Latest.Loss
+			refLoss = &l
+		}
+		return true, nil
+	})
+	if err != nil {
+		return sum, err
+	}
+	if refLoss == nil {
+		return sum, errors.New("the reference run reported no final loss")
+	}
+	sum.ReferenceFinalLoss = *refLoss
+	say("reference final loss %.12g", *refLoss)
+	sum.TotalS = time.Since(start).Seconds()
+	sum.LossRelDiff = math.Abs(sum.FinalLoss-sum.ReferenceFinalLoss) / math.Max(math.Abs(sum.ReferenceFinalLoss), 1e-300)
+	var problems []string
+	if victim == nil {
+		problems = append(problems, "no node was killed")
+	}
+	if !lostSeen {
+		problems = append(problems, "the killed node was never marked lost")
+	}
+	if sum.Attempts < 2 || sum.RecoveryS <= 0 {
+		problems = append(problems, "the gang did not restart")
+	}
+	if sum.ResumedFromStep <= 0 {
+		problems = append(problems, "the new attempt did not resume from a checkpoint")
+	}
+	if sum.LossRelDiff > sum.Tolerance {
+		problems = append(problems, fmt.Sprintf("final loss %.12g differs from the reference %.12g by %.3g (tolerance %.0g)",
+			sum.FinalLoss, sum.ReferenceFinalLoss, sum.LossRelDiff, sum.Tolerance))
+	}
+	if len(problems) > 0 {
+		return sum, errors.New(strings.Join(problems, "; "))
+	}
+	sum.OK = true
+	return sum, nil
+}
+
+// waitFor polls cond every 100ms until it is true, fails, or ctx ends.
+func waitFor(ctx context.Context, cond func() (bool, error)) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+type demoAgent struct {
+	name, dir string
+	cmd       *exec.Cmd
+	killed    bool
+}
+
+// kill simulates the machine dying: the agent and every rank process it
+// started die at once. It returns how many rank groups it killed.
+func (a *demoAgent) kill() int {
+	a.killed = true
+	_ = a.cmd.Process.Signal(syscall.SIGKILL)
+	_ = a.cmd.Wait()
+	return KillRanks(a.dir)
+}
+
+func (a *demoAgent) stop() {
+	if !a.killed {
+		a.killed = true
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = a.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = a.cmd.Process.Kill()
+			<-done
+		}
+	}
+	KillRanks(a.dir)
+}
+
+// KillRanks sends SIGKILL to the process group of every rank an agent with
+// data directory dir started, and returns how many were alive.
+func KillRanks(dir string) int {
+	n := 0
+	paths, _ := filepath.Glob(filepath.Join(dir, "tasks", "*", "*", "*", "state.json"))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var st struct {
+			PID int `json:"pid"`
+		}
+		if json.Unmarshal(b, &st) != nil || st.PID <= 0 {
+			continue
+		}
+		if syscall.Kill(-st.PID, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,484 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/goccy/go-yaml"
+)
+
+func printAs(e *Env, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := json.Marshal(v) // json tags and time formats, as the API
+		if err != nil {
+			return err
+		}
+		var generic any
+		if err := json.Unmarshal(b, &generic); err != nil {
+			return err
+		}
+		y, err := yaml.Marshal(generic)
+		if err != nil {
+			return err
+		}
+		_, err = e.Stdout.Write(y)
+		return err
+	}
+	return fmt.Errorf("unknown format %q", format)
+}
+
+func runSubmit(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "submit", "JOB.yaml | [flags] -- COMMAND [ARGS...]")
+	srv := serverFlag(fs, e)
+	out := outputFlag(fs)
+	name := fs.String("name", "", "job name")
+	queue := fs.String("queue", "", "queue (default \"default\")")
+	prio := fs.Int("priority", 0, "priority; higher runs first")
+	ranks := fs.Int("ranks", 0, "number of ranks (world size)")
+	gpus := fs.Int("gpus-per-rank", 1, "GPUs per rank")
+	perNode := fs.Int("ranks-per-node", 0, "ranks per node (default: pack onto the fewest nodes)")
+	maxRestarts := fs.Int("max-restarts", -1, "restarts after failures (default 3)")
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if !checkOutput(e, *out) {
+		return 2
+	}
+	var body []byte
+	switch {
+	case len(pos) == 1 && pos[0] != "--":
+		b, err := readSpecFile(pos[0])
+		if err != nil {
+			return fail(e, err)
+		}
+		body = b
+	case len(pos) > 1 && pos[0] == "--":
+		spec := api.JobSpec{Name: *name, Queue: *queue, Priority: *prio, Ranks: *ranks, GPUsPerRank: *gpus,
+			RanksPerNode: *perNode, Command: pos[1:]}
+		if *maxRestarts >= 0 {
+			spec.MaxRestarts = maxRestarts
+		}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return fail(e, err)
+		}
+		body = b
+	default:
+		fmt.Fprintln(e.Stderr, "gangway submit: give a job file, or flags and a command after --")
+		fs.Usage()
+		return 2
+	}
+	j, err := NewClient(*srv).Submit(ctx, body)
+	if err != nil {
+		return fail(e, err)
+	}
+	if *out != "table" {
+		return exitOn(e, printAs(e, *out, j))
+	}
+	fmt.Fprintf(e.Stdout, "job %s submitted\n", j.ID)
+	return 0
+}
+
+func readSpecFile(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read job file: %w", err)
+	}
+	return b, nil
+}
+
+func exitOn(e *Env, err error) int {
+	if err != nil {
+		return fail(e, err)
+	}
+	return 0
+}
+
+func runGet(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "get", "jobs|nodes|job ID|node NAME")
+	srv := serverFlag(fs, e)
+	out := outputFlag(fs)
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if !checkOutput(e, *out) {
+		return 2
+	}
+	c := NewClient(*srv)
+	if len(pos) == 0 {
+		fs.Usage()
+		return 2
+	}
+	switch pos[0] {
+	case "jobs", "job":
+		if len(pos) == 2 {
+			d, err := c.Job(ctx, pos[1])
+			if err != nil {
+				return fail(e, err)
+			}
+			if *out != "table" {
+				return exitOn(e, printAs(e, *out, d.Job))
+			}
+			printJobs(e.Stdout, []*api.Job{&d.Job})
+			return 0
+		}
+		l, err := c.Jobs(ctx, 0, 0)
+		if err != nil {
+			return fail(e, err)
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, l.Jobs))
+		}
+		printJobs(e.Stdout, l.Jobs)
+	case "nodes", "node":
+		var nodes []*api.Node
+		if len(pos) == 2 {
+			n, err := c.Node(ctx, pos[1])
+			if err != nil {
+				return fail(e, err)
+			}
+			nodes = []*api.Node{n}
+		} else {
+			l, err := c.Nodes(ctx)
+			if err != nil {
+				return fail(e, err)
+			}
+			nodes = l.Nodes
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, nodes))
+		}
+		printNodes(e.Stdout, nodes)
+	default:
+		fmt.Fprintf(e.Stderr, "gangway get: unknown kind %q (want jobs or nodes)\n", pos[0])
+		return 2
+	}
+	return 0
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func printJobs(w io.Writer, jobs []*api.Job) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tQUEUE\tPHASE\tRANKS\tGPUS\tATTEMPT\tNODES\tAGE\tREASON")
+	for _, j := range jobs {
+		att, nodes := "-", "-"
+		if a := j.Status.Current(); a != nil {
+			att = strconv.Itoa(a.Number)
+			nodes = strings.Join(a.Nodes(), ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Spec.Name), j.Spec.Queue, j.Status.Phase,
+			j.Spec.Ranks, j.Spec.GPUs(), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70))
+	}
+	tw.Flush()
+}
+
+func printNodes(w io.Writer, nodes []*api.Node) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
+	for _, n := range nodes {
+		state := string(n.Status.State)
+		if n.Status.Draining {
+			state += ",Draining"
+		} else if n.Status.Cordoned {
+			state += ",Cordoned"
+		}
+		model := "-"
+		if len(n.GPUs) > 0 {
+			model = n.GPUs[0].Model
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, state, len(n.GPUs), model, n.Address, age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
+	}
+	tw.Flush()
+}
+
+func fmtLabels(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	s := fmtSelector(m)
+	return s
+}
+
+func fmtSelector(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func runDescribe(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "describe", "job ID | node NAME")
+	srv := serverFlag(fs, e)
+	out := outputFlag(fs)
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if !checkOutput(e, *out) {
+		return 2
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return 2
+	}
+	c := NewClient(*srv)
+	switch pos[0] {
+	case "job", "jobs":
+		d, err := c.Job(ctx, pos[1])
+		if err != nil {
+			return fail(e, err)
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, d))
+		}
+		describeJob(e.Stdout, d)
+	case "node", "nodes":
+		n, err := c.Node(ctx, pos[1])
+		if err != nil {
+			return fail(e, err)
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, n))
+		}
+		describeNode(e.Stdout, n)
+	default:
+		fmt.Fprintf(e.Stderr, "gangway describe: unknown kind %q (want job or node)\n", pos[0])
+		return 2
+	}
+	return 0
+}
+
+func describeJob(w io.Writer, d *api.JobDetail) {
+	j := &d.Job
+	fmt.Fprintf(w, "Job %s", j.ID)
+	if j.Spec.Name != "" {
+		fmt.Fprintf(w, " (%s)", j.Spec.Name)
+	}
+	fmt.Fprintf(w, "\n  Phase:     %s\n", j.Status.Phase)
+	if j.Status.Reason != "" {
+		label := "Reason:"
+		if j.Status.Phase == api.JobPending || j.Status.Phase == api.JobRestarting {
+			label = "Waiting:"
+		}
+		fmt.Fprintf(w, "  %-10s %s\n", label, j.Status.Reason)
+	}
+	fmt.Fprintf(w, "  Queue:     %s (priority %d)\n", j.Spec.Queue, j.Spec.Priority)
+	shape := fmt.Sprintf("%d ranks × %d GPU", j.Spec.Ranks, j.Spec.GPUsPerRank)
+	if j.Spec.RanksPerNode > 0 {
+		shape += fmt.Sprintf(", %d per node", j.Spec.RanksPerNode)
+	}
+	fmt.Fprintf(w, "  Gang:      %s\n", shape)
+	fmt.Fprintf(w, "  Command:   %s\n", strings.Join(j.Spec.Command, " "))
+	mr := api.DefaultMaxRestarts
+	if j.Spec.MaxRestarts != nil {
+		mr = *j.Spec.MaxRestarts
+	}
+	fmt.Fprintf(w, "  Restarts:  %d of %d\n", j.Status.Restarts, mr)
+	fmt.Fprintf(w, "  Submitted: %s (%s ago)\n", j.SubmittedAt.Local().Format(time.DateTime), age(j.SubmittedAt))
+	if p := d.Progress; p != nil {
+		l := p.Latest
+		fmt.Fprintf(w, "  Progress:  step %d", l.Step)
+		if l.Loss != nil {
+			fmt.Fprintf(w, ", loss %.6g", *l.Loss)
+		}
+		if l.Tokens > 0 {
+			fmt.Fprintf(w, ", %d tokens", l.Tokens)
+		}
+		fmt.Fprintf(w, " (attempt %d, %s ago)\n", l.Attempt, age(l.Time))
+	}
+	if n := len(d.Checkpoints); n > 0 {
+		c := d.Checkpoints[n-1]
+		fmt.Fprintf(w, "  Checkpoint: step %d at %s (%d committed)\n", c.Step, c.Path, n)
+	}
+	for i := len(j.Status.Attempts) - 1; i >= 0; i-- {
+		a := &j.Status.Attempts[i]
+		fmt.Fprintf(w, "\nAttempt %d: %s", a.Number, a.Phase)
+		if a.Outcome != "" {
+			fmt.Fprintf(w, " (%s)", a.Outcome)
+		}
+		fmt.Fprintln(w)
+		if a.Reason != "" {
+			fmt.Fprintf(w, "  Reason:  %s\n", a.Reason)
+		}
+		if a.ResumeFrom != nil {
+			fmt.Fprintf(w, "  Resumed: from step %d (%s)\n", a.ResumeFrom.Step, a.ResumeFrom.Path)
+		}
+		fmt.Fprintf(w, "  Master:  %s:%d\n", a.MasterAddr, a.MasterPort)
+		fmt.Fprintf(w, "  Created: %s", a.CreatedAt.Local().Format(time.TimeOnly))
+		if !a.RunningAt.IsZero() {
+			fmt.Fprintf(w, ", all running after %.2fs", a.RunningAt.Sub(a.CreatedAt).Seconds())
+		}
+		if !a.EndedAt.IsZero() {
+			fmt.Fprintf(w, ", ended %s", a.EndedAt.Local().Format(time.TimeOnly))
+		}
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  RANK\tNODE\tNODE RANK\tLOCAL\tGPUS\tSTATE\tEXIT\tPID")
+		for _, rp := range a.Placement {
+			state, exit, pid := "-", "-", "-"
+			for _, rs := range d.Ranks {
+				if rs.Attempt == a.Number && rs.Rank == rp.Rank {
+					state = string(rs.State)
+					if rs.State.Terminal() {
+						exit = strconv.Itoa(rs.ExitCode)
+						if rs.Signal != "" {
+							exit += " (" + rs.Signal + ")"
+						}
+					}
+					if rs.PID > 0 {
+						pid = strconv.Itoa(rs.PID)
+					}
+				}
+			}
+			gpus := make([]string, len(rp.GPUs))
+			for k, g := range rp.GPUs {
+				gpus[k] = strconv.Itoa(g)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", rp.Rank, rp.Node, rp.NodeRank, rp.LocalRank, strings.Join(gpus, ","), state, exit, pid)
+		}
+		tw.Flush()
+	}
+}
+
+func describeNode(w io.Writer, n *api.Node) {
+	fmt.Fprintf(w, "Node %s\n  State:    %s", n.Name, n.Status.State)
+	if n.Status.Cordoned {
+		fmt.Fprint(w, ", cordoned")
+	}
+	if n.Status.Draining {
+		fmt.Fprint(w, ", draining")
+	}
+	fmt.Fprintln(w)
+	if n.Status.Reason != "" {
+		fmt.Fprintf(w, "  Reason:   %s\n", n.Status.Reason)
+	}
+	fmt.Fprintf(w, "  Address:  %s\n  Agent:    %s\n  Seen:     %s ago\n", n.Address, n.AgentURL, age(n.Status.LastHeartbeat))
+	fmt.Fprintf(w, "  CPUs:     %d, memory %.1f GiB\n  Cgroups:  %s\n", n.CPUs, float64(n.MemoryBytes)/(1<<30), dash(n.Cgroups))
+	fmt.Fprintf(w, "  Labels:   %s\n", fmtLabels(n.Labels))
+	fmt.Fprintf(w, "  GPUs:     %d (source %s)", len(n.GPUs), dash(n.GPUSource))
+	if n.GPUReason != "" {
+		fmt.Fprintf(w, " — %s", n.GPUReason)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, g := range n.GPUs {
+		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d MiB\t%s\n", g.Index, g.UUID, g.Model, g.MemoryBytes>>20, dash(g.Health))
+	}
+	tw.Flush()
+}
+
+func runLogs(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "logs", "ID [--rank N] [--attempt N] [--stderr] [-f]")
+	srv := serverFlag(fs, e)
+	rank := fs.Int("rank", 0, "rank whose output to show")
+	attempt := fs.Int("attempt", 0, "attempt (default: the newest)")
+	stderr := fs.Bool("stderr", false, "show standard error instead of standard output")
+	follow := fs.Bool("f", false, "follow the output until the rank exits")
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return 2
+	}
+	stream := "stdout"
+	if *stderr {
+		stream = "stderr"
+	}
+	return exitOn(e, NewClient(*srv).Logs(ctx, pos[0], *rank, *attempt, stream, *follow, e.Stdout))
+}
+
+func runCancel(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "cancel", "ID")
+	srv := serverFlag(fs, e)
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return 2
+	}
+	if _, err := NewClient(*srv).Cancel(ctx, pos[0]); err != nil {
+		return fail(e, err)
+	}
+	fmt.Fprintf(e.Stdout, "job %s: cancel requested\n", pos[0])
+	return 0
+}
+
+func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []string) int {
+	return func(ctx context.Context, e *Env, args []string) int {
+		fs := newFlags(e, action, "NODE")
+		srv := serverFlag(fs, e)
+		pos, code, ok := parse(fs, args)
+		if !ok {
+			return code
+		}
+		if len(pos) != 1 {
+			fs.Usage()
+			return 2
+		}
+		if _, err := NewClient(*srv).NodeAction(ctx, pos[0], action); err != nil {
+			return fail(e, err)
+		}
+		fmt.Fprintf(e.Stdout, "node %s: %sed\n", pos[0], strings.TrimSuffix(action, "e"))
+		return 0
+	}
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,521 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/store"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 4 << 20
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		leader := s.leader
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "leader": leader})
+	})
+	mux.HandleFunc("POST /v1/jobs", s.submitJob)
+	mux.HandleFunc("GET /v1/jobs", s.listJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.cancelJob)
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.jobLogs)
+	mux.HandleFunc("GET /v1/nodes", s.listNodes)
+	mux.HandleFunc("GET /v1/nodes/{name}", s.getNode)
+	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
+	mux.HandleFunc("POST /v1/agent/register", s.register)
+	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
+	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// ErrorBody is the JSON every failed request returns.
+type ErrorBody struct {
+	Error  string            `json:"error"`
+	Fields []*api.FieldError `json:"fields,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	body := ErrorBody{Error: err.Error()}
+	var ve *api.ValidationError
+	if errors.As(err, &ve) {
+		body.Fields = ve.Fields
+	}
+	writeJSON(w, code, body)
+}
+
+func statusFor(err error) int {
+	switch {
+	case errors.Is(err, api.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, store.ErrConflict), errors.Is(err, errConflict):
+		return http.StatusConflict
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+var errConflict = errors.New("conflict")
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return nil, &api.ValidationError{Fields: []*api.FieldError{{Msg: "reading body: " + err.Error()}}}
+	}
+	return b, nil
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	spec, err := api.DecodeJobSpec(b)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	nodes, _, err := s.st.Nodes(r.Context())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if err := checkCapacity(&spec, nodes); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	j, err := s.st.CreateJob(r.Context(), spec, time.Now())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.log.Info("job submitted", "job_id", j.ID, "name", spec.Name, "ranks", spec.Ranks)
+	writeJSON(w, http.StatusCreated, j)
+}
+
+// checkCapacity rejects a gang that no set of registered nodes could ever
+// hold. With no nodes registered yet, everything waits.
+func checkCapacity(spec *api.JobSpec, nodes []*api.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	largest, total := 0, 0
+	for _, n := range nodes {
+		if n.Status.State == api.NodeLost {
+			continue
+		}
+		largest = max(largest, len(n.GPUs))
+		total += len(n.GPUs)
+	}
+	ve := &api.ValidationError{}
+	if spec.GPUsPerRank > largest {
+		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.gpusPerRank",
+			Msg: fmt.Sprintf("%d GPUs per rank, but the largest node has %d", spec.GPUsPerRank, largest)})
+	} else if spec.RanksPerNode > 0 && spec.RanksPerNode*spec.GPUsPerRank > largest {
+		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.ranksPerNode",
+			Msg: fmt.Sprintf("%d ranks × %d GPUs per node, but the largest node has %d", spec.RanksPerNode, spec.GPUsPerRank, largest)})
+	} else if spec.GPUs() > total {
+		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.ranks",
+			Msg: fmt.Sprintf("%d ranks × %d GPUs = %d GPUs, but the cluster has %d", spec.Ranks, spec.GPUsPerRank, spec.GPUs(), total)})
+	}
+	if len(ve.Fields) > 0 {
+		return ve
+	}
+	return nil
+}
+
+// JobList is GET /v1/jobs's body.
+type JobList struct {
+	Index int64      `json:"index"`
+	Jobs  []*api.Job `json:"jobs"`
+}
+
+// NodeList is GET /v1/nodes's body.
+type NodeList struct {
+	Index int64       `json:"index"`
+	Nodes []*api.Node `json:"nodes"`
+}
+
+// blockingIndex implements ?index=N&wait=D: wait until something under
+// prefix changed after N.
+func (s *Server) blockingIndex(r *http.Request, prefix string) error {
+	q := r.URL.Query()
+	if q.Get("index") == "" {
+		return nil
+	}
+	idx, err := strconv.ParseInt(q.Get("index"), 10, 64)
+	if err != nil || idx < 0 {
+		return &api.ValidationError{Fields: []*api.FieldError{{Field: "index", Msg: "must be a non-negative integer"}}}
+	}
+	wait := 30 * time.Second
+	if ws := q.Get("wait"); ws != "" {
+		if wait, err = time.ParseDuration(ws); err != nil || wait < 0 {
+			return &api.ValidationError{Fields: []*api.FieldError{{Field: "wait", Msg: "must be a duration such as 30s"}}}
+		}
+		wait = min(wait, 5*time.Minute)
+	}
+	_, err = s.st.WaitChange(r.Context(), prefix, idx, wait)
+	return err
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	if err := s.blockingIndex(r, store.JobsPrefix); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	jobs, rev, err := s.st.Jobs(r.Context())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	writeJSON(w, http.StatusOK, JobList{Index: rev, Jobs: jobs})
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	j, err := s.st.Job(ctx, id)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	d := api.JobDetail{Job: *j}
+	if d.Ranks, err = s.st.RankStatuses(ctx, id); err == nil {
+		if d.Checkpoints, err = s.st.Checkpoints(ctx, id); err == nil {
+			d.Progress, err = s.st.Progress(ctx, id)
+		}
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
+		if j.Status.Phase.Final() {
+			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
+		}
+		j.Status.CancelRequested = true
+		return nil
+	})
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	if err := s.blockingIndex(r, store.NodesPrefix); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	nodes, rev, err := s.st.Nodes(r.Context())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	for _, n := range nodes {
+		s.fillHeartbeat(n)
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	writeJSON(w, http.StatusOK, NodeList{Index: rev, Nodes: nodes})
+}
+
+func (s *Server) fillHeartbeat(n *api.Node) {
+	if at, _ := s.liveness().Get(n.Name); !at.IsZero() {
+		n.Status.LastHeartbeat = at
+	}
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	n, err := s.st.Node(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.fillHeartbeat(n)
+	writeJSON(w, http.StatusOK, n)
+}
+
+func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	var fn func(n *api.Node)
+	switch action {
+	case "cordon":
+		fn = func(n *api.Node) { n.Status.Cordoned = true }
+	case "uncordon":
+		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = false, false }
+	case "drain":
+		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = true, true }
+	default:
+		writeError(w, http.StatusNotFound, fmt.Errorf("unknown node action %q (want cordon, uncordon or drain)", action))
+		return
+	}
+	n, err := s.st.ModifyNode(r.Context(), r.PathValue("name"), func(n *api.Node) error { fn(n); return nil })
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.log.Info("node "+action, "node", n.Name)
+	writeJSON(w, http.StatusOK, n)
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	var req api.RegisterRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("register: %w", err))
+		return
+	}
+	n := req.Node
+	if !api.ValidNodeName(n.Name) {
+		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node.name", Msg: fmt.Sprintf("%q: use letters, digits, '-', '_' and '.'", n.Name)}}})
+		return
+	}
+	if n.Address == "" {
+		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node.address", Msg: "missing"}}})
+		return
+	}
+	ctx := r.Context()
+	now := time.Now()
+	for {
+		old, err := s.st.Node(ctx, n.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			writeError(w, statusFor(err), err)
+			return
+		}
+		reg := n
+		reg.Status = api.NodeStatus{State: api.NodeReady, RegisteredAt: now}
+		if old != nil {
+			// Keep what operators set.
+			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
+			reg.ModRevision = old.ModRevision
+		}
+		err = s.st.PutNode(ctx, &reg)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			writeError(w, statusFor(err), err)
+			return
+		}
+		break
+	}
+	s.liveness().Beat(n.Name, 0, now)
+	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs))
+	writeJSON(w, http.StatusOK, api.RegisterResponse{
+		HeartbeatInterval: api.Duration(s.cfg.HeartbeatInterval),
+		// Fence a heartbeat before the server could declare the node lost,
+		// so its ranks are dead before any replacement starts.
+		FenceAfter:     api.Duration(s.cfg.NodeTimeout - s.cfg.HeartbeatInterval),
+		CheckpointRoot: s.cfg.CheckpointRoot,
+	})
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	var hb api.Heartbeat
+	if err := json.Unmarshal(b, &hb); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("heartbeat: %w", err))
+		return
+	}
+	ctx := r.Context()
+	n, err := s.st.Node(ctx, hb.Node)
+	if errors.Is(err, store.ErrNotFound) {
+		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		return
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if n.Status.State == api.NodeLost {
+		// A lost node that speaks again re-registers; its old work was
+		// fenced on its side and reassigned on ours.
+		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		return
+	}
+	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
+	if err := s.storeReports(ctx, &hb); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{})
+}
+
+// storeReports writes the rank statuses that changed, new checkpoints and
+// progress lines.
+func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
+	var changed []api.RankStatus
+	s.mu.Lock()
+	for _, rs := range hb.Ranks {
+		rs.Node = hb.Node
+		k := api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)
+		if old, ok := s.written[k]; ok && old == rs {
+			continue
+		}
+		changed = append(changed, rs)
+	}
+	s.mu.Unlock()
+	if err := s.st.PutRankStatuses(ctx, changed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, rs := range changed {
+		s.written[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)] = rs
+	}
+	s.mu.Unlock()
+	for _, c := range hb.Checkpoints {
+		if err := s.st.PutCheckpoint(ctx, c.JobID, c.Checkpoint); err != nil {
+			return err
+		}
+	}
+	byJob := map[string][]api.Progress{}
+	var order []string
+	for _, p := range hb.Progress {
+		if _, ok := byJob[p.JobID]; !ok {
+			order = append(order, p.JobID)
+		}
+		byJob[p.JobID] = append(byJob[p.JobID], p)
+	}
+	for _, job := range order {
+		if err := s.st.AppendProgress(ctx, job, byJob[job]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
+	node := r.URL.Query().Get("node")
+	if node == "" {
+		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node", Msg: "missing"}}})
+		return
+	}
+	if err := s.blockingIndex(r, store.AssignmentsPrefix(node)); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	l, err := s.st.Assignments(r.Context(), node)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(l.Revision, 10))
+	writeJSON(w, http.StatusOK, l)
+}
+
+// jobLogs streams one rank's log from the agent that ran it.
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	j, err := s.st.Job(ctx, r.PathValue("id"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if len(j.Status.Attempts) == 0 {
+		writeError(w, http.StatusConflict, fmt.Errorf("job %s has not started yet: %s", j.ID, j.Status.Reason))
+		return
+	}
+	rank, attempt := 0, len(j.Status.Attempts)
+	if v := q.Get("rank"); v != "" {
+		if rank, err = strconv.Atoi(v); err != nil || rank < 0 || rank >= j.Spec.Ranks {
+			writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "rank", Msg: fmt.Sprintf("must be 0..%d", j.Spec.Ranks-1)}}})
+			return
+		}
+	}
+	if v := q.Get("attempt"); v != "" {
+		if attempt, err = strconv.Atoi(v); err != nil || attempt < 1 || attempt > len(j.Status.Attempts) {
+			writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "attempt", Msg: fmt.Sprintf("must be 1..%d", len(j.Status.Attempts))}}})
+			return
+		}
+	}
+	a := j.Status.Attempts[attempt-1]
+	node := a.Placement[rank].Node
+	n, err := s.st.Node(ctx, node)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if n.AgentURL == "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("node %s serves no logs", node))
+		return
+	}
+	u := fmt.Sprintf("%s/v1/logs?task=%s&stream=%s&follow=%s", strings.TrimRight(n.AgentURL, "/"),
+		api.TaskKey(j.ID, attempt, rank), q.Get("stream"), q.Get("follow"))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("node %s: %w", node, err))
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	copyFlush(w, resp.Body)
+}
+
+// copyFlush copies src to w, flushing after every read so followers see
+// lines as they come.
+func copyFlush(w http.ResponseWriter, src io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,214 @@
+// Package server is gangway's control plane process: it opens the store
+// (embedded etcd by default), serves the REST API under /v1 for people and
+// agents, and, on the replica elected leader, runs the controllers.
+//
+// It imports api, store, controller and launch.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Config configures a server.
+type Config struct {
+	// DataDir holds the embedded etcd and default checkpoints.
+	DataDir string
+	// EtcdEndpoints, if set, uses an external etcd cluster instead of the
+	// embedded member.
+	EtcdEndpoints []string
+	// EtcdClientAddr and EtcdPeerAddr fix the embedded member's ports
+	// (empty: free loopback ports).
+	EtcdClientAddr string
+	EtcdPeerAddr   string
+	// NodeTimeout: a node silent this long is lost. Default 3s.
+	NodeTimeout time.Duration
+	// HeartbeatInterval agents are told to keep. Default 1s.
+	HeartbeatInterval time.Duration
+	// CheckpointRoot is the shared parent of default checkpoint dirs.
+	// Default DataDir/checkpoints.
+	CheckpointRoot string
+	Log            *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.DataDir == "" && len(c.EtcdEndpoints) == 0 {
+		return errors.New("server: --data-dir is required with the embedded store")
+	}
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 3 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.HeartbeatInterval*2 > c.NodeTimeout {
+		return fmt.Errorf("server: node timeout %s must be at least twice the heartbeat interval %s", c.NodeTimeout, c.HeartbeatInterval)
+	}
+	if c.CheckpointRoot == "" {
+		if c.DataDir == "" {
+			return errors.New("server: --checkpoint-root is required with an external etcd")
+		}
+		c.CheckpointRoot = filepath.Join(c.DataDir, "checkpoints")
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Server is one control-plane replica.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	live *controller.Liveness // replaced on each leadership; read via liveness()
+
+	// Set once Run has opened the store; read by handlers.
+	st *store.Store
+
+	mu      sync.Mutex                // guards written, leader and live
+	written map[string]api.RankStatus // last rank status stored, by task key
+	leader  bool
+}
+
+// New checks cfg and returns a server; Run starts it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, log: cfg.Log, live: controller.NewLiveness(time.Now()), written: map[string]api.RankStatus{}}, nil
+}
+
+// Run opens the store, serves HTTP on ln and campaigns for leadership
+// until ctx ends; then it shuts everything down and returns.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	var cli *clientv3.Client
+	if len(s.cfg.EtcdEndpoints) > 0 {
+		c, err := store.Dial(ctx, s.cfg.EtcdEndpoints)
+		if err != nil {
+			return err
+		}
+		cli = c
+	} else {
+		e, err := store.StartEmbedded(ctx, store.EmbeddedConfig{
+			Dir: s.cfg.DataDir, ClientAddr: s.cfg.EtcdClientAddr, PeerAddr: s.cfg.EtcdPeerAddr,
+		})
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		cli = e.Client()
+		s.log.Info("embedded etcd ready", "endpoint", e.Endpoint, "dir", s.cfg.DataDir)
+	}
+	defer cli.Close()
+	if err := os.MkdirAll(s.cfg.CheckpointRoot, 0o755); err != nil {
+		return fmt.Errorf("server: checkpoint root: %w", err)
+	}
+	s.st = store.New(cli)
+
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("server: http: %w", err)
+		}
+	}()
+	lctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer wg.Done()
+		if err := s.lead(lctx, cli); err != nil {
+			errc <- err
+		}
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	wg.Wait()
+	return err
+}
+
+// lead campaigns for leadership and runs the cache and controllers while
+// leader; it returns when ctx ends.
+func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
+	host, _ := os.Hostname()
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(5), concurrency.WithContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.log.Warn("leader session failed", "err", err)
+			time.Sleep(time.Second)
+			continue
+		}
+		el := concurrency.NewElection(sess, store.Root+"leader")
+		if err := el.Campaign(ctx, fmt.Sprintf("%s/%d", host, os.Getpid())); err != nil {
+			sess.Close()
+			continue
+		}
+		s.log.Info("became leader")
+		s.setLeader(true)
+		// A new leader gives every node a full timeout from now.
+		s.mu.Lock()
+		s.live = controller.NewLiveness(time.Now())
+		s.mu.Unlock()
+		runCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-sess.Done():
+			case <-runCtx.Done():
+			}
+			cancel()
+		}()
+		cache := store.NewCache(s.st, s.log)
+		ctl := controller.New(s.st, cache, s.liveness(), controller.Config{
+			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot,
+		}, s.log)
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = cache.Run(runCtx) }()
+		go func() { defer wg.Done(); _ = ctl.Run(runCtx) }()
+		wg.Wait()
+		cancel()
+		s.setLeader(false)
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		_ = el.Resign(rctx)
+		rcancel()
+		sess.Close()
+	}
+	return nil
+}
+
+func (s *Server) setLeader(v bool) {
+	s.mu.Lock()
+	s.leader = v
+	s.mu.Unlock()
+}
+
+func (s *Server) liveness() *controller.Liveness {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live
+}

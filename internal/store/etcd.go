@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.uber.org/zap"
+)
+
+// EmbeddedConfig configures a single-member etcd inside this process.
+type EmbeddedConfig struct {
+	// Dir holds etcd's data (member/ under it).
+	Dir string
+	// ClientAddr is where other processes can reach this etcd
+	// ("127.0.0.1:2379"); empty picks a free loopback port.
+	ClientAddr string
+	// PeerAddr is the raft peer address; empty picks a free loopback port.
+	PeerAddr string
+	// Verbose keeps etcd's own logging; by default it is silenced.
+	Verbose bool
+}
+
+// Embedded is a running embedded etcd member.
+type Embedded struct {
+	etcd *embed.Etcd
+	// Endpoint is the client URL others may dial.
+	Endpoint string
+}
+
+// StartEmbedded starts a single-member etcd and waits until it serves.
+// Close stops it.
+func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
+	if c.Dir == "" {
+		return nil, errors.New("store: embedded etcd needs a data directory")
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create etcd dir: %w", err)
+	}
+	var err error
+	if c.ClientAddr == "" {
+		if c.ClientAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	if c.PeerAddr == "" {
+		if c.PeerAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = "gangway"
+	cfg.Dir = filepath.Join(c.Dir, "etcd")
+	cu := url.URL{Scheme: "http", Host: c.ClientAddr}
+	pu := url.URL{Scheme: "http", Host: c.PeerAddr}
+	cfg.ListenClientUrls = []url.URL{cu}
+	cfg.AdvertiseClientUrls = []url.URL{cu}
+	cfg.ListenPeerUrls = []url.URL{pu}
+	cfg.AdvertisePeerUrls = []url.URL{pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	cfg.ListenMetricsUrls = nil
+	// A small single-member cluster: short election ticks keep start-up
+	// quick; snapshots and compaction keep the data directory small.
+	cfg.AutoCompactionMode = "revision"
+	cfg.AutoCompactionRetention = "10000"
+	if !c.Verbose {
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.LogLevel = "error"
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: start embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("store: embedded etcd: %w", err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, errors.New("store: embedded etcd did not become ready in 60s")
+	}
+	return &Embedded{etcd: e, Endpoint: cu.String()}, nil
+}
+
+// Client returns an in-process client that needs no network round trip.
+// Closing it does not stop the member.
+func (e *Embedded) Client() *clientv3.Client { return v3client.New(e.etcd.Server) }
+
+// Close stops the member and waits for it.
+func (e *Embedded) Close() { e.etcd.Close() }
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("store: pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Dial connects to an external etcd cluster.
+func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Context:     ctx,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: dial etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
+}
