@@ -179,27 +179,15 @@ func TestDDPKillAndResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	// 1. An uninterrupted run.
+	// 1. An uninterrupted run, and 2. the same job killed once a
+	// checkpoint is committed; the two run side by side to halve the time
+	// spent importing torch.
+	fullCkpt := t.TempDir()
+	fullProgress := filepath.Join(t.TempDir(), "progress.jsonl")
+	full := start(t, ctx, world, common, fullCkpt, fullProgress, "")
 	ckpt := t.TempDir()
 	progress := filepath.Join(t.TempDir(), "progress.jsonl")
-	ranks := start(t, ctx, world, common, ckpt, progress, "")
-	mustSucceed(t, ranks, wait(ranks))
-	want := finalLoss(t, ranks[0].stdout.String())
-	lines := readProgress(t, progress)
-	if len(lines) != steps || lines[0].Step != 1 || !lines[steps-1].Final || lines[steps-1].Loss != want || lines[steps-1].Tokens != steps*batch {
-		t.Fatalf("progress of the full run: %d lines, first %+v, last %+v", len(lines), lines[0], lines[len(lines)-1])
-	}
-	if !(lines[steps-1].Loss < lines[0].Loss) {
-		t.Fatalf("loss did not fall: %v → %v", lines[0].Loss, lines[steps-1].Loss)
-	}
-	if _, step, ok := newestCommitted(ckpt); !ok || step != steps {
-		t.Fatalf("full run's newest committed checkpoint: step %d ok %v, want %d", step, ok, steps)
-	}
-
-	// 2. The same job, killed once a checkpoint is committed.
-	ckpt = t.TempDir()
-	progress = filepath.Join(t.TempDir(), "progress.jsonl")
-	ranks = start(t, ctx, world, append(common, "--step-delay", "100ms"), ckpt, progress, "")
+	ranks := start(t, ctx, world, append(common, "--step-delay", "100ms"), ckpt, progress, "")
 	for {
 		if _, _, ok := newestCommitted(ckpt); ok {
 			break
@@ -223,6 +211,20 @@ func TestDDPKillAndResume(t *testing.T) {
 	if strings.Contains(ranks[0].stdout.String(), "final_loss=") {
 		t.Fatal("the killed run finished before it was killed; nothing was tested")
 	}
+
+	mustSucceed(t, full, wait(full))
+	want := finalLoss(t, full[0].stdout.String())
+	lines := readProgress(t, fullProgress)
+	if len(lines) != steps || lines[0].Step != 1 || !lines[steps-1].Final || lines[steps-1].Loss != want || lines[steps-1].Tokens != steps*batch {
+		t.Fatalf("progress of the full run: %d lines, first %+v, last %+v", len(lines), lines[0], lines[len(lines)-1])
+	}
+	if !(lines[steps-1].Loss < lines[0].Loss) {
+		t.Fatalf("loss did not fall: %v → %v", lines[0].Loss, lines[steps-1].Loss)
+	}
+	if _, step, ok := newestCommitted(fullCkpt); !ok || step != steps {
+		t.Fatalf("full run's newest committed checkpoint: step %d ok %v, want %d", step, ok, steps)
+	}
+
 	dir, step, ok := newestCommitted(ckpt)
 	if !ok || step >= steps {
 		t.Fatalf("killed run's newest committed checkpoint: step %d ok %v", step, ok)

@@ -28,7 +28,7 @@ func withArgs(extra ...string) []string {
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

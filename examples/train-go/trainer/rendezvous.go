@@ -237,34 +237,34 @@ func sendJSON(c net.Conn, v any) error {
 	return err
 }
 
-// register is the side of rendezvous of a rank other than 0: dial rank 0
-// until it answers, send the hello, read the ring order.
+// register is the side of rendezvous of a rank other than 0: dial rank 0,
+// send the hello, read the ring order. A connection that fails before the
+// order arrives (rank 0 not up yet, or restarting, or something else on
+// the port) is retried until ctx ends; a refusal is final.
 func register(ctx context.Context, l launch, self string) ([]string, error) {
 	master := l.masterHostPort()
-	var c net.Conn
+	h := hello{Rank: l.Rank, WorldSize: l.WorldSize, JobID: l.JobID, Attempt: l.Attempt, Addr: self}
+	var order ringOrder
 	err := retry(ctx, func() error {
-		var err error
-		c, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", master)
-		return err
+		c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, "tcp", master)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		defer context.AfterFunc(ctx, func() { c.Close() })()
+		if err := sendJSON(c, h); err != nil {
+			return fmt.Errorf("send hello: %w", err)
+		}
+		if err := c.SetWriteDeadline(time.Time{}); err != nil {
+			return err
+		}
+		if err := json.NewDecoder(io.LimitReader(c, 1<<20)).Decode(&order); err != nil {
+			return fmt.Errorf("wait for the ring order: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: reach rank 0 at %s: %w", l.Rank, master, err)
-	}
-	defer c.Close()
-	defer context.AfterFunc(ctx, func() { c.Close() })()
-	h := hello{Rank: l.Rank, WorldSize: l.WorldSize, JobID: l.JobID, Attempt: l.Attempt, Addr: self}
-	if err := sendJSON(c, h); err != nil {
-		return nil, fmt.Errorf("rank %d: send hello to rank 0 at %s: %w", l.Rank, master, err)
-	}
-	if err := c.SetWriteDeadline(time.Time{}); err != nil {
-		return nil, err
-	}
-	var order ringOrder
-	if err := json.NewDecoder(io.LimitReader(c, 1<<20)).Decode(&order); err != nil {
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		return nil, fmt.Errorf("rank %d: wait for the ring order from rank 0 at %s: %w", l.Rank, master, err)
 	}
 	if order.Error != "" {
 		return nil, fmt.Errorf("rank %d: rank 0 refused this rank: %s", l.Rank, order.Error)

@@ -13,7 +13,7 @@ import (
 
 // connectRings builds a real loopback ring of `world` ranks through
 // rendezvous, one goroutine per rank.
-func connectRings(t *testing.T, ctx context.Context, world int) []*ring {
+func connectRings(t testing.TB, ctx context.Context, world int) []*ring {
 	t.Helper()
 	port := freePort(t)
 	rings := make([]*ring, world)

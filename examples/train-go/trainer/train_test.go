@@ -340,6 +340,29 @@ func TestRendezvous(t *testing.T) {
 		wg.Wait()
 		mustSucceed(t, results)
 	})
+	t.Run("a dead end on the master port is retried", func(t *testing.T) {
+		t.Parallel()
+		// Something that hangs up without a ring order (a dying rank 0 of
+		// an earlier attempt, say) holds the port until rank 1 has tried it.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		results := make([]rankResult, 2)
+		var wg sync.WaitGroup
+		run := func(r int) {
+			var out, errb bytes.Buffer
+			code := Main(context.Background(), withArgs("--steps", "3"), launchEnv(r, 2, port, nil), &out, &errb)
+			results[r] = rankResult{code, out.String(), errb.String()}
+		}
+		wg.Go(func() { run(1) })
+		c, err := ln.Accept()
+		must(t, err)
+		c.Close()
+		ln.Close()
+		wg.Go(func() { run(0) })
+		wg.Wait()
+		mustSucceed(t, results)
+	})
 	t.Run("a rank from an earlier attempt is refused", func(t *testing.T) {
 		t.Parallel()
 		port := freePort(t)
