@@ -161,7 +161,10 @@ func openbReader(s string) error {
 	_, err := ReadOpenbPods(strings.NewReader(s), "t.csv", Options{})
 	return err
 }
-func csvReader(s string) error { _, err := ReadCSV(strings.NewReader(s), "t.csv", Options{}); return err }
+func csvReader(s string) error {
+	_, err := ReadCSV(strings.NewReader(s), "t.csv", Options{})
+	return err
+}
 func jsonlReader(s string) error {
 	_, err := ReadJSONL(strings.NewReader(s), "t.jsonl", Options{})
 	return err
