@@ -55,7 +55,9 @@ type Config struct {
 	ShimPath string
 	// Cgroups describes resource-limit support, reported to the server.
 	Cgroups string
-	Log     *slog.Logger
+	// ReleaseLimits removes a finished rank's cgroup; nil does nothing.
+	ReleaseLimits func(cgroupName string) error
+	Log           *slog.Logger
 	// HTTP is the client for the server. Default: one with a 10s timeout
 	// for ordinary calls.
 	HTTP *http.Client

@@ -153,7 +153,7 @@ func (a *Agent) start(asg api.Assignment) {
 	if wd == "" {
 		wd = dir
 	}
-	spec := driver.Spec{Command: asg.Command, Env: env, Dir: wd, StateDir: dir, CgroupName: "gangway-" + strings.ReplaceAll(k, "/", "-")}
+	spec := driver.Spec{Command: asg.Command, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k)}
 	if asg.Resources != nil {
 		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
 	}
@@ -190,9 +190,16 @@ func (a *Agent) await(t *task) {
 	}
 	a.mu.Unlock()
 	a.log.Info("rank exited", "task", t.asg.TaskKey(), "code", e.Code, "signal", e.Signal)
+	if r := t.asg.Resources; r != nil && (r.MemoryBytes > 0 || r.CPUMillis > 0) && a.cfg.ReleaseLimits != nil {
+		if err := a.cfg.ReleaseLimits(cgroupName(t.asg.TaskKey())); err != nil {
+			a.log.Warn("remove rank cgroup", "task", t.asg.TaskKey(), "err", err)
+		}
+	}
 	a.scanProgress(t) // the last lines before exit
 	a.kickNow()
 }
+
+func cgroupName(taskKey string) string { return "gangway-" + strings.ReplaceAll(taskKey, "/", "-") }
 
 // watchLoop tails progress files and scans checkpoint directories.
 func (a *Agent) watchLoop(ctx context.Context) {

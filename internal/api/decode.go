@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
+	"math"
 	"regexp"
 	"strconv"
 
@@ -14,9 +15,16 @@ import (
 // line and column. The result is defaulted and validated; any failure is a
 // *ValidationError wrapping ErrInvalid.
 func DecodeJobSpec(data []byte) (JobSpec, error) {
-	var s JobSpec
+	// An absent gpusPerRank defaults to 1, but an explicit 0 is an error;
+	// the sentinel tells the two apart.
+	s := JobSpec{GPUsPerRank: math.MinInt}
 	if err := decodeStrict(data, &s); err != nil {
 		return JobSpec{}, err
+	}
+	if s.GPUsPerRank == math.MinInt {
+		s.GPUsPerRank = 1
+	} else if s.GPUsPerRank == 0 {
+		s.GPUsPerRank = -1 // reported as "must be at least 1 (got 0)" below
 	}
 	s.Default()
 	if err := s.Validate(); err != nil {

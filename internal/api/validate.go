@@ -91,7 +91,7 @@ func (s *JobSpec) Validate() error {
 	}
 	switch {
 	case s.GPUsPerRank < 1:
-		fe.add("spec.gpusPerRank", "must be at least 1 (got %d)", s.GPUsPerRank)
+		fe.add("spec.gpusPerRank", "must be at least 1 (got %d)", max(s.GPUsPerRank, 0))
 	case s.GPUsPerRank > MaxGPUsPerRank:
 		fe.add("spec.gpusPerRank", "at most %d (got %d)", MaxGPUsPerRank, s.GPUsPerRank)
 	}

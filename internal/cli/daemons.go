@@ -110,12 +110,14 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		dir = "/var/lib/gangway/agent-" + n
 	}
 	cg := "none"
+	var release func(string) error
 	if m, err := cgroup.Detect("/sys/fs/cgroup"); err == nil {
 		cg = m.Describe()
+		release = m.Remove
 	}
 	a, err := agent.New(agent.Config{
 		Server: strings.TrimRight(*srv, "/"), Name: n, Address: *addr, Listen: *listen, DataDir: dir,
-		Labels: labels, GPUs: disc, Cgroups: cg, Log: log,
+		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log,
 	})
 	if err != nil {
 		return fail(e, err)

@@ -1,0 +1,492 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gangway/gangway/internal/agent"
+	"github.com/gangway/gangway/internal/agent/gpu"
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/server"
+	"go.uber.org/goleak"
+)
+
+// TestMain lets the test binary stand in for the gangway executable: the
+// agent runs ranks through `<exe> task-shim`, and the demo starts agents
+// and trainers as `<exe> agent` and `<exe> train-example`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "agent", "task-shim", "train-example":
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			code := Main(ctx, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+			stop()
+			os.Exit(code)
+		}
+	}
+	code := m.Run()
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+			goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// cluster is a server and agents in this process, with real etcd, real
+// HTTP on loopback and real rank processes.
+type cluster struct {
+	t      *testing.T
+	url    string
+	c      *Client
+	dir    string
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	agents map[string]context.CancelFunc
+	done   map[string]chan struct{}
+}
+
+func startCluster(t *testing.T, nodes, gpus int) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a cluster; skipped with -short")
+	}
+	dir := t.TempDir()
+	srv, err := server.New(server.Config{DataDir: filepath.Join(dir, "server"), Log: testLogger(t, "server")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := &cluster{t: t, url: "http://" + ln.Addr().String(), dir: dir, cancel: cancel,
+		agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{}}
+	cl.c = NewClient(cl.url)
+	cl.wg.Add(1)
+	go func() { defer cl.wg.Done(); _ = srv.Run(ctx, ln) }()
+	t.Cleanup(cl.stop)
+	for i := 1; i <= nodes; i++ {
+		cl.startAgent(fmt.Sprintf("n%d", i), gpus)
+	}
+	cl.waitNodes(nodes)
+	return cl
+}
+
+func testLogger(t *testing.T, who string) *slog.Logger {
+	if os.Getenv("GANGWAY_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("who", who)
+}
+
+func (cl *cluster) startAgent(name string, gpus int) {
+	cl.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	disc, err := gpu.NewFake(gpus, "H100-SXM-80GB", gpu.WithSeed(name))
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	a, err := agent.New(agent.Config{Server: cl.url, Name: name, Address: "127.0.0.1", DataDir: cl.agentDir(name),
+		GPUs: disc, ShimPath: exe, Log: testLogger(cl.t, name)})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	cl.mu.Lock()
+	cl.agents[name], cl.done[name] = cancel, done
+	cl.mu.Unlock()
+	go func() { defer close(done); _ = a.Run(ctx) }()
+}
+
+func (cl *cluster) agentDir(name string) string { return filepath.Join(cl.dir, "agent-"+name) }
+
+// stopAgent stops an agent's process loop; its ranks keep running.
+func (cl *cluster) stopAgent(name string) {
+	cl.mu.Lock()
+	cancel, done := cl.agents[name], cl.done[name]
+	delete(cl.agents, name)
+	cl.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (cl *cluster) stop() {
+	cl.mu.Lock()
+	names := make([]string, 0, len(cl.agents))
+	for n := range cl.agents {
+		names = append(names, n)
+	}
+	cl.mu.Unlock()
+	for _, n := range names {
+		cl.stopAgent(n)
+		KillRanks(cl.agentDir(n))
+	}
+	cl.cancel()
+	cl.wg.Wait()
+}
+
+func (cl *cluster) waitNodes(n int) {
+	cl.t.Helper()
+	cl.wait(10*time.Second, fmt.Sprintf("%d ready nodes", n), func() bool {
+		l, err := cl.c.Nodes(context.Background())
+		if err != nil {
+			return false
+		}
+		ready := 0
+		for _, nd := range l.Nodes {
+			if nd.Status.State == api.NodeReady {
+				ready++
+			}
+		}
+		return ready == n
+	})
+}
+
+func (cl *cluster) wait(timeout time.Duration, what string, cond func() bool) {
+	cl.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			cl.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// run runs a gangway command against the cluster.
+func (cl *cluster) run(args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	env := &Env{Stdout: &o, Stderr: &e, Getenv: func(k string) string {
+		if k == "GANGWAY_SERVER" {
+			return cl.url
+		}
+		return ""
+	}}
+	code = Main(context.Background(), args, env)
+	return o.String(), e.String(), code
+}
+
+func (cl *cluster) submitYAML(spec string) string {
+	cl.t.Helper()
+	f := filepath.Join(cl.t.TempDir(), "job.yaml")
+	if err := os.WriteFile(f, []byte(spec), 0o644); err != nil {
+		cl.t.Fatal(err)
+	}
+	out, errOut, code := cl.run("submit", f, "-o", "json")
+	if code != 0 {
+		cl.t.Fatalf("submit: code %d: %s", code, errOut)
+	}
+	var j api.Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		cl.t.Fatalf("submit output %q: %v", out, err)
+	}
+	return j.ID
+}
+
+func (cl *cluster) detail(id string) *api.JobDetail {
+	cl.t.Helper()
+	d, err := cl.c.Job(context.Background(), id)
+	if err != nil {
+		cl.t.Fatalf("get job %s: %v", id, err)
+	}
+	return d
+}
+
+func (cl *cluster) waitPhase(id string, phase api.JobPhase, timeout time.Duration) *api.JobDetail {
+	cl.t.Helper()
+	var d *api.JobDetail
+	cl.wait(timeout, fmt.Sprintf("job %s %s", id, phase), func() bool {
+		d = cl.detail(id)
+		if d.Job.Status.Phase.Final() && d.Job.Status.Phase != phase {
+			cl.t.Fatalf("job %s ended %s (%s), want %s", id, d.Job.Status.Phase, d.Job.Status.Reason, phase)
+		}
+		return d.Job.Status.Phase == phase
+	})
+	return d
+}
+
+func pidAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestClusterRunsGangAndServesLogs(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	id := cl.submitYAML(`
+name: hello
+ranks: 4
+ranksPerNode: 2
+gpusPerRank: 2
+command: [sh, -c, 'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE node_rank=$NODE_RANK master=$MASTER_ADDR:$MASTER_PORT gpus=$CUDA_VISIBLE_DEVICES pet=$PET_NNODES"; echo oops >&2']
+`)
+	d := cl.waitPhase(id, api.JobSucceeded, 20*time.Second)
+	a := d.Job.Status.Current()
+	if len(a.Nodes()) != 2 || a.Outcome != api.OutcomeSucceeded {
+		t.Fatalf("attempt = %+v", a)
+	}
+	seen := map[string]bool{}
+	for _, p := range a.Placement {
+		for _, g := range p.GPUs {
+			k := fmt.Sprintf("%s/%d", p.Node, g)
+			if seen[k] {
+				t.Fatalf("GPU %s given to two ranks", k)
+			}
+			seen[k] = true
+		}
+	}
+	out, errOut, code := cl.run("logs", id, "--rank", "3")
+	if code != 0 {
+		t.Fatalf("logs: %s", errOut)
+	}
+	want := fmt.Sprintf("rank=3 local=1 world=4 node_rank=1 master=127.0.0.1:%d gpus=2,3 pet=2", a.MasterPort)
+	if strings.TrimSpace(out) != want {
+		t.Errorf("rank 3 stdout = %q, want %q", out, want)
+	}
+	if out, _, _ := cl.run("logs", id, "--rank", "0", "--stderr"); strings.TrimSpace(out) != "oops" {
+		t.Errorf("rank 0 stderr = %q", out)
+	}
+	if _, errOut, code := cl.run("logs", id, "--rank", "9"); code == 0 || !strings.Contains(errOut, "rank") {
+		t.Errorf("logs --rank 9: code %d, %q", code, errOut)
+	}
+	out, _, _ = cl.run("get", "jobs")
+	if !strings.Contains(out, "hello") || !strings.Contains(out, "Succeeded") {
+		t.Errorf("get jobs:\n%s", out)
+	}
+	out, _, _ = cl.run("describe", "job", id)
+	for _, s := range []string{"Phase:     Succeeded", "Attempt 1: Ended (succeeded)", "exited  0"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("describe job lacks %q:\n%s", s, out)
+		}
+	}
+	out, _, _ = cl.run("get", "nodes", "-o", "yaml")
+	if !strings.Contains(out, "name: n1") || !strings.Contains(out, "H100-SXM-80GB") {
+		t.Errorf("get nodes -o yaml:\n%s", out)
+	}
+}
+
+func TestClusterRejectsBadInputAndStoresNothing(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	tests := []struct {
+		name, body, field string
+		code               int
+	}{
+		{"unknown field", "ranks: 1\ncommand: [x]\ngpu: 1\n", "gpu", 400},
+		{"zero gpus", "ranks: 1\ngpusPerRank: 0\ncommand: [x]\n", "spec.gpusPerRank", 400},
+		{"negative ranks", "ranks: -1\ncommand: [x]\n", "spec.ranks", 400},
+		{"missing command", "ranks: 1\n", "spec.command", 400},
+		{"malformed yaml", "ranks: [1\ncommand: x\n", "", 400},
+		{"more gpus per rank than any node", "ranks: 1\ngpusPerRank: 9\ncommand: [x]\n", "spec.gpusPerRank", 422},
+		{"more gpus than the cluster", "ranks: 3\ngpusPerRank: 8\ncommand: [x]\n", "spec.ranks", 422},
+		{"node shape too big", "ranks: 4\nranksPerNode: 4\ngpusPerRank: 4\ncommand: [x]\n", "spec.ranksPerNode", 422},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post(cl.url+"/v1/jobs", "application/yaml", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body server.ErrorBody
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatalf("error body is not JSON: %v", err)
+			}
+			if resp.StatusCode != tt.code || body.Error == "" {
+				t.Fatalf("status %d body %+v; want %d with an error", resp.StatusCode, body, tt.code)
+			}
+			if tt.field != "" {
+				found := false
+				for _, f := range body.Fields {
+					found = found || f.Field == tt.field
+				}
+				if !found {
+					t.Errorf("no field %q in %+v", tt.field, body.Fields)
+				}
+			}
+		})
+	}
+	l, err := cl.c.Jobs(context.Background(), 0, 0)
+	if err != nil || len(l.Jobs) != 0 {
+		t.Fatalf("jobs after rejected submissions = %d, %v; want none", len(l.Jobs), err)
+	}
+	_, errOut, code := cl.run("submit", "--ranks", "0", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "spec.ranks") {
+		t.Errorf("CLI submit --ranks 0: code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestClusterCancelKillsRanks(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	id := cl.submitYAML("ranks: 2\nterminationGracePeriod: 2s\ncommand: [sh, -c, 'trap \"echo term; exit 0\" TERM; echo ready; while true; do sleep 0.1; done']\n")
+	var pids []int
+	cl.wait(15*time.Second, "both ranks running with their TERM trap set", func() bool {
+		d := cl.detail(id)
+		pids = pids[:0]
+		for _, r := range d.Ranks {
+			if out, _, _ := cl.run("logs", id, "--rank", fmt.Sprint(r.Rank)); r.State == api.RankRunning && out == "ready\n" {
+				pids = append(pids, r.PID)
+			}
+		}
+		return len(pids) == 2
+	})
+	if _, errOut, code := cl.run("cancel", id); code != 0 {
+		t.Fatalf("cancel: %s", errOut)
+	}
+	d := cl.waitPhase(id, api.JobCancelled, 15*time.Second)
+	for _, pid := range pids {
+		if pidAlive(pid) {
+			t.Errorf("rank pid %d still alive after cancel", pid)
+		}
+	}
+	if a := d.Job.Status.Current(); a.Outcome != api.OutcomeCancelled || a.Phase != api.AttemptEnded {
+		t.Errorf("attempt = %+v", a)
+	}
+	if out, _, _ := cl.run("logs", id); out != "ready\nterm\n" {
+		t.Errorf("ranks did not get SIGTERM first: stdout %q", out)
+	}
+	if _, errOut, code := cl.run("cancel", id); code == 0 || !strings.Contains(errOut, "already Cancelled") {
+		t.Errorf("second cancel: code %d %q", code, errOut)
+	}
+}
+
+func TestClusterRestartsFailedRank(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	// Rank 1 fails on the first attempt only.
+	id := cl.submitYAML(`
+ranks: 2
+ranksPerNode: 1
+restartBackoff: 100ms
+command: [sh, -c, 'if [ "$GANGWAY_ATTEMPT" = 1 ] && [ "$RANK" = 1 ]; then exit 3; fi; sleep 0.3']
+`)
+	d := cl.waitPhase(id, api.JobSucceeded, 30*time.Second)
+	st := d.Job.Status
+	if len(st.Attempts) != 2 || st.Restarts != 1 {
+		t.Fatalf("attempts %d restarts %d; want 2 and 1", len(st.Attempts), st.Restarts)
+	}
+	if a := st.Attempts[0]; a.Outcome != api.OutcomeFailed || !strings.Contains(a.Reason, "rank 1") || !strings.Contains(a.Reason, "code 3") {
+		t.Errorf("attempt 1 = %s %q", a.Outcome, a.Reason)
+	}
+	// Always failing: gives up after maxRestarts.
+	id = cl.submitYAML("ranks: 1\nmaxRestarts: 1\nrestartBackoff: 50ms\ncommand: [sh, -c, 'exit 1']\n")
+	d = cl.waitPhase(id, api.JobFailed, 30*time.Second)
+	if n := len(d.Job.Status.Attempts); n != 2 || !strings.Contains(d.Job.Status.Reason, "no restarts left") {
+		t.Errorf("failed job: %d attempts, reason %q", n, d.Job.Status.Reason)
+	}
+	// A command that does not exist fails to start and is reported so.
+	id = cl.submitYAML("ranks: 1\nmaxRestarts: 0\ncommand: [/nonexistent/trainer]\n")
+	d = cl.waitPhase(id, api.JobFailed, 30*time.Second)
+	if !strings.Contains(d.Job.Status.Reason, "could not start") {
+		t.Errorf("missing binary: reason %q", d.Job.Status.Reason)
+	}
+}
+
+func TestAgentRestartReattachesToRanks(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	marker := filepath.Join(t.TempDir(), "go")
+	// The rank waits for a marker file, so it is surely alive while the
+	// agent is away, then exits 0.
+	id := cl.submitYAML(fmt.Sprintf("ranks: 1\ncommand: [sh, -c, 'while [ ! -e %s ]; do sleep 0.05; done; echo done']\n", marker))
+	var pid int
+	cl.wait(15*time.Second, "rank running", func() bool {
+		d := cl.detail(id)
+		if len(d.Ranks) == 1 && d.Ranks[0].State == api.RankRunning {
+			pid = d.Ranks[0].PID
+			return true
+		}
+		return false
+	})
+	cl.stopAgent("n1")
+	if !pidAlive(pid) {
+		t.Fatal("stopping the agent killed its rank")
+	}
+	cl.startAgent("n1", 8)
+	time.Sleep(300 * time.Millisecond) // let it adopt before the rank ends
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := cl.waitPhase(id, api.JobSucceeded, 20*time.Second)
+	if n := len(d.Job.Status.Attempts); n != 1 {
+		t.Errorf("%d attempts; the restart should not have cost one", n)
+	}
+	if out, _, _ := cl.run("logs", id); strings.TrimSpace(out) != "done" {
+		t.Errorf("logs after re-attach = %q", out)
+	}
+}
+
+func TestDrainMovesGangWithoutUsingRestarts(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	id := cl.submitYAML("ranks: 2\nmaxRestarts: 0\nterminationGracePeriod: 1s\ncommand: [sh, -c, 'sleep 30']\n")
+	var first string
+	cl.wait(15*time.Second, "attempt 1 placed", func() bool {
+		if a := cl.detail(id).Job.Status.Current(); a != nil && a.Phase == api.AttemptRunning {
+			first = a.Placement[0].Node
+			return true
+		}
+		return false
+	})
+	if _, errOut, code := cl.run("drain", first); code != 0 {
+		t.Fatal(errOut)
+	}
+	cl.wait(20*time.Second, "attempt 2 on the other node", func() bool {
+		a := cl.detail(id).Job.Status.Current()
+		return a.Number == 2 && a.Phase == api.AttemptRunning
+	})
+	d := cl.detail(id)
+	if a := d.Job.Status.Current(); a.Placement[0].Node == first {
+		t.Errorf("attempt 2 placed on the drained node %s", first)
+	}
+	if d.Job.Status.Restarts != 0 || d.Job.Status.Attempts[0].Outcome != api.OutcomeInterrupted {
+		t.Errorf("restarts %d, attempt 1 outcome %s", d.Job.Status.Restarts, d.Job.Status.Attempts[0].Outcome)
+	}
+	out, _, _ := cl.run("get", "nodes")
+	if !strings.Contains(out, "Ready,Draining") {
+		t.Errorf("get nodes does not show the drain:\n%s", out)
+	}
+	cl.run("cancel", id)
+	cl.waitPhase(id, api.JobCancelled, 15*time.Second)
+}
+
+// TestDemo runs a shrunk demo: a real node loss, detection, restart from
+// the newest checkpoint and a final loss equal to an uninterrupted run's.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	var buf bytes.Buffer
+	sum, err := demo(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 160, killAtStep: 60,
+		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second}, &buf, false)
+	t.Log(buf.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if !sum.OK || sum.DetectionS <= 0 || sum.RecoveryS < sum.DetectionS || sum.ResumedFromStep <= 0 || sum.Attempts != 2 {
+		t.Errorf("summary = %+v", sum)
+	}
+	if sum.FinalLoss != sum.ReferenceFinalLoss {
+		t.Logf("losses differ by %g (within tolerance)", sum.LossRelDiff)
+	}
+}
