@@ -201,3 +201,51 @@ func (n NCCL) Env() []string {
 	}
 	return env
 }
+
+// GPURails returns the rail each GPU should use, for topology's
+// NodeSpec.Rails: gpuNUMA lists the GPUs' NUMA nodes in GPU index order (-1
+// when unknown). The GPUs of a NUMA node share that node's rails in
+// contiguous blocks, in order (8 GPUs over 4 rails: GPUs 0-1 on the first
+// rail, 2-3 on the second, ...), which matches servers where GPU i and NIC i
+// sit under one PCIe switch. GPUs whose NUMA node has no rail are spread the
+// same way over all rails. With no rails every entry is -1.
+func GPURails(gpuNUMA []int, rails []Rail) []int {
+	out := make([]int, len(gpuNUMA))
+	if len(rails) == 0 {
+		for i := range out {
+			out[i] = -1
+		}
+		return out
+	}
+	byNUMA := map[int][]int{} // NUMA node -> rail indices, in rail order
+	for _, r := range rails {
+		if r.NUMANode >= 0 {
+			byNUMA[r.NUMANode] = append(byNUMA[r.NUMANode], r.Index)
+		}
+	}
+	gpusOn := map[int][]int{} // NUMA node -> GPU indices
+	var homeless []int
+	for g, m := range gpuNUMA {
+		if m >= 0 && len(byNUMA[m]) > 0 {
+			gpusOn[m] = append(gpusOn[m], g)
+		} else {
+			homeless = append(homeless, g)
+		}
+	}
+	spread := func(gpus, railIdx []int) {
+		for j, g := range gpus {
+			out[g] = railIdx[j*len(railIdx)/len(gpus)]
+		}
+	}
+	for m, gpus := range gpusOn {
+		spread(gpus, byNUMA[m])
+	}
+	if len(homeless) > 0 {
+		all := make([]int, len(rails))
+		for i, r := range rails {
+			all[i] = r.Index
+		}
+		spread(homeless, all)
+	}
+	return out
+}

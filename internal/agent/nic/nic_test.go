@@ -343,3 +343,34 @@ func FuzzParsePortState(f *testing.F) {
 		}
 	})
 }
+
+func TestGPURails(t *testing.T) {
+	rails := func(numas ...int) []Rail {
+		out := make([]Rail, len(numas))
+		for i, m := range numas {
+			out[i] = Rail{Index: i, NUMANode: m}
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		numa  []int
+		rails []Rail
+		want  []int
+	}{
+		{"one rail per GPU", []int{0, 0, 0, 0, 1, 1, 1, 1}, rails(0, 0, 0, 0, 1, 1, 1, 1), []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{"two GPUs per rail", []int{0, 0, 0, 0, 1, 1, 1, 1}, rails(0, 0, 1, 1), []int{0, 0, 1, 1, 2, 2, 3, 3}},
+		{"GB200 tray", []int{0, 0, 1, 1}, rails(0, 0, 1, 1), []int{0, 1, 2, 3}},
+		{"rails on one NUMA node only", []int{0, 0, 1, 1}, rails(0, 0), []int{0, 1, 0, 1}},
+		{"unknown NUMA spreads over all", []int{-1, -1, -1, -1}, rails(0, 1), []int{0, 0, 1, 1}},
+		{"no rails", []int{0, 1}, nil, []int{-1, -1}},
+		{"no GPUs", nil, rails(0), []int{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, GPURails(tc.numa, tc.rails)); diff != "" {
+				t.Errorf("GPURails (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
