@@ -1,0 +1,132 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Recompute is the activation recomputation policy.
+type Recompute string
+
+// Recomputation policies (Korthikanti et al. 2022).
+const (
+	// RecomputeNone keeps every activation.
+	RecomputeNone Recompute = "none"
+	// RecomputeSelective recomputes only the attention core (QKᵀ, softmax,
+	// dropout, ·V), whose s×s activations are large and cheap to redo.
+	RecomputeSelective Recompute = "selective"
+	// RecomputeFull keeps only each layer's input and recomputes the whole
+	// layer's forward pass during the backward pass.
+	RecomputeFull Recompute = "full"
+)
+
+// ParseRecompute accepts "none", "selective", "full" and the loose
+// spellings papers use ("full (uniform, every layer)", "checkpoint-activations").
+func ParseRecompute(s string) (Recompute, error) {
+	l := strings.ToLower(strings.TrimSpace(s))
+	switch {
+	case l == "none" || l == "no" || l == "off" || l == "false" || l == "":
+		return RecomputeNone, nil
+	case strings.HasPrefix(l, "selective"):
+		return RecomputeSelective, nil
+	case strings.HasPrefix(l, "full") || strings.Contains(l, "checkpoint"):
+		return RecomputeFull, nil
+	}
+	return "", fmt.Errorf("unknown recompute %q (want none, selective or full)", s)
+}
+
+// Precision is the number format of the matrix multiplications.
+type Precision string
+
+// Training and serving precisions.
+const (
+	BF16 Precision = "bf16"
+	FP16 Precision = "fp16"
+	FP8  Precision = "fp8"
+	INT8 Precision = "int8"
+	INT4 Precision = "int4"
+)
+
+// Config is one parallel layout and its per-GPU choices.
+type Config struct {
+	TP int `json:"tp"` // tensor-parallel degree
+	PP int `json:"pp"` // pipeline stages
+	VP int `json:"vp"` // virtual stages (model chunks) per pipeline stage; 1 = plain 1F1B
+	DP int `json:"dp"` // data-parallel replicas
+	// SP: sequence parallelism in the TP group (Korthikanti et al. 2022).
+	SP         bool      `json:"sp"`
+	MicroBatch int       `json:"micro_batch"` // sequences per micro-batch
+	Recompute  Recompute `json:"recompute"`
+	// ZeRO is the optimizer-state sharding stage: 0 none, 1 optimizer
+	// states (Megatron's distributed optimizer), 2 + gradients, 3 +
+	// parameters (FSDP FULL_SHARD).
+	ZeRO int `json:"zero"`
+}
+
+// GPUs is TP·PP·DP.
+func (c Config) GPUs() int { return c.TP * c.PP * c.DP }
+
+func (c Config) vp() int {
+	if c.VP < 1 {
+		return 1
+	}
+	return c.VP
+}
+
+func (c Config) String() string {
+	sp := ""
+	if c.SP {
+		sp = "+sp"
+	}
+	return fmt.Sprintf("tp=%d%s pp=%d vp=%d dp=%d mbs=%d recompute=%s zero=%d",
+		c.TP, sp, c.PP, c.vp(), c.DP, c.MicroBatch, c.Recompute, c.ZeRO)
+}
+
+// Job is what is being planned: a model trained on a cluster with a stack.
+type Job struct {
+	Model   Model
+	Cluster Cluster
+	Stack   Stack
+	Seq     int
+	// GlobalBatch is the number of sequences per optimizer step. Zero means
+	// "many micro-batches" (memory only: the pipeline is full).
+	GlobalBatch int
+	// Precision of the matmuls; "" is bf16.
+	Precision Precision
+	// OverlapDP overrides Stack.OverlapDP when non-nil.
+	OverlapDP *bool
+	// Dropout overrides Model.Dropout when non-nil.
+	Dropout *bool
+	// FlashAttention overrides Stack.FlashAttention when non-nil.
+	FlashAttention *bool
+}
+
+func (j Job) flash() bool {
+	if j.FlashAttention != nil {
+		return *j.FlashAttention
+	}
+	return j.Stack.FlashAttention
+}
+
+func (j Job) dropout() bool {
+	if j.Dropout != nil {
+		return *j.Dropout
+	}
+	return j.Model.Dropout
+}
+
+func (j Job) overlapDP() bool {
+	if j.OverlapDP != nil {
+		return *j.OverlapDP
+	}
+	return j.Stack.OverlapDP
+}
+
+// microBatches is the number of micro-batches per pipeline per step, or 0
+// when the global batch is not given.
+func (j Job) microBatches(c Config) int {
+	if j.GlobalBatch <= 0 || c.MicroBatch <= 0 || c.DP <= 0 {
+		return 0
+	}
+	return j.GlobalBatch / (c.MicroBatch * c.DP)
+}

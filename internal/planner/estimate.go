@@ -1,0 +1,526 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Hardware behaviour the planner takes as known rather than fitted.
+const (
+	// nvlinkEfficiency is the NCCL bus bandwidth over NVLink as a fraction
+	// of one direction's bandwidth (nccl-tests all_reduce on DGX A100
+	// ≈ 235 of 300 GB/s, DGX H100 ≈ 360 of 450 GB/s).
+	nvlinkEfficiency = 0.8
+	// hbmEfficiency is the fraction of HBM bandwidth streaming elementwise
+	// kernels reach.
+	hbmEfficiency = 0.8
+	// Per-collective latencies.
+	nvlinkLatency = 10e-6
+	netLatency    = 25e-6
+	// bwdMemoryFactor: a backward elementwise kernel reads the saved input
+	// and the incoming gradient and writes one gradient, 3 accesses to the
+	// forward's 2.
+	bwdMemoryFactor = 1.5
+	// optimizerBytesPerParam: an fp32 Adam update reads master weight,
+	// gradient, m and v and writes master, m, v and the 16-bit weight.
+	optimizerBytesPerParam = 30
+)
+
+// TimeBreakdown is where one step's time goes, in seconds, along the
+// critical path. The parts add up to the step time.
+type TimeBreakdown struct {
+	// Compute: tensor-core work (matmuls and attention), recomputation
+	// included.
+	Compute float64 `json:"compute_s"`
+	// MemoryBound: elementwise kernels limited by HBM bandwidth (norms,
+	// activations, softmax, dropout, residual adds, loss).
+	MemoryBound float64 `json:"memory_bound_s"`
+	// TPComm: tensor-parallel all-reduces / all-gathers / reduce-scatters.
+	TPComm float64 `json:"tp_comm_s"`
+	// PPComm: pipeline point-to-point sends.
+	PPComm float64 `json:"pp_comm_s"`
+	// Bubble: pipeline fill and drain.
+	Bubble float64 `json:"bubble_s"`
+	// DPComm: data-parallel communication not hidden behind compute.
+	DPComm float64 `json:"dp_comm_s"`
+	// Optimizer: the optimizer step and gradient bookkeeping.
+	Optimizer float64 `json:"optimizer_s"`
+}
+
+// Total is the sum of the parts.
+func (t TimeBreakdown) Total() float64 {
+	return t.Compute + t.MemoryBound + t.TPComm + t.PPComm + t.Bubble + t.DPComm + t.Optimizer
+}
+
+// Bottleneck names the largest part other than compute when it takes at
+// least a tenth of the step, else "compute".
+func (t TimeBreakdown) Bottleneck() string {
+	parts := []struct {
+		name string
+		v    float64
+	}{
+		{"memory-bound kernels", t.MemoryBound},
+		{"tensor-parallel communication", t.TPComm},
+		{"pipeline communication", t.PPComm},
+		{"pipeline bubble", t.Bubble},
+		{"data-parallel communication", t.DPComm},
+		{"optimizer step", t.Optimizer},
+	}
+	sort.SliceStable(parts, func(i, k int) bool { return parts[i].v > parts[k].v })
+	if parts[0].v >= 0.1*t.Total() {
+		return parts[0].name
+	}
+	return "compute"
+}
+
+// Estimate is the planner's prediction for one layout.
+type Estimate struct {
+	Config Config          `json:"config"`
+	Memory MemoryBreakdown `json:"memory"`
+	// UsableBytes is what the GPU offers after headroom; Fits is
+	// Memory.TotalBytes ≤ UsableBytes.
+	UsableBytes int64         `json:"usable_bytes"`
+	Fits        bool          `json:"fits"`
+	Time        TimeBreakdown `json:"time"`
+	StepSeconds float64       `json:"step_s"`
+	// MicroBatches is the number of micro-batches per pipeline per step.
+	MicroBatches       int     `json:"micro_batches"`
+	TokensPerSecPerGPU float64 `json:"tokens_per_s_per_gpu"`
+	ModelFLOPs         float64 `json:"model_flops"`
+	HardwareFLOPs      float64 `json:"hardware_flops"`
+	MFU                float64 `json:"mfu"`
+	HFU                float64 `json:"hfu"`
+	// BubbleFraction is the bubble's share of the pipeline time.
+	BubbleFraction float64 `json:"bubble_fraction"`
+	Bottleneck     string  `json:"bottleneck"`
+	// Stack names the stack and its fitted efficiencies.
+	Stack string `json:"stack"`
+}
+
+// matmulPeak is the dense tensor-core peak for the job's precision.
+func matmulPeak(j Job) float64 {
+	if j.Precision == FP8 && j.Cluster.GPU.FP8FLOPS > 0 {
+		return j.Cluster.GPU.FP8FLOPS
+	}
+	return j.Cluster.GPU.BF16FLOPS
+}
+
+// ringAllReduce is the time of a ring all-reduce of size bytes over n
+// ranks at bus bandwidth bw (Thakur et al. 2005; nccl-tests' busbw).
+func ringAllReduce(bytes float64, n int, bw, latency float64) float64 {
+	if n <= 1 {
+		return 0
+	}
+	return 2*float64(n-1)/float64(n)*bytes/bw + latency
+}
+
+// ringGather is an all-gather or reduce-scatter of a size-bytes buffer.
+func ringGather(bytes float64, n int, bw, latency float64) float64 {
+	if n <= 1 {
+		return 0
+	}
+	return float64(n-1)/float64(n)*bytes/bw + latency
+}
+
+// tpBandwidth is the bus bandwidth of a TP group of t.
+func tpBandwidth(j Job, t int) (bw, lat float64) {
+	nv := j.Cluster.GPU.NVLinkBytesPerSec / 2 * nvlinkEfficiency
+	if t <= j.Cluster.domain() {
+		return nv, nvlinkLatency
+	}
+	return math.Min(nv, float64(j.Cluster.domain())*j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency), netLatency
+}
+
+// dpBandwidth is the bus bandwidth of a data-parallel group: NVLink when the
+// whole group sits in one NVLink domain, otherwise the NICs of the group's
+// members in one domain (ranks are ordered TP, then DP, then PP).
+func dpBandwidth(j Job, c Config) (bw, lat float64) {
+	dom := j.Cluster.domain()
+	nv := j.Cluster.GPU.NVLinkBytesPerSec / 2 * nvlinkEfficiency
+	k := 1
+	if c.TP < dom {
+		k = dom / c.TP
+	}
+	if c.TP*c.DP <= dom {
+		return nv, nvlinkLatency
+	}
+	if k > c.DP {
+		k = c.DP
+	}
+	return math.Min(nv, float64(k)*j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency), netLatency
+}
+
+// ppBandwidth is the bandwidth of one pipeline send: NVLink when the whole
+// job sits in one NVLink domain, else one GPU's NIC.
+func ppBandwidth(j Job, c Config) (bw, lat float64) {
+	if c.GPUs() <= j.Cluster.domain() {
+		return j.Cluster.GPU.NVLinkBytesPerSec / 2 * nvlinkEfficiency, nvlinkLatency
+	}
+	return j.Cluster.nicBytesPerSec() * j.Stack.NetworkEfficiency, netLatency
+}
+
+// layerCost is one transformer layer's work for one micro-batch on one GPU.
+type layerCost struct {
+	fwdCompute float64 // seconds of tensor-core work, forward
+	fwdMemory  float64 // seconds of elementwise kernels, forward
+	coreComp   float64 // forward attention-core tensor-core seconds
+	coreMemory float64 // forward attention-core elementwise seconds
+	tpPass     float64 // TP communication seconds of one forward pass
+	// tpBwdExtra: under sequence parallelism the backward pass all-gathers
+	// each column-parallel layer's input again to form its weight gradient
+	// (Korthikanti et al. 2022, Sec. 4.2.2).
+	tpBwdExtra float64
+}
+
+func costOfLayer(j Job, c Config) layerCost {
+	m := j.Model
+	b, s, t := c.MicroBatch, j.Seq, c.TP
+	tf := float64(t)
+	peakMM := matmulPeak(j) * j.Stack.ComputeEfficiency
+	peakAttn := j.Cluster.GPU.BF16FLOPS * j.Stack.ComputeEfficiency
+	hbm := j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency
+	fl := LayerForwardFLOPs(m, b, s)
+	attn := fl.Attention / tf
+	if j.flash() {
+		attn /= 2 // causal: the fused kernel skips masked blocks
+	}
+	T := float64(b) * float64(s)
+	h, f := float64(m.Hidden), float64(m.FFN)
+	dropout := j.dropout()
+	// Elementwise traffic per token, in bytes, forward pass.
+	repl := 10 * h * 2 // two norms (r+w), two residual adds (2r+w)
+	if dropout {
+		repl += 2 * h * (2 + 2 + 1) / 2 // two dropouts: read, write, mask (fused with the adds: half)
+	}
+	if c.SP {
+		repl /= tf
+	}
+	var act float64
+	if m.MLP == MLPSwiGLU {
+		act = 3 * f * 2 // read gate and up, write product
+	} else {
+		act = 2 * f * 2 // read, write
+	}
+	act /= tf
+	var core float64
+	if !j.flash() {
+		as := float64(m.Heads) * float64(s)
+		core = as * (2 + 2) // fused scale-mask-softmax: read, write
+		if dropout {
+			core += as * (2 + 2 + 1) // dropout: read, write, mask
+		}
+		core /= tf
+	}
+	lc := layerCost{
+		fwdCompute: fl.Matmul/tf/peakMM + attn/peakAttn,
+		fwdMemory:  T * (repl + act + core) / hbm,
+		coreComp:   attn / peakAttn,
+		coreMemory: T * core / hbm,
+	}
+	if t > 1 {
+		bw, lat := tpBandwidth(j, t)
+		v := T * h * 2
+		if c.SP {
+			lc.tpPass = 2 * (2*ringGather(v, t, bw, 0) + 2*lat)
+			lc.tpBwdExtra = 2 * ringGather(v, t, bw, lat)
+		} else {
+			lc.tpPass = 2 * ringAllReduce(v, t, bw, lat)
+		}
+	}
+	return lc
+}
+
+// layerTimes is one layer's forward, backward and recompute seconds for one
+// micro-batch, split into compute, memory-bound and TP communication.
+func (lc layerCost) times(r Recompute) (comp, mem, tp float64) {
+	comp = 3 * lc.fwdCompute
+	mem = (1 + bwdMemoryFactor) * lc.fwdMemory
+	tp = 2*lc.tpPass + lc.tpBwdExtra
+	switch r {
+	case RecomputeFull:
+		comp += lc.fwdCompute
+		mem += lc.fwdMemory
+		tp += lc.tpPass
+	case RecomputeSelective:
+		comp += lc.coreComp
+		mem += lc.coreMemory
+	}
+	return comp, mem, tp
+}
+
+// logitsCost is the output layer and loss for one micro-batch on one GPU:
+// forward and backward.
+func logitsCost(j Job, c Config) (comp, mem, tp float64) {
+	m := j.Model
+	tf := float64(c.TP)
+	comp = 3 * LogitsForwardFLOPs(m, c.MicroBatch, j.Seq) / tf / (matmulPeak(j) * j.Stack.ComputeEfficiency)
+	T := float64(c.MicroBatch) * float64(j.Seq)
+	// Cross-entropy over the vocabulary shard: read the 16-bit logits,
+	// write fp32 softmax, read it back and write 16-bit gradients.
+	mem = T * float64(m.Vocab) / tf * (2 + 4 + 4 + 2) / (j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency)
+	if c.TP > 1 {
+		bw, lat := tpBandwidth(j, c.TP)
+		tp = ringAllReduce(T*float64(m.Hidden)*2, c.TP, bw, lat)
+	}
+	return comp, mem, tp
+}
+
+// logitsInLayers is the output layer's time in units of one layer's time,
+// used to balance pipeline stages.
+func logitsInLayers(j Job, c Config) float64 {
+	if c.MicroBatch <= 0 || c.TP <= 0 {
+		return 0
+	}
+	lc, lm, lt := logitsCost(j, c)
+	cc, cm, ct := costOfLayer(j, c).times(c.Recompute)
+	if cc+cm+ct == 0 {
+		return 0
+	}
+	return (lc + lm + lt) / (cc + cm + ct)
+}
+
+// stageParams is the parameters held by the first and last pipeline rank.
+func stageParams(j Job, c Config) (first, last float64) {
+	m := j.Model
+	lay := layout(m.Layers, c.PP, j.Stack.BalancedPipeline, logitsInLayers(j, c))
+	tf := float64(c.TP)
+	lp := float64(m.LayerParams())
+	if c.PP <= 1 {
+		p := float64(m.Params()) / tf
+		return p, p
+	}
+	first = (float64(lay.first)*lp + float64(m.EmbeddingParams())) / tf
+	last = (float64(lay.last)*lp + float64(m.OutputParams())) / tf
+	if m.TiedEmbeddings {
+		last += float64(m.Vocab) * float64(m.Hidden) / tf
+	}
+	return first, last
+}
+
+// Validate checks that a layout can run the job at all (shape, not
+// memory). The error says which constraint fails.
+func (c Config) Validate(j Job) error {
+	m := j.Model
+	switch {
+	case c.TP < 1 || c.PP < 1 || c.DP < 1 || c.MicroBatch < 1:
+		return fmt.Errorf("tp, pp, dp and micro-batch must be at least 1 (got %s)", c)
+	case m.Heads%c.TP != 0:
+		return fmt.Errorf("tp=%d does not divide the %d attention heads", c.TP, m.Heads)
+	case m.KVHeads%c.TP != 0 && c.TP%m.KVHeads != 0:
+		return fmt.Errorf("tp=%d and the %d key/value heads do not divide one another", c.TP, m.KVHeads)
+	case c.PP*c.vp() > m.Layers:
+		return fmt.Errorf("pp×vp=%d exceeds the %d layers", c.PP*c.vp(), m.Layers)
+	case c.vp() > 1 && m.Layers%(c.PP*c.vp()) != 0:
+		return fmt.Errorf("interleaving needs layers (%d) divisible by pp×vp=%d", m.Layers, c.PP*c.vp())
+	case c.ZeRO < 0 || c.ZeRO > 3:
+		return fmt.Errorf("zero stage %d is not 0–3", c.ZeRO)
+	}
+	if j.GlobalBatch > 0 {
+		if j.GlobalBatch%(c.MicroBatch*c.DP) != 0 {
+			return fmt.Errorf("global batch %d is not a multiple of micro-batch×dp = %d", j.GlobalBatch, c.MicroBatch*c.DP)
+		}
+		if c.vp() > 1 && j.microBatches(c)%c.PP != 0 {
+			return fmt.Errorf("interleaving needs the %d micro-batches to be a multiple of pp=%d", j.microBatches(c), c.PP)
+		}
+	}
+	return nil
+}
+
+// Predict estimates memory and step time of one layout. It does not check
+// Validate; callers that take layouts from users should.
+func Predict(j Job, c Config) Estimate {
+	if c.VP < 1 {
+		c.VP = 1
+	}
+	e := Estimate{Config: c, Stack: j.Stack.String()}
+	e.Memory = Memory(j, c)
+	e.UsableBytes = UsableBytes(j.Cluster.GPU)
+	e.Fits = e.Memory.TotalBytes <= e.UsableBytes
+	n := j.microBatches(c)
+	if n < 1 {
+		n = 1
+	}
+	e.MicroBatches = n
+	if c.ZeRO >= 3 {
+		e.Time = fsdpTime(j, c, n)
+	} else {
+		e.Time = pipelineTime(j, c, n)
+	}
+	e.StepSeconds = e.Time.Total()
+	gpus := float64(c.GPUs())
+	seqs := n * c.MicroBatch * c.DP
+	e.TokensPerSecPerGPU = float64(seqs) * float64(j.Seq) / e.StepSeconds / gpus
+	e.ModelFLOPs = ModelFLOPs(j.Model, j.Seq, seqs)
+	e.HardwareFLOPs = HardwareFLOPs(j.Model, j.Seq, seqs, c.Recompute)
+	peak := matmulPeak(j) * gpus * e.StepSeconds
+	e.MFU = e.ModelFLOPs / peak
+	e.HFU = e.HardwareFLOPs / peak
+	if e.Time.Bubble > 0 {
+		pipe := e.Time.Compute + e.Time.MemoryBound + e.Time.TPComm + e.Time.PPComm + e.Time.Bubble
+		e.BubbleFraction = e.Time.Bubble / pipe
+	}
+	e.Bottleneck = e.Time.Bottleneck()
+	return e
+}
+
+// pipelineTime models Megatron-LM and DeepSpeed: 1F1B (optionally
+// interleaved) over PP ranks, TP inside each layer, then the data-parallel
+// gradient reduction and the optimizer step.
+func pipelineTime(j Job, c Config, n int) TimeBreakdown {
+	m := j.Model
+	p, v := c.PP, c.vp()
+	lc := costOfLayer(j, c)
+	comp, mem, tp := lc.times(c.Recompute)
+	lgC, lgM, lgT := logitsCost(j, c)
+	lay := layout(m.Layers, p, j.Stack.BalancedPipeline, logitsInLayers(j, c))
+
+	// Pipeline sends: forward activation and backward gradient per chunk.
+	var p2p float64
+	if p > 1 {
+		bw, lat := ppBandwidth(j, c)
+		vol := float64(c.MicroBatch) * float64(j.Seq) * float64(m.Hidden) * 2
+		if c.SP || (j.Stack.ScatterGatherP2P && c.TP > 1) {
+			vol /= float64(c.TP)
+		}
+		p2p = 2 * float64(v) * (vol/bw + lat)
+	}
+	type stage struct{ comp, mem, tp, p2p float64 }
+	mk := func(layers int, logits bool) stage {
+		l := float64(layers)
+		s := stage{l * comp, l * mem, l * tp, p2p}
+		if logits {
+			s.comp += lgC
+			s.mem += lgM
+			s.tp += lgT
+		}
+		return s
+	}
+	total := func(s stage) float64 { return s.comp + s.mem + s.tp + s.p2p }
+	var crit stage
+	var others float64 // summed time of the ranks other than the critical one
+	if p == 1 {
+		crit = mk(m.Layers, true)
+	} else {
+		// First, p−2 identical middle ranks, last.
+		kinds := []struct {
+			s     stage
+			count int
+		}{{mk(lay.first, false), 1}, {mk(lay.middle, false), p - 2}, {mk(lay.last, true), 1}}
+		ci := 0
+		for i, k := range kinds {
+			if k.count > 0 && total(k.s) > total(kinds[ci].s) {
+				ci = i
+			}
+		}
+		crit = kinds[ci].s
+		for i, k := range kinds {
+			c := float64(k.count)
+			if i == ci {
+				c--
+			}
+			others += c * total(k.s)
+		}
+	}
+	nf := float64(n)
+	var tb TimeBreakdown
+	tb.Compute = nf * crit.comp
+	tb.MemoryBound = nf * crit.mem
+	tb.TPComm = nf * crit.tp
+	tb.PPComm = nf * crit.p2p
+	if p > 1 {
+		// Fill and drain: each other rank's work once, divided by the
+		// number of chunks per rank (Narayanan et al. 2021, eq. 1–2).
+		tb.Bubble = others / float64(v)
+	}
+
+	// Data-parallel gradient reduction of the largest rank's parameters.
+	pFirst, pLast := stageParams(j, c)
+	params := math.Max(pFirst, pLast)
+	if c.DP > 1 {
+		bw, lat := dpBandwidth(j, c)
+		grads := params * j.Stack.GradReduceBytes
+		var dp float64
+		if c.ZeRO >= 1 {
+			dp = ringGather(grads, c.DP, bw, lat) + ringGather(params*2, c.DP, bw, lat)
+		} else {
+			dp = ringAllReduce(grads, c.DP, bw, lat)
+		}
+		if j.overlapDP() {
+			// Buckets reduce during the last micro-batch's backward pass;
+			// at least the last bucket is exposed.
+			window := 2.0 / 3.0 * total(crit)
+			dp = math.Max(dp-window, 0.1*dp)
+		}
+		tb.DPComm = dp
+	}
+	if p > 1 && m.TiedEmbeddings {
+		// First and last rank all-reduce the tied embedding's gradient.
+		bw, lat := ppBandwidth(j, c)
+		tb.DPComm += float64(m.Vocab) * float64(m.Hidden) / float64(c.TP) * j.Stack.GradReduceBytes / bw
+		tb.DPComm += lat
+	}
+	tb.Optimizer = optimizerTime(j, c, params)
+	return tb
+}
+
+// optimizerTime is the Adam step on the GPU's optimizer shard plus the
+// gradient norm and zeroing over its local gradients.
+func optimizerTime(j Job, c Config, params float64) float64 {
+	shard := params
+	if c.ZeRO >= 1 || c.ZeRO >= 3 {
+		shard /= float64(c.DP)
+	}
+	bytes := shard*optimizerBytesPerParam + params*j.Stack.MainGradBytes*2
+	if c.ZeRO >= 3 {
+		bytes = shard * (optimizerBytesPerParam + 8)
+	}
+	return bytes / (j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency)
+}
+
+// fsdpTime models PyTorch FSDP FULL_SHARD: every micro-batch all-gathers
+// each layer's parameters before its forward and again before its backward,
+// and reduce-scatters its gradients after; communication runs on its own
+// stream, so each phase takes the longer of its compute and its
+// communication.
+func fsdpTime(j Job, c Config, n int) TimeBreakdown {
+	m := j.Model
+	lc := costOfLayer(j, c)
+	bw, lat := dpBandwidth(j, c)
+	tf := float64(c.TP)
+	lp := float64(m.LayerParams()) / tf
+	ag := ringGather(lp*2, c.DP, bw, lat)
+	rs := ringGather(lp*j.Stack.GradReduceBytes, c.DP, bw, lat)
+	fwdC := lc.fwdCompute
+	fwdM := lc.fwdMemory
+	bwdC := 2 * lc.fwdCompute
+	bwdM := bwdMemoryFactor * lc.fwdMemory
+	switch c.Recompute {
+	case RecomputeFull:
+		bwdC += lc.fwdCompute
+		bwdM += lc.fwdMemory
+	case RecomputeSelective:
+		bwdC += lc.coreComp
+		bwdM += lc.coreMemory
+	}
+	fwd := fwdC + fwdM + lc.tpPass
+	bwd := bwdC + bwdM + lc.tpPass + lc.tpBwdExtra
+	if c.Recompute == RecomputeFull {
+		bwd += lc.tpPass
+	}
+	exposed := math.Max(0, ag-fwd) + math.Max(0, ag+rs-bwd)
+	lgC, lgM, lgT := logitsCost(j, c)
+	embP := float64(m.EmbeddingParams()+m.OutputParams()) / tf
+	embComm := ringGather(embP*2, c.DP, bw, lat)*2 + ringGather(embP*j.Stack.GradReduceBytes, c.DP, bw, lat)
+	lgTime := lgC + lgM + lgT
+	nf := float64(m.Layers) * float64(n)
+	var tb TimeBreakdown
+	tb.Compute = nf*(fwdC+bwdC) + float64(n)*lgC
+	tb.MemoryBound = nf*(fwdM+bwdM) + float64(n)*lgM
+	tb.TPComm = nf*(fwd-fwdC-fwdM+bwd-bwdC-bwdM) + float64(n)*lgT
+	// The first gather of each micro-batch and the last reduce-scatter are
+	// never hidden.
+	tb.DPComm = nf*exposed + float64(n)*(math.Max(0, embComm-lgTime)+ag) + rs
+	tb.Optimizer = optimizerTime(j, c, float64(m.Params())/tf)
+	return tb
+}

@@ -1,0 +1,90 @@
+package planner
+
+import (
+	"testing"
+)
+
+func TestServeByHand(t *testing.T) {
+	cat := DefaultCatalog()
+	m, _ := cat.Model("llama3-70b")
+	h100 := mustGPU(t, "H100")
+	// KV per token: 2 · 80 layers · 8 KV heads · 128 · 2 bytes = 327,680.
+	if got := KVBytesPerToken(m, BF16); got != 327680 {
+		t.Errorf("KVBytesPerToken = %d, want 327680", got)
+	}
+	if got := KVBytesPerToken(m, FP8); got != 163840 {
+		t.Errorf("KVBytesPerToken fp8 = %d, want 163840", got)
+	}
+	// Weights: layers at the precision, embedding and output in 16 bits.
+	layers := float64(80 * m.LayerParams())
+	edge := float64(m.EmbeddingParams() + m.OutputParams())
+	for _, tt := range []struct {
+		p    Precision
+		want float64
+	}{
+		{BF16, 2*layers + 2*edge},
+		{FP8, layers + 2*edge},
+		{INT8, layers + 2*edge},
+		{INT4, (0.5+2.0/128)*layers + 2*edge},
+	} {
+		if got := WeightsBytes(m, tt.p); got != int64(tt.want) {
+			t.Errorf("WeightsBytes(%s) = %d, want %d", tt.p, got, int64(tt.want))
+		}
+	}
+	for _, tt := range []struct {
+		p     Precision
+		minTP int
+	}{
+		// 141 GB of bf16 weights: 65.7 GiB per GPU at TP 2 leaves about
+		// 3 GiB (20k tokens) of KV cache on 80 GB parts; fp8 fits TP 2 with
+		// room; int4 fits one GPU.
+		{BF16, 2},
+		{FP8, 2},
+		{INT4, 1},
+	} {
+		est := Serve(ServeRequest{Model: m, GPU: h100, Precision: tt.p})
+		if est.MinTP != tt.minTP {
+			t.Errorf("%s: MinTP = %d, want %d (options %+v)", tt.p, est.MinTP, tt.minTP, est.Options)
+		}
+		for _, o := range est.Options {
+			if o.TP < est.MinTP && o.Fits {
+				t.Errorf("%s: tp=%d fits below MinTP", tt.p, o.TP)
+			}
+			if o.Fits && o.KVCapacityTokens < int64(est.MaxSeq) {
+				t.Errorf("%s tp=%d fits with %d tokens", tt.p, o.TP, o.KVCapacityTokens)
+			}
+		}
+	}
+	// Capacity by hand at TP 8, bf16: budget 0.9·80 GiB minus weights/8,
+	// workspace and 2 GiB, over 2·80·1·128·2 bytes per token per GPU.
+	est := Serve(ServeRequest{Model: m, GPU: h100, Precision: BF16})
+	o := est.Options[len(est.Options)-1]
+	work := 8192.0 * (4*8192 + 3*28672.0/8) * 2
+	free := 0.9*80*gib - float64(WeightsBytes(m, BF16))/8 - work - 2*gib
+	if o.TP != 8 || o.KVCapacityTokens != int64(free/(2*80*128*2)) {
+		t.Errorf("tp=8 capacity %d tokens, want %d", o.KVCapacityTokens, int64(free/(2*80*128*2)))
+	}
+}
+
+func TestServeDoesNotFit(t *testing.T) {
+	m, _ := DefaultCatalog().Model("llama3-405b")
+	est := Serve(ServeRequest{Model: m, GPU: mustGPU(t, "A100"), Precision: BF16})
+	if est.MinTP != 0 || est.Reason == "" {
+		t.Errorf("405B bf16 on 8 A100 must not fit: %+v", est)
+	}
+	// On an NVL72 rack it does.
+	if est := Serve(ServeRequest{Model: m, GPU: mustGPU(t, "GB200"), Precision: BF16}); est.MinTP == 0 {
+		t.Errorf("405B bf16 on GB200 NVL72: %s", est.Reason)
+	}
+}
+
+func TestParsePrecision(t *testing.T) {
+	for _, s := range []string{"bf16", "FP8", " int4 ", "int8", "fp16"} {
+		if _, err := ParsePrecision(s); err != nil {
+			t.Errorf("ParsePrecision(%q): %v", s, err)
+		}
+	}
+	if _, err := ParsePrecision("fp4"); err == nil {
+		t.Error("fp4 accepted")
+	}
+}
