@@ -517,7 +517,11 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 	var tb TimeBreakdown
 	tb.Compute = nf*(fwdC+bwdC) + float64(n)*lgC
 	tb.MemoryBound = nf*(fwdM+bwdM) + float64(n)*lgM
-	tb.TPComm = nf*(fwd-fwdC-fwdM+bwd-bwdC-bwdM) + float64(n)*lgT
+	tpTime := 2*lc.tpPass + lc.tpBwdExtra
+	if c.Recompute == RecomputeFull {
+		tpTime += lc.tpPass
+	}
+	tb.TPComm = nf*tpTime + float64(n)*lgT
 	// The first gather of each micro-batch and the last reduce-scatter are
 	// never hidden.
 	tb.DPComm = nf*exposed + float64(n)*(math.Max(0, embComm-lgTime)+ag) + rs

@@ -130,20 +130,17 @@ type stageLayout struct {
 }
 
 // layout partitions the model's layers over p ranks. Megatron splits them
-// evenly (rounding up where they do not divide); a balanced partitioner
-// moves layers off the last rank to make room for the output layer, whose
-// cost in layers is logitsInLayers.
+// evenly when p divides the layers; otherwise, and for a balanced
+// partitioner (DeepSpeed), layers move off the last rank to make room for
+// the output layer, whose cost in layers is logitsInLayers (Megatron-Core's
+// uneven first/last stages do the same).
 func layout(layers, p int, balanced bool, logitsInLayers float64) stageLayout {
 	if p <= 1 {
 		return stageLayout{first: layers, last: layers, most: layers}
 	}
 	per := (layers + p - 1) / p
-	if !balanced {
-		last := layers - per*(p-1)
-		if last < 1 {
-			last = 1
-		}
-		l := stageLayout{first: per, last: last, most: per}
+	if !balanced && layers%p == 0 {
+		l := stageLayout{first: per, last: per, most: per}
 		if p > 2 {
 			l.middle = per
 		}

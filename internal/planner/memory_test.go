@@ -126,7 +126,9 @@ func TestLayout(t *testing.T) {
 	}{
 		{"single stage", 10, 1, false, 0.5, stageLayout{first: 10, last: 10, most: 10}},
 		{"even split", 96, 8, false, 0.1, stageLayout{first: 12, last: 12, most: 12, middle: 12}},
-		{"uneven split rounds up", 70, 12, false, 1, stageLayout{first: 6, last: 4, most: 6, middle: 6}},
+		{"uneven split balances the last stage", 70, 12, false, 1, stageLayout{first: 6, last: 4, most: 6, middle: 6}},
+		// Llama 3 405B on 16 stages: 126 = 15·8 + 6.
+		{"uneven split without logits", 126, 16, false, 0, stageLayout{first: 8, last: 6, most: 8, middle: 8}},
 		// BLOOM: 70 layers on 12 stages with an output layer worth about one
 		// layer: 5 layers + logits (6.07) would be the slowest stage, so the
 		// last gets 4 and the other eleven 6 each.

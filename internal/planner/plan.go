@@ -126,6 +126,10 @@ func noFitReason(j Job, res SearchResult) string {
 
 // Verdict is the outcome of checking an explicit layout.
 type Verdict struct {
+	// TP, PP, DP are the layout checked (DP filled in when asked for 0).
+	TP int  `json:"tp"`
+	PP int  `json:"pp"`
+	DP int  `json:"dp"`
 	OK bool `json:"ok"`
 	// Reasons say why the layout cannot run (empty when OK).
 	Reasons []string `json:"reasons,omitempty"`
@@ -150,7 +154,7 @@ func (c *Catalog) Check(req Request, tp, pp, dp int) (Verdict, error) {
 	if dp == 0 && j.Cluster.GPUs%(tp*pp) == 0 {
 		dp = j.Cluster.GPUs / (tp * pp)
 	}
-	var v Verdict
+	v := Verdict{TP: tp, PP: pp, DP: dp}
 	if dom := j.Cluster.domain(); tp > dom {
 		v.Reasons = append(v.Reasons, fmt.Sprintf("tp=%d exceeds the NVLink domain of %d GPUs: a TP group must sit inside one", tp, dom))
 	}
@@ -205,5 +209,6 @@ func (c *Catalog) Check(req Request, tp, pp, dp int) (Verdict, error) {
 		return v, nil
 	}
 	p := planOf(*best)
-	return Verdict{OK: true, Plan: &p}, nil
+	v.OK, v.Plan = true, &p
+	return v, nil
 }

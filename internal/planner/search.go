@@ -44,6 +44,9 @@ type SearchResult struct {
 	// Considered is the number of layouts examined.
 	Considered int         `json:"considered"`
 	Rejected   []Rejection `json:"rejected"`
+	// BubbleOverLimit: no layout that fits keeps its bubble under
+	// MaxBubble, so Best lists the least bad of those.
+	BubbleOverLimit bool `json:"bubble_over_limit,omitempty"`
 	// Stack names the stack and its fitted efficiencies.
 	Stack string `json:"stack"`
 }
@@ -108,6 +111,7 @@ func Search(req SearchRequest) SearchResult {
 		zeros = []int{0, 1}
 	}
 	best := map[[4]int]Estimate{}
+	bubbly := map[[4]int]Estimate{} // fit, but over MaxBubble
 	for _, tp := range powersOfTwo(min(maxTP, n)) {
 		if m.Heads%tp != 0 || (m.KVHeads%tp != 0 && tp%m.KVHeads != 0) {
 			reject(RejectShape, 0, func() string {
@@ -123,9 +127,6 @@ func Search(req SearchRequest) SearchResult {
 		}
 		for pp := 1; pp <= min(maxPP, n/tp); pp++ {
 			if (n/tp)%pp != 0 || n%(tp*pp) != 0 {
-				continue
-			}
-			if m.Layers%pp != 0 && !j.Stack.BalancedPipeline {
 				continue
 			}
 			dp := n / (tp * pp)
@@ -172,14 +173,17 @@ func Search(req SearchRequest) SearchResult {
 								continue
 							}
 							e := Predict(j, c)
+							key := [4]int{tp, pp, vp, dp}
 							if e.BubbleFraction > maxBubble {
 								reject(RejectBubble, e.BubbleFraction, func() string {
-									return fmt.Sprintf("%s: pipeline bubble %.0f%% of the step (limit %.0f%%) with %d micro-batches over %d stages",
+									return fmt.Sprintf("%s: pipeline bubble %.1f%% of the step (limit %.0f%%) with %d micro-batches over %d stages",
 										c, 100*e.BubbleFraction, 100*maxBubble, e.MicroBatches, pp)
 								})
+								if b, ok := bubbly[key]; !ok || better(e, b) {
+									bubbly[key] = e
+								}
 								continue
 							}
-							key := [4]int{tp, pp, vp, dp}
 							if b, ok := best[key]; !ok || better(e, b) {
 								best[key] = e
 							}
@@ -188,6 +192,12 @@ func Search(req SearchRequest) SearchResult {
 				}
 			}
 		}
+	}
+	if len(best) == 0 {
+		// Every layout that fits has a large bubble: better a slow plan
+		// than none. The rejection stays listed as the warning.
+		best = bubbly
+		res.BubbleOverLimit = len(bubbly) > 0
 	}
 	for _, e := range best {
 		res.Best = append(res.Best, e)
