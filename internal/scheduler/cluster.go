@@ -1,0 +1,368 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/gangway/gangway/internal/topology"
+)
+
+// maxNodeGPUs bounds the GPUs per node the scheduler uses: a node's free
+// GPUs are one uint64 bitmask.
+const maxNodeGPUs = 64
+
+// Levels of the placement hierarchy. Every group at one level is a
+// contiguous range of node ids and lies inside one group of the next
+// level, so a group's children are a contiguous range of ids too.
+const (
+	lvNode  = 0
+	lvDom   = 1 // an NVLink domain's nodes under one leaf
+	lvLeaf  = 2
+	lvSpine = 3
+	lvRoot  = 4
+	nLevels = 5
+)
+
+var levelWords = [nLevels]string{"node", "NVLink domain", "leaf", "spine", "cluster"}
+
+// cluster is the scheduler's working state: which GPUs are free, counted
+// per node, NVLink domain, leaf, spine and cluster, so a decision reads a
+// few counters instead of rescanning nodes. It is built once per pass from
+// the snapshot and changed in place as gangs are placed.
+//
+// Immutable fields are shared between a cluster and its clones.
+type cluster struct {
+	topo *topology.Topology
+	nn   int
+	hw   int // histogram width: max GPUs per node + 1
+
+	// Per node, immutable.
+	ok     []bool // in the snapshot
+	total  []uint8
+	all    []uint64 // mask of the node's usable GPU indices
+	labels []map[string]string
+	grp    [nLevels][]int32 // grp[L][node]: group at level L
+	start  [nLevels][]int32 // start[L][g]: first node of group g; len ngroups+1
+	multi  bool             // some NVLink domain has more than one node
+	rail   [][]int16        // rail of each GPU per node; nil when unknown
+
+	// Mutable.
+	free  []uint64
+	nfree []uint8
+	hist  [nLevels][]int32 // hist[L][g*hw+k]: nodes of group g with k free GPUs
+	gfree [nLevels][]int32 // free GPUs per group
+
+	shared   []sharedGPU
+	sharedAt map[int64]int32 // node<<8|gpu → index in shared
+}
+
+// sharedGPU is a GPU held in part by fractional ranks. A zeroed entry
+// (mode 0) has been returned to the free GPUs.
+type sharedGPU struct {
+	node  int32
+	gpu   int8
+	mode  uint8 // shareMilli or shareMIG; 0 once released
+	milli int16 // used thousandths, shareMilli
+	mig   uint8 // used MIG positions, shareMIG
+}
+
+const (
+	shareMilli = 1
+	shareMIG   = 2
+)
+
+func sharedKey(node int32, gpu int) int64 { return int64(node)<<8 | int64(gpu) }
+
+// newCluster builds the working state. Nodes the topology does not know
+// are skipped with a warning.
+func newCluster(snap *Snapshot, warn func(string)) *cluster {
+	topo := snap.Topology
+	if topo == nil {
+		topo = topologyFromLabels(snap.Nodes, warn)
+	}
+	nn := topo.NumNodes()
+	c := &cluster{topo: topo, nn: nn, sharedAt: map[int64]int32{}}
+	c.ok = make([]bool, nn)
+	c.total = make([]uint8, nn)
+	c.all = make([]uint64, nn)
+	c.labels = make([]map[string]string, nn)
+	c.free = make([]uint64, nn)
+	c.nfree = make([]uint8, nn)
+	c.rail = make([][]int16, nn)
+	maxG := 0
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		id, found := topo.NodeByName(n.Name)
+		if !found {
+			warn(fmt.Sprintf("node %s is not in the topology; not scheduled", n.Name))
+			continue
+		}
+		if c.ok[id] {
+			warn(fmt.Sprintf("node %s is listed twice; the first entry is used", n.Name))
+			continue
+		}
+		total := n.Total
+		if total > maxNodeGPUs {
+			warn(fmt.Sprintf("node %s has %d GPUs; only the first %d are scheduled", n.Name, total, maxNodeGPUs))
+			total = maxNodeGPUs
+		}
+		if total < 0 {
+			total = 0
+		}
+		c.ok[id] = true
+		c.total[id] = uint8(total)
+		if total == 64 {
+			c.all[id] = ^uint64(0)
+		} else {
+			c.all[id] = 1<<uint(total) - 1
+		}
+		c.labels[id] = n.Labels
+		var m uint64
+		for _, g := range n.Free {
+			if g >= 0 && g < total {
+				m |= 1 << uint(g)
+			}
+		}
+		for _, s := range n.Shared {
+			if s.Index < 0 || s.Index >= total {
+				warn(fmt.Sprintf("node %s: shared GPU %d does not exist", n.Name, s.Index))
+				continue
+			}
+			m &^= 1 << uint(s.Index)
+			sg := sharedGPU{node: int32(id), gpu: int8(s.Index)}
+			switch {
+			case s.MIGUsed != 0:
+				sg.mode, sg.mig = shareMIG, s.MIGUsed
+			case s.UsedMilli > 0 && s.UsedMilli < 1000:
+				sg.mode, sg.milli = shareMilli, int16(s.UsedMilli)
+			default:
+				warn(fmt.Sprintf("node %s: shared GPU %d has no fractional use (milli %d); treated as busy", n.Name, s.Index, s.UsedMilli))
+				continue
+			}
+			c.sharedAt[sharedKey(sg.node, s.Index)] = int32(len(c.shared))
+			c.shared = append(c.shared, sg)
+		}
+		c.free[id] = m
+		c.nfree[id] = uint8(bits.OnesCount64(m))
+		maxG = max(maxG, total)
+		if tg := topo.GPUs(id); tg > 0 {
+			r := make([]int16, total)
+			known := false
+			for g := range r {
+				r[g] = -1
+				if g < tg {
+					r[g] = int16(topo.Rail(topology.GPURef{Node: id, GPU: int32(g)}))
+					known = known || r[g] >= 0
+				}
+			}
+			if known {
+				c.rail[id] = r
+			}
+		}
+	}
+	c.hw = maxG + 1
+	c.buildHierarchy()
+	return c
+}
+
+// topologyFromLabels builds a topology from the nodes' labels; when the
+// labels contradict each other it warns and ignores them.
+func topologyFromLabels(nodes []Node, warn func(string)) *topology.Topology {
+	build := func(labels bool) (*topology.Topology, error) {
+		b := topology.NewBuilder()
+		for i := range nodes {
+			n := &nodes[i]
+			if err := b.AddNode(topology.NodeSpec{Name: n.Name, GPUs: max(0, min(n.Total, maxNodeGPUs)), NVLink: true}); err != nil {
+				warn(fmt.Sprintf("node %s: %v", n.Name, err))
+				continue
+			}
+			if labels {
+				if err := b.AddLabels(n.Name, n.Labels); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return b.Build()
+	}
+	t, err := build(true)
+	if err == nil {
+		return t
+	}
+	warn(fmt.Sprintf("topology labels ignored: %v", err))
+	if t, err = build(false); err == nil {
+		return t
+	}
+	warn(fmt.Sprintf("no topology: %v", err))
+	t, _ = topology.NewBuilder().Build()
+	return t
+}
+
+// buildHierarchy assigns every node its domain piece, leaf, spine and the
+// root, with unknown leaves and spines as groups of their own, and fills
+// the counters.
+func (c *cluster) buildHierarchy() {
+	nn := c.nn
+	for L := range nLevels {
+		c.grp[L] = make([]int32, nn)
+	}
+	var counts [nLevels]int32
+	for n := range nn {
+		id := topology.NodeID(n)
+		newLeaf, newSpine, newDom := n == 0, n == 0, n == 0
+		if n > 0 {
+			prev := topology.NodeID(n - 1)
+			leaf, spine := c.topo.Leaf(id), c.topo.Spine(id)
+			newLeaf = leaf < 0 || leaf != c.topo.Leaf(prev)
+			newSpine = newLeaf && (spine < 0 || spine != c.topo.Spine(prev))
+			newDom = newLeaf || c.topo.Domain(id) != c.topo.Domain(prev)
+		}
+		c.grp[lvNode][n] = int32(n)
+		if newDom && n > 0 {
+			counts[lvDom]++
+		}
+		if newLeaf && n > 0 {
+			counts[lvLeaf]++
+		}
+		if newSpine && n > 0 {
+			counts[lvSpine]++
+		}
+		c.grp[lvDom][n] = counts[lvDom]
+		c.grp[lvLeaf][n] = counts[lvLeaf]
+		c.grp[lvSpine][n] = counts[lvSpine]
+		c.grp[lvRoot][n] = 0
+	}
+	for L := range nLevels {
+		ng := 0
+		if nn > 0 {
+			ng = int(c.grp[L][nn-1]) + 1
+		}
+		c.start[L] = make([]int32, ng+1)
+		for n := nn - 1; n >= 0; n-- {
+			c.start[L][c.grp[L][n]] = int32(n)
+		}
+		c.start[L][ng] = int32(nn)
+		if L == lvNode {
+			continue
+		}
+		c.hist[L] = make([]int32, ng*c.hw)
+		c.gfree[L] = make([]int32, ng)
+		for n := range nn {
+			g := c.grp[L][n]
+			c.hist[L][int(g)*c.hw+int(c.nfree[n])]++
+			c.gfree[L][g] += int32(c.nfree[n])
+		}
+	}
+	for g := 0; g+1 < len(c.start[lvDom]); g++ {
+		if c.start[lvDom][g+1]-c.start[lvDom][g] > 1 {
+			c.multi = true
+			break
+		}
+	}
+}
+
+func (c *cluster) ngroups(L int) int { return len(c.start[L]) - 1 }
+
+// groupOf returns the group at level L that holds node n (n itself at
+// lvNode).
+func (c *cluster) groupOf(L int, n int32) int32 { return c.grp[L][n] }
+
+// span returns group g's node range [lo, hi) at level L.
+func (c *cluster) span(L int, g int32) (lo, hi int32) {
+	return c.start[L][g], c.start[L][g+1]
+}
+
+// children returns the range of level L-1 groups inside group g of level L.
+func (c *cluster) children(L int, g int32) (lo, hi int32) {
+	nlo, nhi := c.span(L, g)
+	if nlo == nhi {
+		return 0, 0
+	}
+	return c.grp[L-1][nlo], c.grp[L-1][nhi-1] + 1
+}
+
+// groupFree returns the free GPUs of group g at level L.
+func (c *cluster) groupFree(L int, g int32) int {
+	if L == lvNode {
+		return int(c.nfree[g])
+	}
+	return int(c.gfree[L][g])
+}
+
+// setFree changes node n's free mask to m and updates the counters.
+func (c *cluster) setFree(n int32, m uint64) {
+	old := int(c.nfree[n])
+	k := bits.OnesCount64(m)
+	c.free[n] = m
+	c.nfree[n] = uint8(k)
+	if k == old {
+		return
+	}
+	for L := lvDom; L < nLevels; L++ {
+		g := int(c.grp[L][n])
+		h := c.hist[L][g*c.hw:]
+		h[old]--
+		h[k]++
+		c.gfree[L][g] += int32(k - old)
+	}
+}
+
+// take marks the GPUs of mask on node n busy and returns those that were
+// free (the others are left alone).
+func (c *cluster) take(n int32, mask uint64) uint64 {
+	got := c.free[n] & mask
+	if got != 0 {
+		c.setFree(n, c.free[n]&^got)
+	}
+	return got
+}
+
+// give marks the GPUs of mask on node n free and returns those that were
+// busy. GPUs the node does not have, and shared GPUs, are left alone.
+func (c *cluster) give(n int32, mask uint64) uint64 {
+	got := mask & c.all[n] &^ c.free[n]
+	for m := got; m != 0; m &= m - 1 {
+		g := bits.TrailingZeros64(m)
+		if i, ok := c.sharedAt[sharedKey(n, g)]; ok && c.shared[i].mode != 0 {
+			got &^= 1 << uint(g)
+		}
+	}
+	if got != 0 {
+		c.setFree(n, c.free[n]|got)
+	}
+	return got
+}
+
+// clone returns a copy whose mutable state is independent of c.
+func (c *cluster) clone() *cluster {
+	d := *c
+	d.free = slices.Clone(c.free)
+	d.nfree = slices.Clone(c.nfree)
+	for L := range nLevels {
+		d.hist[L] = slices.Clone(c.hist[L])
+		d.gfree[L] = slices.Clone(c.gfree[L])
+	}
+	d.shared = slices.Clone(c.shared)
+	d.sharedAt = make(map[int64]int32, len(c.sharedAt))
+	for k, v := range c.sharedAt {
+		d.sharedAt[k] = v
+	}
+	return &d
+}
+
+// totalGPUs returns the GPUs of every node in the snapshot.
+func (c *cluster) totalGPUs() int {
+	t := 0
+	for n := range c.nn {
+		t += int(c.total[n])
+	}
+	return t
+}
+
+// railOf returns the rail of GPU g on node n, or -1.
+func (c *cluster) railOf(n int32, g int) int {
+	if r := c.rail[n]; r != nil && g < len(r) {
+		return int(r[g])
+	}
+	return -1
+}

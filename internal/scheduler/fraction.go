@@ -1,0 +1,228 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// MIGShape is what a MIG profile takes of a GPU. The scheduler models an
+// A100/H100-style GPU: 7 compute slices and 8 placement positions; an
+// instance covers Width consecutive positions and may start only at
+// positions in Starts.
+type MIGShape struct {
+	// Profile is the name parsed, such as "3g.40gb".
+	Profile string
+	// ComputeSlices is the N of "Ng": 1, 2, 3, 4 or 7.
+	ComputeSlices int
+	// Width is how many of the 8 positions the instance covers.
+	Width int
+	// Starts marks the positions where it may start (bit i = position i).
+	Starts uint8
+}
+
+// milli returns the share of the GPU the instance counts as in quotas and
+// fair share: its compute slices out of 7, in thousandths, rounded up.
+func (m MIGShape) milli() int { return (m.ComputeSlices*1000 + 6) / 7 }
+
+// bits returns the positions the instance covers when it starts at s.
+func (m MIGShape) bits(s int) uint8 { return uint8((1<<uint(m.Width) - 1) << uint(s)) }
+
+// migShapes gives, per compute-slice count, the width and valid starts of
+// NVIDIA's A100/H100 placement table.
+var migShapes = map[int]MIGShape{
+	1: {ComputeSlices: 1, Width: 1, Starts: 0b0111_1111},
+	2: {ComputeSlices: 2, Width: 2, Starts: 0b0001_0101},
+	3: {ComputeSlices: 3, Width: 4, Starts: 0b0001_0001},
+	4: {ComputeSlices: 4, Width: 4, Starts: 0b0000_0001},
+	7: {ComputeSlices: 7, Width: 8, Starts: 0b0000_0001},
+}
+
+// ParseMIGProfile parses a MIG profile name "<N>g.<M>gb", optionally with a
+// "+me" or "+gfx" suffix, such as "1g.10gb" or "3g.40gb". N must be 1, 2,
+// 3, 4 or 7. The memory size is checked for form only: it depends on the
+// GPU model.
+func ParseMIGProfile(s string) (MIGShape, error) {
+	bad := func(why string) (MIGShape, error) {
+		return MIGShape{}, fmt.Errorf("MIG profile %q: %s (want <N>g.<M>gb such as 1g.10gb or 3g.40gb)", s, why)
+	}
+	name := s
+	if i := strings.IndexByte(name, '+'); i >= 0 {
+		switch name[i:] {
+		case "+me", "+gfx", "+me.all":
+		default:
+			return bad(fmt.Sprintf("unknown suffix %q", name[i:]))
+		}
+		name = name[:i]
+	}
+	gi := strings.Index(name, "g.")
+	if gi <= 0 {
+		return bad("no \"g.\" after the compute slices")
+	}
+	n, err := strconv.Atoi(name[:gi])
+	if err != nil || n < 1 {
+		return bad(fmt.Sprintf("compute slices %q are not a positive number", name[:gi]))
+	}
+	shape, ok := migShapes[n]
+	if !ok {
+		return bad(fmt.Sprintf("no profile has %d compute slices; valid are 1, 2, 3, 4 and 7", n))
+	}
+	mem := name[gi+2:]
+	if !strings.HasSuffix(mem, "gb") {
+		return bad("memory does not end in \"gb\"")
+	}
+	if m, err := strconv.Atoi(mem[:len(mem)-2]); err != nil || m < 1 {
+		return bad(fmt.Sprintf("memory %q is not a positive number of GB", mem))
+	}
+	shape.Profile = s
+	return shape, nil
+}
+
+type migProfile = MIGShape
+
+// fracOp is one change a fractional rank made, so it can be undone or
+// repeated on another cluster.
+type fracOp struct {
+	node    int32
+	gpu     int
+	created bool // the GPU was wholly free and became shared
+	milli   int
+	mig     uint8
+}
+
+// fitMIG returns the lowest start at which shape fits beside used, or -1.
+func fitMIG(shape MIGShape, used uint8) int {
+	for s := 0; s < 8; s++ {
+		if shape.Starts&(1<<uint(s)) != 0 && used&shape.bits(s) == 0 {
+			return s
+		}
+	}
+	return -1
+}
+
+// placeFrac places every rank of a fractional gang on c, or none. Each
+// rank goes to the shared GPU it fits most tightly (best fit), and only
+// when none has room to a wholly free GPU on the node with the fewest free
+// GPUs, so that whole GPUs and whole nodes stay free.
+func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fracOp, bool) {
+	ops := make([]fracOp, 0, g.req.Ranks)
+	pl := Placement{JobID: g.req.JobID, Ranks: make([]Slot, 0, g.req.Ranks)}
+	fail := func() (Placement, []fracOp, bool) {
+		c.undoFrac(ops)
+		return Placement{}, nil, false
+	}
+	for range g.req.Ranks {
+		best, bestLeft, bestStart := -1, 1<<30, -1
+		for i := range c.shared {
+			s := &c.shared[i]
+			if s.mode == 0 || !g.eligible(c, s.node) {
+				continue
+			}
+			left, start := -1, -1
+			switch {
+			case g.milli > 0 && s.mode == shareMilli:
+				left = 1000 - int(s.milli) - g.milli
+			case g.milli == 0 && s.mode == shareMIG:
+				if start = fitMIG(g.mig, s.mig); start >= 0 {
+					left = 8 - bits.OnesCount8(s.mig) - g.mig.Width
+				}
+			}
+			if left < 0 {
+				continue
+			}
+			if best < 0 || left < bestLeft || (left == bestLeft && c.fuller(lvNode, s.node, c.shared[best].node)) {
+				best, bestLeft, bestStart = i, left, start
+			}
+		}
+		var op fracOp
+		if best >= 0 {
+			s := &c.shared[best]
+			op = fracOp{node: s.node, gpu: int(s.gpu), milli: g.milli}
+			if g.milli == 0 {
+				op.mig = g.mig.bits(bestStart)
+			}
+		} else {
+			one.sel = g.sel
+			n, ok := c.bestNode(one, strat, 1, lvRoot, 0)
+			if !ok {
+				return fail()
+			}
+			gpu := bits.TrailingZeros64(c.free[n])
+			op = fracOp{node: n, gpu: gpu, created: true, milli: g.milli}
+			if g.milli == 0 {
+				op.mig = g.mig.bits(fitMIG(g.mig, 0))
+			}
+		}
+		c.applyFrac(op)
+		ops = append(ops, op)
+		slot := Slot{Node: c.topo.NodeName(nodeID(op.node)), GPUs: []int{op.gpu}, DP: len(pl.Ranks)}
+		if g.milli > 0 {
+			slot.Milli = g.milli
+		} else {
+			slot.MIGProfile = g.req.MIGProfile
+			slot.MIGStart = bits.TrailingZeros8(op.mig)
+		}
+		pl.Ranks = append(pl.Ranks, slot)
+	}
+	if g.required < lvRoot {
+		for _, op := range ops[1:] {
+			if c.grp[g.required][op.node] != c.grp[g.required][ops[0].node] {
+				return fail()
+			}
+		}
+	}
+	picks := make([]pick, len(ops))
+	for i, op := range ops {
+		picks[i] = pick{id: op.node}
+	}
+	sortPicks(picks)
+	pl.Nodes, pl.Leaves, pl.Spines = c.spanCounts(picks)
+	return pl, ops, true
+}
+
+// applyFrac makes op's change on c.
+func (c *cluster) applyFrac(op fracOp) {
+	key := sharedKey(op.node, op.gpu)
+	i, ok := c.sharedAt[key]
+	if !ok || c.shared[i].mode == 0 {
+		c.take(op.node, 1<<uint(op.gpu))
+		s := sharedGPU{node: op.node, gpu: int8(op.gpu)}
+		if op.milli > 0 {
+			s.mode = shareMilli
+		} else {
+			s.mode = shareMIG
+		}
+		i = int32(len(c.shared))
+		c.shared = append(c.shared, s)
+		c.sharedAt[key] = i
+	}
+	s := &c.shared[i]
+	s.milli += int16(op.milli)
+	s.mig |= op.mig
+}
+
+// releaseFrac removes op's use; a GPU nobody shares any more becomes
+// wholly free.
+func (c *cluster) releaseFrac(op fracOp) {
+	key := sharedKey(op.node, op.gpu)
+	i, ok := c.sharedAt[key]
+	if !ok {
+		return
+	}
+	s := &c.shared[i]
+	s.milli = max(0, s.milli-int16(op.milli))
+	s.mig &^= op.mig
+	if s.milli == 0 && s.mig == 0 {
+		s.mode = 0
+		delete(c.sharedAt, key)
+		c.give(op.node, 1<<uint(op.gpu))
+	}
+}
+
+// undoFrac reverses ops, last first.
+func (c *cluster) undoFrac(ops []fracOp) {
+	for i := len(ops) - 1; i >= 0; i-- {
+		c.releaseFrac(ops[i])
+	}
+}

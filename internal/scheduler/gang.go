@@ -1,0 +1,179 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gangway/gangway/internal/topology"
+)
+
+// noEnd is the end time of a job whose duration is unknown.
+const noEnd = int64(1<<63 - 1)
+
+// gang is a request with its shape worked out for one cluster.
+type gang struct {
+	req  *Request
+	idx  int // index in the pass's requests
+	gpr  int // whole GPUs per rank
+	tp   int // resolved tensor-parallel size (1 when not given)
+	size topology.Parallelism
+
+	// Fractional.
+	frac  bool
+	milli int // per rank, shareMilli
+	mig   migProfile
+
+	// Whole-GPU shape: the gang is units × uRanks ranks; f[k] is how many
+	// units fit on a node with k free GPUs; rk[k] how many ranks.
+	uRanks   int
+	units    int
+	shaped   bool
+	tpAcross bool // TP groups may span the nodes of one NVLink domain
+	f, rk    []int32
+
+	gpus      int   // whole GPUs, or ranks for fractional gangs
+	usage     int64 // milli-GPUs, for quotas and fair share
+	cpu, mem  int64
+	required  int // widest level allowed, lvRoot when none
+	preferred int // lvRoot when none
+	sel       []bool
+	selKey    string
+	duration  int64 // ns; 0 unknown
+}
+
+// levelOf maps a topology level to a hierarchy level; LevelNone is the
+// whole cluster.
+func levelOf(l topology.Level) int {
+	switch l {
+	case topology.LevelNVLinkDomain:
+		return lvDom
+	case topology.LevelLeaf:
+		return lvLeaf
+	case topology.LevelSpine:
+		return lvSpine
+	}
+	return lvRoot
+}
+
+// newGang works out r's shape on c. A request that can never be placed
+// returns a reason (PendingInvalid, or PendingTopology when this cluster's
+// NVLink domains are too small for its TP groups).
+func newGang(c *cluster, r *Request, idx int) (*gang, PendingKind, string) {
+	g := &gang{req: r, idx: idx, required: levelOf(r.Required), preferred: levelOf(r.Preferred)}
+	if r.Ranks < 1 {
+		return nil, PendingInvalid, fmt.Sprintf("ranks is %d; want at least 1", r.Ranks)
+	}
+	if r.GPUsPerRank < 0 || r.GPUMilli < 0 || r.RanksPerNode < 0 || r.TP < 0 || r.PP < 0 || r.DP < 0 {
+		return nil, PendingInvalid, "negative sizes"
+	}
+	if r.Required != topology.LevelNone && r.Preferred != topology.LevelNone && r.Preferred > r.Required {
+		return nil, PendingInvalid, fmt.Sprintf("preferred level %s is wider than required level %s", r.Preferred, r.Required)
+	}
+	g.duration = int64(r.EstimatedDuration)
+	if r.EstimatedDuration < 0 {
+		g.duration = 0
+	}
+	g.cpu = r.CPUMillisPerRank * int64(r.Ranks)
+	g.mem = r.MemoryBytesPerRank * int64(r.Ranks)
+
+	if r.GPUMilli > 0 || r.MIGProfile != "" {
+		if r.GPUMilli > 0 && r.MIGProfile != "" {
+			return nil, PendingInvalid, "asks for both gpuMilli and a MIG profile; choose one"
+		}
+		if r.GPUsPerRank > 1 {
+			return nil, PendingInvalid, fmt.Sprintf("a fractional rank gets part of one GPU, but gpusPerRank is %d", r.GPUsPerRank)
+		}
+		if r.GPUMilli >= 1000 {
+			return nil, PendingInvalid, fmt.Sprintf("gpuMilli %d is a whole GPU or more; ask for gpusPerRank instead", r.GPUMilli)
+		}
+		g.frac = true
+		g.gpr = 0
+		g.tp = 1
+		if r.MIGProfile != "" {
+			p, err := ParseMIGProfile(r.MIGProfile)
+			if err != nil {
+				return nil, PendingInvalid, err.Error()
+			}
+			g.mig = p
+			g.usage = int64(r.Ranks) * int64(p.milli())
+		} else {
+			g.milli = r.GPUMilli
+			g.usage = int64(r.Ranks) * int64(r.GPUMilli)
+		}
+		g.gpus = r.Ranks
+		return g, 0, ""
+	}
+
+	g.gpr = max(1, r.GPUsPerRank)
+	if g.gpr > maxNodeGPUs {
+		return nil, PendingInvalid, fmt.Sprintf("gpusPerRank %d is more than a node can have (%d)", g.gpr, maxNodeGPUs)
+	}
+	g.gpus = r.Ranks * g.gpr
+	g.usage = int64(g.gpus) * 1000
+	g.size = topology.Parallelism{TP: r.TP, PP: r.PP, DP: r.DP}
+	g.tp = max(1, r.TP)
+	pp := max(1, r.PP)
+	if r.TP > 0 || r.PP > 0 || r.DP > 0 {
+		if r.DP == 0 && r.Ranks%(g.tp*pp) != 0 {
+			return nil, PendingInvalid, fmt.Sprintf("tp %d × pp %d is %d, which does not divide the gang's %d ranks", g.tp, pp, g.tp*pp, r.Ranks)
+		}
+		if dp := r.DP; dp > 0 && g.tp*pp*dp != r.Ranks {
+			return nil, PendingInvalid, fmt.Sprintf("tp %d × pp %d × dp %d is %d, but the gang has %d ranks", g.tp, pp, dp, g.tp*pp*dp, r.Ranks)
+		}
+	}
+	maxG := c.hw - 1
+	switch {
+	case r.RanksPerNode > 0:
+		if r.Ranks%r.RanksPerNode != 0 {
+			return nil, PendingInvalid, fmt.Sprintf("%d ranks do not divide into nodes of %d ranks", r.Ranks, r.RanksPerNode)
+		}
+		if r.RanksPerNode%g.tp != 0 {
+			return nil, PendingInvalid, fmt.Sprintf("ranksPerNode %d is not a multiple of tp %d, so a tensor-parallel group would cross nodes", r.RanksPerNode, g.tp)
+		}
+		g.shaped = true
+		g.uRanks = r.RanksPerNode
+		if r.RanksPerNode*g.gpr > maxG {
+			return nil, PendingTopology, fmt.Sprintf("needs %d GPUs per node (%d ranks × %d); the largest node has %d", r.RanksPerNode*g.gpr, r.RanksPerNode, g.gpr, maxG)
+		}
+	default:
+		g.uRanks = g.tp
+		g.tpAcross = c.multi && g.tp > 1
+		if !g.tpAcross && g.tp*g.gpr > maxG {
+			return nil, PendingTopology, fmt.Sprintf("a tensor-parallel group of %d ranks × %d GPUs needs %d GPUs in one NVLink domain; the largest has %d", g.tp, g.gpr, g.tp*g.gpr, maxG)
+		}
+	}
+	g.units = r.Ranks / g.uRanks
+	g.f = make([]int32, c.hw)
+	g.rk = make([]int32, c.hw)
+	for k := range c.hw {
+		g.rk[k] = int32(k / g.gpr)
+		if g.shaped {
+			if int(g.rk[k]) >= g.uRanks {
+				g.f[k] = 1
+			}
+		} else {
+			g.f[k] = g.rk[k] / int32(g.uRanks)
+		}
+	}
+	return g, 0, ""
+}
+
+// eligible reports whether node n may take ranks of g.
+func (g *gang) eligible(c *cluster, n int32) bool {
+	if !c.ok[n] {
+		return false
+	}
+	return g.sel == nil || g.sel[n]
+}
+
+// end returns when g would finish if it started at now; noEnd if unknown.
+func (g *gang) end(now int64) int64 {
+	if g.duration <= 0 {
+		return noEnd
+	}
+	return now + g.duration
+}
+
+func fmtDuration(ns int64) string {
+	return time.Duration(ns).Round(time.Second).String()
+}

@@ -1,0 +1,442 @@
+package scheduler
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gangway/gangway/internal/topology"
+)
+
+// Schedule places as many requests as fit with the default Options:
+// Greedy, the Topology strategy, preemption on.
+func Schedule(snap Snapshot, reqs []Request) Plan {
+	return ScheduleWith(snap, reqs, Options{})
+}
+
+// ScheduleWith runs one scheduling pass: NewPass, Step until done, Plan.
+// It does no I/O and draws no randomness: the same inputs give the same
+// plan. It does not modify snap or reqs.
+func ScheduleWith(snap Snapshot, reqs []Request, opts Options) Plan {
+	p := NewPass(snap, reqs, opts)
+	for {
+		if _, more := p.Step(); !more {
+			break
+		}
+	}
+	return p.Plan()
+}
+
+// Decision is what one Step decided about one request.
+type Decision struct {
+	JobID  string
+	Placed bool
+	// GPUs is the gang's whole GPUs, or its ranks when they are
+	// fractional.
+	GPUs int
+	// Kind says why it waits when it was not placed.
+	Kind PendingKind
+}
+
+// Pass is one scheduling pass, decided a request at a time. NewPass builds
+// the working state from the snapshot (the only step that reads every
+// node); each Step then decides one request, touching only the counters and
+// nodes that decision needs. A Pass is not safe for concurrent use; it
+// keeps references to snap's and reqs' contents, which must not change
+// while it is in use.
+type Pass struct {
+	now   int64
+	reqs  []Request
+	opts  Options
+	c     *cluster // what is free now, less the reservation
+	full  *cluster // what is free now; nil until a reservation is made
+	resv  *reservation
+	sh    *sharing
+	run   []runJob
+	heap  queueHeap
+	gangs []*gang
+	one   *gang
+	plan  Plan
+
+	pendingAt []int32 // request → index in plan.Pending, -1 if none
+	placed    []placedJob
+	blockedBy string
+	searches  int
+	selCache  map[string][]bool
+}
+
+// runJob is a running job as the pass sees it.
+type runJob struct {
+	r        *Running
+	q        *queueState
+	parts    []nodeMask
+	frac     []fracOp
+	usage    int64 // milli-GPUs
+	end      int64
+	lost     int64 // ns of GPU time since its last checkpoint
+	stopping bool
+}
+
+// placedJob is a gang placed in this pass, for the reservation's future.
+type placedJob struct {
+	id    string
+	parts []nodeMask
+	frac  []fracOp
+	end   int64
+}
+
+// NewPass prepares a pass over reqs on snap.
+func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
+	p := &Pass{now: snap.Now, reqs: reqs, opts: opts, selCache: map[string][]bool{}}
+	warn := func(s string) { p.plan.Warnings = append(p.plan.Warnings, s) }
+	p.c = newCluster(&snap, warn)
+
+	var totals [nRes]int64
+	totals[resGPU] = int64(p.c.totalGPUs()) * 1000
+	for i := range snap.Nodes {
+		totals[resCPU] += max(0, snap.Nodes[i].CPUMillis)
+		totals[resMem] += max(0, snap.Nodes[i].MemoryBytes)
+	}
+	p.sh = newSharing(snap.Queues, totals, warn)
+	p.indexRunning(snap.Running, warn)
+	p.sh.finish()
+
+	p.one = &gang{gpr: 1, uRanks: 1, units: 1, tp: 1, required: lvRoot, preferred: lvRoot,
+		f: make([]int32, p.c.hw), rk: make([]int32, p.c.hw)}
+	for k := range p.c.hw {
+		p.one.f[k], p.one.rk[k] = int32(k), int32(k)
+	}
+
+	p.gangs = make([]*gang, len(reqs))
+	p.pendingAt = make([]int32, len(reqs))
+	for i := range reqs {
+		p.pendingAt[i] = -1
+		q := p.sh.queue(reqs[i].Queue)
+		q.order = append(q.order, i)
+	}
+	for _, q := range p.sh.queues {
+		if len(q.order) == 0 {
+			continue
+		}
+		sort.SliceStable(q.order, func(a, b int) bool {
+			ra, rb := &reqs[q.order[a]], &reqs[q.order[b]]
+			if ra.Priority != rb.Priority {
+				return ra.Priority > rb.Priority
+			}
+			if ra.Order != rb.Order {
+				return ra.Order < rb.Order
+			}
+			return ra.JobID < rb.JobID
+		})
+		p.rekey(q)
+		p.heap = append(p.heap, q)
+		q.heapAt = len(p.heap) - 1
+	}
+	heap.Init(&p.heap)
+	return p
+}
+
+func nodeID(n int32) topology.NodeID { return topology.NodeID(n) }
+
+func sortPicks(p []pick) {
+	slices.SortFunc(p, func(a, b pick) int { return int(a.id) - int(b.id) })
+}
+
+// indexRunning turns running jobs into masks per node and charges their
+// queues.
+func (p *Pass) indexRunning(running []Running, warn func(string)) {
+	p.run = make([]runJob, 0, len(running))
+	for i := range running {
+		r := &running[i]
+		rj := runJob{r: r, q: p.sh.queue(r.Queue), end: noEnd, stopping: r.Stopping}
+		if r.EstimatedEnd > 0 {
+			rj.end = r.EstimatedEnd
+		}
+		if r.Stopping {
+			rj.end = p.now
+		}
+		for _, s := range r.Ranks {
+			id, ok := p.c.topo.NodeByName(s.Node)
+			if !ok {
+				// Not schedulable now (lost, cordoned): it still counts
+				// for its queue.
+				rj.usage += int64(len(s.GPUs)) * 1000
+				if s.Milli > 0 || s.MIGProfile != "" {
+					rj.usage += int64(s.Milli) - int64(len(s.GPUs))*1000
+				}
+				continue
+			}
+			n := int32(id)
+			if s.Milli > 0 || s.MIGProfile != "" {
+				if len(s.GPUs) != 1 {
+					warn(fmt.Sprintf("running job %s: fractional rank on %s has %d GPUs, want 1", r.JobID, s.Node, len(s.GPUs)))
+					continue
+				}
+				op := fracOp{node: n, gpu: s.GPUs[0], milli: s.Milli}
+				if s.MIGProfile != "" {
+					shape, err := ParseMIGProfile(s.MIGProfile)
+					if err != nil || s.MIGStart < 0 || s.MIGStart > 7 {
+						warn(fmt.Sprintf("running job %s: %v", r.JobID, err))
+						continue
+					}
+					op.mig = shape.bits(s.MIGStart)
+					rj.usage += int64(shape.milli())
+				} else {
+					rj.usage += int64(s.Milli)
+				}
+				rj.frac = append(rj.frac, op)
+				continue
+			}
+			var m uint64
+			for _, g := range s.GPUs {
+				if g < 0 || g >= maxNodeGPUs {
+					warn(fmt.Sprintf("running job %s: GPU %d on %s does not exist", r.JobID, g, s.Node))
+					continue
+				}
+				m |= 1 << uint(g)
+			}
+			rj.usage += int64(bits.OnesCount64(m)) * 1000
+			if k := slices.IndexFunc(rj.parts, func(x nodeMask) bool { return x.node == n }); k >= 0 {
+				rj.parts[k].mask |= m
+			} else {
+				rj.parts = append(rj.parts, nodeMask{n, m})
+			}
+		}
+		since := max(r.LastCheckpoint, r.StartedAt)
+		if since > 0 && p.now > since {
+			rj.lost = int64(min(float64(p.now-since)*float64(rj.usage)/1000, math.MaxInt64/2))
+		}
+		p.sh.use(rj.q, rj.usage, r.CPUMillis, r.MemoryBytes)
+		p.run = append(p.run, rj)
+	}
+}
+
+// gang returns request i's shape, worked out once.
+func (p *Pass) gang(i int) (*gang, PendingKind, string) {
+	if g := p.gangs[i]; g != nil {
+		return g, 0, ""
+	}
+	r := &p.reqs[i]
+	g, kind, why := newGang(p.c, r, i)
+	if g == nil {
+		return nil, kind, why
+	}
+	if len(r.NodeSelector) > 0 {
+		g.selKey = fmtSelector(r.NodeSelector)
+		sel, ok := p.selCache[g.selKey]
+		if !ok {
+			sel = make([]bool, p.c.nn)
+			for n := range sel {
+				sel[n] = p.c.ok[n] && matches(p.c.labels[n], r.NodeSelector)
+			}
+			p.selCache[g.selKey] = sel
+		}
+		g.sel = sel
+	}
+	p.gangs[i] = g
+	return g, 0, ""
+}
+
+// rekey recomputes q's heap key from its usage and next request.
+func (p *Pass) rekey(q *queueState) {
+	q.share = p.sh.dominantShare(q)
+	q.tier = 1
+	if q.next < len(q.order) {
+		if g, _, _ := p.gang(q.order[q.next]); g != nil && q.usage[resGPU]+g.usage <= q.guarantee {
+			q.tier = 0
+		}
+	}
+}
+
+// Step decides the next request in fair-share order. It returns false when
+// every request has been decided.
+func (p *Pass) Step() (Decision, bool) {
+	if len(p.heap) == 0 {
+		return Decision{}, false
+	}
+	q := p.heap[0]
+	i := q.order[q.next]
+	q.next++
+	d := p.decide(q, i)
+	if q.next < len(q.order) {
+		p.rekey(q)
+		heap.Fix(&p.heap, 0)
+	} else {
+		heap.Pop(&p.heap)
+	}
+	return d, true
+}
+
+func (p *Pass) pending(i int, q *queueState, kind PendingKind, reason string) Decision {
+	p.pendingAt[i] = int32(len(p.plan.Pending))
+	p.plan.Pending = append(p.plan.Pending, Pending{JobID: p.reqs[i].JobID, Queue: q.name, Kind: kind, Reason: reason})
+	d := Decision{JobID: p.reqs[i].JobID, Kind: kind}
+	if g := p.gangs[i]; g != nil {
+		d.GPUs = g.gpus
+	}
+	return d
+}
+
+func (p *Pass) decide(q *queueState, i int) Decision {
+	r := &p.reqs[i]
+	g, kind, why := p.gang(i)
+	if g == nil {
+		return p.pending(i, q, kind, why)
+	}
+	if p.blockedBy != "" {
+		return p.pending(i, q, PendingBlocked, fmt.Sprintf("strict FIFO: waits behind %s, which does not fit", p.blockedBy))
+	}
+	if q.blocked != "" {
+		return p.pending(i, q, PendingBlocked, fmt.Sprintf("strict FIFO: waits behind %s, which its queue's quota holds back", q.blocked))
+	}
+	ok, within, why := p.sh.admit(q, g)
+	if !ok {
+		if p.opts.Mode == Strict {
+			q.blocked = r.JobID
+		}
+		return p.pending(i, q, PendingQuota, why)
+	}
+	if pl, ok := p.tryPlace(g); ok {
+		p.plan.Placements = append(p.plan.Placements, pl)
+		p.sh.use(q, g.usage, g.cpu, g.mem)
+		return Decision{JobID: r.JobID, Placed: true, GPUs: g.gpus}
+	}
+	if !p.opts.NoPreemption && !g.frac {
+		max := p.opts.MaxPreemptionSearches
+		if max <= 0 {
+			max = 64
+		}
+		if p.searches < max {
+			if why, ok := p.preempt(q, g, within); ok {
+				return p.pending(i, q, PendingPreempting, why)
+			}
+		}
+	}
+	kind, why = p.whyNot(g)
+	switch p.opts.Mode {
+	case Strict:
+		p.blockedBy = r.JobID
+	case Backfill:
+		if p.resv != nil {
+			if p.resv.job != r.JobID && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
+				return p.pending(i, q, PendingBackfill, fmt.Sprintf("%s; it would delay %s, which holds the reservation%s",
+					why, p.resv.job, p.resvWhen()))
+			}
+		} else if !g.frac {
+			if text, ok := p.reserve(g); ok {
+				return p.pending(i, q, PendingReserved, why+"; "+text)
+			} else if text != "" {
+				why += "; " + text
+			}
+		}
+	}
+	return p.pending(i, q, kind, why)
+}
+
+// tryPlace places g now if it fits without touching the reservation, or,
+// when it will end before the reservation starts, anywhere.
+func (p *Pass) tryPlace(g *gang) (Placement, bool) {
+	strat := p.opts.Strategy
+	if g.frac {
+		pl, ops, ok := p.c.placeFrac(g, strat, p.one)
+		if !ok {
+			return Placement{}, false
+		}
+		if p.full != nil {
+			for _, op := range ops {
+				p.full.applyFrac(op)
+			}
+			pl.Backfilled = true
+		}
+		p.placed = append(p.placed, placedJob{id: g.req.JobID, frac: ops, end: g.end(p.now)})
+		return pl, true
+	}
+	if picks := p.c.find(g, strat, lvRoot, 0); picks != nil {
+		parts := p.c.masks(g, picks)
+		pl := p.c.commit(g, picks)
+		if p.full != nil {
+			for _, m := range parts {
+				p.full.take(m.node, m.mask)
+			}
+			pl.Backfilled = true
+		}
+		p.placed = append(p.placed, placedJob{id: g.req.JobID, parts: parts, end: g.end(p.now)})
+		return pl, true
+	}
+	if p.resv == nil || p.resv.start == noEnd || g.end(p.now) > p.resv.start {
+		return Placement{}, false
+	}
+	picks := p.full.find(g, strat, lvRoot, 0)
+	if picks == nil {
+		return Placement{}, false
+	}
+	parts := p.full.masks(g, picks)
+	pl := p.full.commit(g, picks)
+	for _, m := range parts {
+		p.c.take(m.node, m.mask)
+	}
+	pl.Backfilled = true
+	p.placed = append(p.placed, placedJob{id: g.req.JobID, parts: parts, end: g.end(p.now)})
+	return pl, true
+}
+
+// Plan returns the decisions so far. Call it once, after the last Step;
+// requests not yet decided are left out.
+func (p *Pass) Plan() Plan {
+	for _, q := range p.sh.queues {
+		ahead := 0
+		for _, i := range q.order {
+			at := p.pendingAt[i]
+			if at < 0 || p.plan.Pending[at].Kind == PendingInvalid {
+				continue
+			}
+			pe := &p.plan.Pending[at]
+			pe.Ahead = ahead
+			if ahead > 0 {
+				pe.Reason += fmt.Sprintf("; %d %s ahead of it in queue %s", ahead, plural(ahead, "gang waits", "gangs wait"), queueName(q.name))
+			}
+			ahead++
+		}
+	}
+	return p.plan
+}
+
+func queueName(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func matches(labels, sel map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func fmtSelector(sel map[string]string) string {
+	keys := make([]string, 0, len(sel))
+	for k := range sel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + sel[k]
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
