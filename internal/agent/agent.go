@@ -30,6 +30,7 @@ import (
 
 	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/agent/gpu"
+	"github.com/gangway/gangway/internal/agent/nic"
 	"github.com/gangway/gangway/internal/api"
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	ShimPath string
 	// Cgroups describes resource-limit support, reported to the server.
 	Cgroups string
+	// SysRoot is where sysfs is mounted, for NIC discovery ("/sys" by
+	// default; "-" skips discovery).
+	SysRoot string
 	// ReleaseLimits removes a finished rank's cgroup; nil does nothing.
 	ReleaseLimits func(cgroupName string) error
 	Log           *slog.Logger
@@ -118,6 +122,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SysRoot == "" {
+		cfg.SysRoot = "/sys"
 	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
@@ -291,8 +298,20 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 		Labels: a.cfg.Labels, CPUs: runtime.NumCPU(), MemoryBytes: memTotal(),
 		GPUSource: inv.Source, GPUReason: inv.Reason, Cgroups: a.cfg.Cgroups,
 	}
-	for _, d := range inv.Devices {
-		n.GPUs = append(n.GPUs, api.GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, Health: d.Health})
+	nics, ncclEnv, rails := a.discoverNICs()
+	n.NICs, n.LaunchEnv = nics, ncclEnv
+	numa := make([]int, len(inv.Devices))
+	for i, d := range inv.Devices {
+		numa[i] = d.NUMANode
+	}
+	gpuRail := nic.GPURails(numa, rails)
+	for i, d := range inv.Devices {
+		g := api.GPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, Health: d.Health,
+			NUMANode: d.NUMANode, NVLinkPeers: d.NVLinkPeers, Rail: -1}
+		if i < len(gpuRail) {
+			g.Rail = gpuRail[i]
+		}
+		n.GPUs = append(n.GPUs, g)
 	}
 	if len(n.GPUs) == 0 && inv.Reason != "" {
 		a.log.Warn("no GPUs", "reason", inv.Reason)
@@ -309,6 +328,68 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	a.mu.Unlock()
 	a.log.Info("registered", "server", a.cfg.Server, "gpus", len(n.GPUs), "address", a.cfg.Address)
 	return nil
+}
+
+// discoverNICs reads the node's NICs and derives NCCL's settings: the
+// socket interface is the one carrying the address this agent advertises,
+// the IB HCAs are the compute-fabric rails.
+func (a *Agent) discoverNICs() ([]api.NIC, map[string]string, []nic.Rail) {
+	if a.cfg.SysRoot == "-" {
+		return nil, nil, nil
+	}
+	found, err := nic.Discover(a.cfg.SysRoot)
+	if err != nil {
+		a.log.Warn("NIC discovery failed; no NCCL settings derived", "err", err)
+		return nil, nil, nil
+	}
+	nccl := nic.DeriveNCCL(found)
+	railOf := map[string]int{}
+	for _, r := range nccl.Rails {
+		railOf[r.HCAPort()] = r.Index
+	}
+	var out []api.NIC
+	for _, f := range found {
+		rail := -1
+		if f.HCA != "" {
+			if i, ok := railOf[f.HCA+":"+strconv.Itoa(f.Port)]; ok {
+				rail = i
+			}
+		}
+		out = append(out, api.NIC{Name: f.Name, Kind: string(f.Kind), HCA: f.HCA, Port: f.Port, SpeedMbps: f.SpeedMbps,
+			NUMANode: f.NUMANode, Up: f.Up(), Rail: rail})
+	}
+	env := map[string]string{}
+	if ifname := ifaceWithAddr(a.cfg.Address); ifname != "" {
+		env["NCCL_SOCKET_IFNAME"] = "=" + ifname
+		env["GLOO_SOCKET_IFNAME"] = ifname
+	} else if nccl.SocketIfname != "" {
+		env["NCCL_SOCKET_IFNAME"] = nccl.SocketIfname
+	}
+	if nccl.IBHCA != "" {
+		env["NCCL_IB_HCA"] = nccl.IBHCA
+	}
+	return out, env, nccl.Rails
+}
+
+// ifaceWithAddr names the interface that holds ip, or "".
+func ifaceWithAddr(ip string) string {
+	want := net.ParseIP(ip)
+	if want == nil || want.IsLoopback() {
+		return ""
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, ad := range addrs {
+			if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.Equal(want) {
+				return ifc.Name
+			}
+		}
+	}
+	return ""
 }
 
 func memTotal() int64 {

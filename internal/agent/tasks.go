@@ -132,6 +132,16 @@ func (a *Agent) start(asg api.Assignment) {
 	if err == nil && asg.CheckpointD != "" {
 		err = os.MkdirAll(asg.CheckpointD, 0o755)
 	}
+	for name, content := range asg.Files {
+		if err != nil {
+			break
+		}
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			err = fmt.Errorf("assignment file %q: must be a plain file name", name)
+			break
+		}
+		err = os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
+	}
 	if err != nil {
 		fail(err)
 		a.mu.Lock()
@@ -145,15 +155,20 @@ func (a *Agent) start(asg api.Assignment) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	expand := func(v string) string { return strings.ReplaceAll(v, "${GANGWAY_TASK_DIR}", dir) }
 	for _, k := range keys {
-		env = append(env, k+"="+asg.Env[k])
+		env = append(env, k+"="+expand(asg.Env[k]))
 	}
-	env = append(env, "GANGWAY_PROGRESS_FILE="+filepath.Join(dir, "progress.jsonl"))
+	env = append(env, "GANGWAY_PROGRESS_FILE="+filepath.Join(dir, "progress.jsonl"), "GANGWAY_TASK_DIR="+dir)
+	cmd := make([]string, len(asg.Command))
+	for i, c := range asg.Command {
+		cmd[i] = expand(c)
+	}
 	wd := asg.WorkingDir
 	if wd == "" {
 		wd = dir
 	}
-	spec := driver.Spec{Command: asg.Command, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k)}
+	spec := driver.Spec{Command: cmd, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k)}
 	if asg.Resources != nil {
 		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
 	}

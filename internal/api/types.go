@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // JobSpec is what a user submits: a gang of ranks that start together or not
 // at all. Zero values mean "use the default" (see Default).
@@ -45,6 +50,84 @@ type JobSpec struct {
 	// Resources limits each rank's memory and CPU where the node's cgroups
 	// allow it.
 	Resources *Resources `json:"resources,omitempty"`
+	// Launch is how ranks become processes: "per-rank" (default: gangway
+	// starts every rank), "per-node" (one process per node; the command is
+	// a launcher that starts the node's ranks), "torchrun" or "deepspeed"
+	// (per node, with the launcher's node-level arguments inserted).
+	Launch LaunchMode `json:"launch,omitempty"`
+	// Parallelism is the tensor/pipeline/data-parallel grid, or "auto" to
+	// let the planner choose it for Model.
+	Parallelism *Parallelism `json:"parallelism,omitempty"`
+	// Model names the model being trained, for the planner.
+	Model *ModelRef `json:"model,omitempty"`
+}
+
+// LaunchMode says how ranks become processes.
+type LaunchMode string
+
+// Launch modes.
+const (
+	LaunchPerRank   LaunchMode = "per-rank"
+	LaunchPerNode   LaunchMode = "per-node"
+	LaunchTorchrun  LaunchMode = "torchrun"
+	LaunchDeepSpeed LaunchMode = "deepspeed"
+)
+
+// PerNode reports whether the mode starts one process per node.
+func (m LaunchMode) PerNode() bool { return m != "" && m != LaunchPerRank }
+
+// Parallelism is a gang's parallel grid over its ranks: TP*PP*DP equals
+// ranks. A zero size is derived (TP and PP default to 1; DP fills the rest).
+type Parallelism struct {
+	// Auto asks the planner for the grid at admission (needs Model).
+	Auto bool `json:"auto,omitempty"`
+	TP   int  `json:"tp,omitempty"`
+	PP   int  `json:"pp,omitempty"`
+	DP   int  `json:"dp,omitempty"`
+	// Order numbers the grid: "tp-pp-dp" (default; Megatron's
+	// --use-tp-pp-dp-mapping, torch DeviceMesh) or "tp-dp-pp" (Megatron's
+	// default order).
+	Order string `json:"order,omitempty"`
+	// Predicted figures the planner recorded at admission.
+	Predicted *Prediction `json:"predicted,omitempty"`
+}
+
+// UnmarshalJSON accepts the string "auto" as well as an object.
+func (p *Parallelism) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		if s != "auto" {
+			return fmt.Errorf("parallelism %q: want \"auto\" or {tp, pp, dp}", s)
+		}
+		*p = Parallelism{Auto: true}
+		return nil
+	}
+	type plain Parallelism
+	var v plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("parallelism: %w", err)
+	}
+	*p = Parallelism(v)
+	return nil
+}
+
+// Prediction is what the planner expects of a job's configuration.
+type Prediction struct {
+	TokensPerSecPerGPU float64 `json:"tokensPerSecPerGPU"`
+	StepSeconds        float64 `json:"stepSeconds"`
+	MFU                float64 `json:"mfu"`
+	MemoryPerGPUBytes  int64   `json:"memoryPerGPUBytes"`
+	MicroBatch         int     `json:"microBatch,omitempty"`
+	Summary            string  `json:"summary,omitempty"`
+}
+
+// ModelRef names a model from the planner's catalog and the run's shape.
+type ModelRef struct {
+	Name        string `json:"name"`
+	Seq         int    `json:"seq,omitempty"`
+	GlobalBatch int    `json:"globalBatch,omitempty"`
 }
 
 // Resources are per-rank limits, enforced through cgroups when available.
@@ -168,13 +251,15 @@ const (
 
 // Attempt is one run of a job on one placement.
 type Attempt struct {
-	Number     int             `json:"number"`
-	Phase      AttemptPhase    `json:"phase"`
-	Outcome    Outcome         `json:"outcome,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-	Placement  []RankPlacement `json:"placement"`
-	MasterAddr string          `json:"masterAddr"`
-	MasterPort int             `json:"masterPort"`
+	Number    int             `json:"number"`
+	Phase     AttemptPhase    `json:"phase"`
+	Outcome   Outcome         `json:"outcome,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Placement []RankPlacement `json:"placement"`
+	// Grid is the parallel grid the ranks were numbered in.
+	Grid       *Grid  `json:"grid,omitempty"`
+	MasterAddr string `json:"masterAddr"`
+	MasterPort int    `json:"masterPort"`
 	// ResumeFrom is the checkpoint this attempt was told to resume from.
 	ResumeFrom *Checkpoint `json:"resumeFrom,omitempty"`
 	CreatedAt  time.Time   `json:"createdAt"`
@@ -209,6 +294,25 @@ type RankPlacement struct {
 	LocalRank int    `json:"localRank"`
 	// GPUs are device indices on the node.
 	GPUs []int `json:"gpus"`
+	// TP, PP and DP are the rank's coordinates in the parallel grid.
+	TP int `json:"tp"`
+	PP int `json:"pp"`
+	DP int `json:"dp"`
+}
+
+// Grid is an attempt's resolved parallel grid and how well the placement
+// suits it.
+type Grid struct {
+	TP    int    `json:"tp"`
+	PP    int    `json:"pp"`
+	DP    int    `json:"dp"`
+	Order string `json:"order"`
+	// TPGroupsCrossingDomain counts tensor-parallel groups split across
+	// NVLink domains (0 unless the placement left no choice).
+	TPGroupsCrossingDomain int `json:"tpGroupsCrossingDomain"`
+	// RailMismatches counts ranks off the rail their local index uses on
+	// other nodes.
+	RailMismatches int `json:"railMismatches"`
 }
 
 // Checkpoint is a committed checkpoint directory.
@@ -277,6 +381,10 @@ type Assignment struct {
 	Grace       Duration          `json:"grace"`
 	WatchCkpt   bool              `json:"watchCheckpoints,omitempty"`
 	CheckpointD string            `json:"checkpointDir"`
+	// Files are written into the task directory before the process starts
+	// (a DeepSpeed hostfile); "${GANGWAY_TASK_DIR}" in Command and Env
+	// expands to that directory.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // TaskKey names one rank of one attempt: "job/attempt/rank".
@@ -305,6 +413,11 @@ type Node struct {
 	CPUs        int               `json:"cpus,omitempty"`
 	MemoryBytes int64             `json:"memoryBytes,omitempty"`
 	Cgroups     string            `json:"cgroups,omitempty"`
+	// NICs are the node's network interfaces as the agent found them.
+	NICs []NIC `json:"nics,omitempty"`
+	// LaunchEnv is added to every rank on the node (NCCL_SOCKET_IFNAME,
+	// NCCL_IB_HCA from the discovered NICs); the job's env wins.
+	LaunchEnv   map[string]string `json:"launchEnv,omitempty"`
 	Status      NodeStatus        `json:"status"`
 	ModRevision int64             `json:"modRevision,omitempty"`
 }
@@ -316,6 +429,26 @@ type GPU struct {
 	Model       string `json:"model"`
 	MemoryBytes int64  `json:"memoryBytes"`
 	Health      string `json:"health,omitempty"`
+	// NUMANode is the closest host NUMA node, -1 if unknown.
+	NUMANode int `json:"numaNode"`
+	// NVLinkPeers are the indices of GPUs reachable over NVLink.
+	NVLinkPeers []int `json:"nvlinkPeers,omitempty"`
+	// Rail is the index of the GPU's closest compute-fabric NIC, -1 if
+	// unknown.
+	Rail int `json:"rail"`
+}
+
+// NIC is one network interface of a node.
+type NIC struct {
+	Name      string `json:"name,omitempty"`
+	Kind      string `json:"kind"`
+	HCA       string `json:"hca,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	SpeedMbps int64  `json:"speedMbps,omitempty"`
+	NUMANode  int    `json:"numaNode"`
+	Up        bool   `json:"up"`
+	// Rail is the NIC's index in the compute fabric, or -1.
+	Rail int `json:"rail"`
 }
 
 // NodeStatus is written by the control plane.

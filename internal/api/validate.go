@@ -123,6 +123,47 @@ func (s *JobSpec) Validate() error {
 	if s.CheckpointDir != "" && !strings.HasPrefix(s.CheckpointDir, "/") {
 		fe.add("spec.checkpointDir", "%q must be an absolute path", s.CheckpointDir)
 	}
+	switch s.Launch {
+	case "", LaunchPerRank, LaunchPerNode, LaunchTorchrun, LaunchDeepSpeed:
+	default:
+		fe.add("spec.launch", "%q: want per-rank, per-node, torchrun or deepspeed", s.Launch)
+	}
+	if s.Launch.PerNode() && s.Launch != LaunchPerNode && len(s.Command) > 0 && LauncherIndex(s.Command) < 0 {
+		fe.add("spec.command", "launch %s needs the command to start with %s (or python -m its module)", s.Launch, s.Launch)
+	}
+	if p := s.Parallelism; p != nil {
+		if p.TP < 0 || p.PP < 0 || p.DP < 0 {
+			fe.add("spec.parallelism", "sizes must not be negative")
+		}
+		if p.Auto && (p.TP > 0 || p.PP > 0 || p.DP > 0) {
+			fe.add("spec.parallelism", "auto and explicit tp/pp/dp together; give one or the other")
+		}
+		if p.Auto && (s.Model == nil || s.Model.Name == "") {
+			fe.add("spec.model.name", "parallelism: auto needs a model to plan for")
+		}
+		if !p.Auto && s.Ranks > 0 {
+			tp, pp := max(p.TP, 1), max(p.PP, 1)
+			switch {
+			case s.Ranks%(tp*pp) != 0:
+				fe.add("spec.parallelism", "tp %d × pp %d does not divide ranks (%d)", tp, pp, s.Ranks)
+			case p.DP > 0 && tp*pp*p.DP != s.Ranks:
+				fe.add("spec.parallelism", "tp %d × pp %d × dp %d = %d, but ranks is %d", tp, pp, p.DP, tp*pp*p.DP, s.Ranks)
+			}
+		}
+		switch p.Order {
+		case "", "tp-pp-dp", "tp-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-ep-dp-pp":
+		default:
+			fe.add("spec.parallelism.order", "%q: want tp-pp-dp or tp-dp-pp", p.Order)
+		}
+	}
+	if m := s.Model; m != nil {
+		if m.Name == "" {
+			fe.add("spec.model.name", "missing")
+		}
+		if m.Seq < 0 || m.GlobalBatch < 0 {
+			fe.add("spec.model", "seq and globalBatch must not be negative")
+		}
+	}
 	if r := s.Resources; r != nil {
 		if r.MemoryBytes < 0 {
 			fe.add("spec.resources.memoryBytes", "must not be negative")
@@ -149,3 +190,24 @@ func validIdent(s string) bool {
 
 // ValidNodeName reports whether s can name a node.
 func ValidNodeName(s string) bool { return validIdent(s) }
+
+// LauncherIndex returns the index of the launcher program in a per-node
+// command: "torchrun" or "deepspeed" itself, or the module of
+// "python -m torch.distributed.run" / "-m deepspeed.launcher.runner". -1 if
+// there is none.
+func LauncherIndex(cmd []string) int {
+	for i, a := range cmd {
+		base := a[strings.LastIndexByte(a, '/')+1:]
+		switch base {
+		case "torchrun", "deepspeed":
+			return i
+		}
+		if a == "-m" && i+1 < len(cmd) {
+			switch cmd[i+1] {
+			case "torch.distributed.run", "torch.distributed.launch", "deepspeed.launcher.runner":
+				return i + 1
+			}
+		}
+	}
+	return -1
+}

@@ -490,3 +490,43 @@ func TestDemo(t *testing.T) {
 		t.Logf("losses differ by %g (within tolerance)", sum.LossRelDiff)
 	}
 }
+
+// TestPerNodeTorchrunLaunch runs a stand-in torchrun (a script that prints
+// its arguments) once per node with the node-level arguments inserted.
+func TestPerNodeTorchrunLaunch(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho \"$@\" gpus=$CUDA_VISIBLE_DEVICES rank=${RANK:-unset} tp=$GANGWAY_TP_SIZE\n"
+	if err := os.WriteFile(filepath.Join(bin, "torchrun"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := cl.submitYAML(fmt.Sprintf(`
+ranks: 8
+ranksPerNode: 4
+launch: torchrun
+parallelism: {tp: 4}
+command: [%s/torchrun, train.py, --lr, "0.1"]
+`, bin))
+	d := cl.waitPhase(id, api.JobSucceeded, 20*time.Second)
+	a := d.Job.Status.Current()
+	if len(d.Ranks) != 2 {
+		t.Fatalf("%d processes ran; want one per node", len(d.Ranks))
+	}
+	if a.Grid == nil || a.Grid.TP != 4 || a.Grid.DP != 2 || a.Grid.TPGroupsCrossingDomain != 0 {
+		t.Errorf("grid = %+v", a.Grid)
+	}
+	second := -1
+	for _, p := range a.Placement {
+		if p.NodeRank == 1 && p.LocalRank == 0 {
+			second = p.Rank
+		}
+	}
+	out, errOut, code := cl.run("logs", id, "--rank", fmt.Sprint(second))
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	want := fmt.Sprintf("--nnodes=2 --node_rank=1 --nproc_per_node=4 --master_addr=127.0.0.1 --master_port=%d train.py --lr 0.1 gpus=0,1,2,3 rank=unset tp=4", a.MasterPort)
+	if strings.TrimSpace(out) != want {
+		t.Errorf("node 1's launcher got\n  %q\nwant\n  %q", strings.TrimSpace(out), want)
+	}
+}

@@ -41,6 +41,7 @@ type Controller struct {
 	live  *Liveness
 	cfg   Config
 	log   *slog.Logger
+	topo  topoCache // used by the Run goroutine only
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -182,7 +183,9 @@ func (p *pass) running(ctx context.Context, j *api.Job) {
 		}
 	}
 	done, running := 0, 0
-	for _, rp := range a.Placement {
+	procs := launch.Processes(j, a)
+	for _, r := range procs {
+		rp := a.Placement[r]
 		rs := p.rank(j.ID, a.Number, rp.Rank)
 		if rs == nil {
 			continue
@@ -210,9 +213,9 @@ func (p *pass) running(ctx context.Context, j *api.Job) {
 	switch {
 	case reason != "":
 		p.stop(ctx, m, outcome, reason)
-	case done == len(a.Placement):
+	case done == len(procs):
 		p.stop(ctx, m, api.OutcomeSucceeded, "every rank exited 0")
-	case ma.RunningAt.IsZero() && running+done == len(a.Placement):
+	case ma.RunningAt.IsZero() && running+done == len(procs):
 		ma.RunningAt = p.now
 		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
 	}
@@ -391,21 +394,24 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placement, ports map[string]map[int]bool) {
 	m := j.Clone()
 	a := api.Attempt{Number: len(m.Status.Attempts) + 1, Phase: api.AttemptRunning, CreatedAt: p.now}
-	nodeRank := map[string]int{}
-	local := map[string]int{}
-	addrs := map[string]string{}
+	slots := make([]slot, len(pl.Ranks))
 	for i, s := range pl.Ranks {
-		if _, ok := nodeRank[s.Node]; !ok {
-			nodeRank[s.Node] = len(nodeRank)
-			addrs[s.Node] = p.v.Nodes[s.Node].Address
-		}
-		a.Placement = append(a.Placement, api.RankPlacement{
-			Rank: i, Node: s.Node, NodeRank: nodeRank[s.Node], LocalRank: local[s.Node], GPUs: s.GPUs,
-		})
-		local[s.Node]++
+		slots[i] = slot{node: s.Node, gpus: s.GPUs}
 	}
-	master := pl.Ranks[0].Node
-	a.MasterAddr = addrs[master]
+	topo, terr := p.c.topo.get(p.v.Nodes)
+	if terr != nil {
+		p.c.log.Warn("cluster topology unusable; ranks follow placement order", "err", terr)
+		topo = nil
+	}
+	placement, grid, err := rankLayout(&m.Spec, slots, topo)
+	if err != nil {
+		m.Status.Reason = "cannot number the ranks: " + err.Error()
+		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+		return
+	}
+	a.Placement, a.Grid = placement, grid
+	master := a.Placement[0].Node
+	a.MasterAddr = p.v.Nodes[master].Address
 	a.MasterPort = pickPort(j.ID, a.Number, ports[master])
 	if ports[master] == nil {
 		ports[master] = map[int]bool{}
@@ -423,17 +429,29 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 	}
 	ma := m.Status.Current()
 	ckdir := launch.CheckpointDir(m, p.c.cfg.CheckpointRoot)
-	asg := make([]api.Assignment, len(ma.Placement))
-	for i, rp := range ma.Placement {
+	procs := launch.Processes(m, ma)
+	asg := make([]api.Assignment, len(procs))
+	for i, r := range procs {
+		rp := ma.Placement[r]
+		in := launch.Input{Job: m, Attempt: ma, Rank: r, Nodes: p.v.Nodes, CheckpointDir: ckdir}
+		cmd, files := launch.Command(in)
+		gpus := rp.GPUs
+		if m.Spec.Launch.PerNode() {
+			gpus = nil
+			for _, q := range ma.Placement {
+				if q.Node == rp.Node {
+					gpus = append(gpus, q.GPUs...)
+				}
+			}
+		}
 		asg[i] = api.Assignment{
-			JobID: m.ID, Attempt: ma.Number, Rank: rp.Rank, Node: rp.Node,
-			Command:     m.Spec.Command,
-			Env:         launch.Env(launch.Input{Job: m, Attempt: ma, Rank: rp.Rank, NodeAddr: addrs, CheckpointDir: ckdir}),
+			JobID: m.ID, Attempt: ma.Number, Rank: r, Node: rp.Node,
+			Command: cmd, Env: launch.Env(in), Files: files,
 			WorkingDir:  m.Spec.WorkingDir,
-			GPUs:        rp.GPUs,
+			GPUs:        gpus,
 			Resources:   m.Spec.Resources,
 			Grace:       m.Spec.TerminationGracePeriod,
-			WatchCkpt:   rp.Rank == 0,
+			WatchCkpt:   r == 0,
 			CheckpointD: ckdir,
 		}
 	}

@@ -1,11 +1,14 @@
-// Package launch computes the environment contract each rank receives:
-// torchrun's variables, Kubeflow's PET_* aliases, CUDA_VISIBLE_DEVICES and
-// gangway's own GANGWAY_* variables. It is pure and imports only
-// internal/api.
+// Package launch computes the contract each rank receives: torchrun's
+// variables, Kubeflow's PET_* aliases, CUDA_VISIBLE_DEVICES, NCCL settings
+// from the node's NICs, gangway's own GANGWAY_* variables, and in per-node
+// mode the node-level arguments of torchrun or DeepSpeed. It is pure and
+// imports only internal/api.
 package launch
 
 import (
+	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -16,71 +19,170 @@ import (
 type Input struct {
 	Job     *api.Job
 	Attempt *api.Attempt
-	Rank    int
-	// NodeAddr maps node name to the address other ranks reach it at.
-	NodeAddr map[string]string
+	// Rank is the rank (per-rank launch) or the node's first rank
+	// (per-node launch).
+	Rank int
+	// Nodes maps node name to its record (address, launch env).
+	Nodes map[string]*api.Node
 	// CheckpointDir is the job's checkpoint directory (already resolved).
 	CheckpointDir string
 }
 
-// Env returns rank's environment variables: the user's spec.env last, so a
-// user may override anything deliberately.
+// Processes returns the ranks that get a process of their own: every rank,
+// or in per-node modes the first rank of each node, in node-rank order.
+func Processes(j *api.Job, a *api.Attempt) []int {
+	if !j.Spec.Launch.PerNode() {
+		out := make([]int, len(a.Placement))
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	first := map[int]int{}
+	for _, p := range a.Placement {
+		if r, ok := first[p.NodeRank]; !ok || p.Rank < r {
+			first[p.NodeRank] = p.Rank
+		}
+	}
+	out := make([]int, len(first))
+	for nr, r := range first {
+		out[nr] = r
+	}
+	return out
+}
+
+// nodeRanks returns the placements on node, in local-rank order.
+func nodeRanks(a *api.Attempt, node string) []api.RankPlacement {
+	var out []api.RankPlacement
+	for _, p := range a.Placement {
+		if p.Node == node {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LocalRank < out[j].LocalRank })
+	return out
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// Env returns the process's environment: gangway's variables, then the
+// node's launch env (NCCL), then the user's spec.env, so a user may
+// override anything deliberately.
 func Env(in Input) map[string]string {
 	a := in.Attempt
 	p := a.Placement[in.Rank]
 	nodes := a.Nodes()
-	localWorld := 0
-	for _, q := range a.Placement {
-		if q.Node == p.Node {
-			localWorld++
-		}
-	}
-	gpus := make([]string, len(p.GPUs))
-	for i, g := range p.GPUs {
-		gpus[i] = strconv.Itoa(g)
-	}
-	resume := ""
-	if a.ResumeFrom != nil {
-		resume = a.ResumeFrom.Path
-	}
+	local := nodeRanks(a, p.Node)
 	itoa := strconv.Itoa
 	env := map[string]string{
-		"RANK":                 itoa(in.Rank),
-		"LOCAL_RANK":           itoa(p.LocalRank),
-		"WORLD_SIZE":           itoa(len(a.Placement)),
-		"LOCAL_WORLD_SIZE":     itoa(localWorld),
-		"NODE_RANK":            itoa(p.NodeRank),
-		"GROUP_RANK":           itoa(p.NodeRank),
-		"NNODES":               itoa(len(nodes)),
-		"MASTER_ADDR":          a.MasterAddr,
-		"MASTER_PORT":          itoa(a.MasterPort),
-		"CUDA_VISIBLE_DEVICES": strings.Join(gpus, ","),
+		"WORLD_SIZE":       itoa(len(a.Placement)),
+		"LOCAL_WORLD_SIZE": itoa(len(local)),
+		"NODE_RANK":        itoa(p.NodeRank),
+		"GROUP_RANK":       itoa(p.NodeRank),
+		"NNODES":           itoa(len(nodes)),
+		"MASTER_ADDR":      a.MasterAddr,
+		"MASTER_PORT":      itoa(a.MasterPort),
 		// Kubeflow's training-operator names, for scripts written for it.
 		"PET_NNODES":             itoa(len(nodes)),
 		"PET_NODE_RANK":          itoa(p.NodeRank),
-		"PET_NPROC_PER_NODE":     itoa(localWorld),
+		"PET_NPROC_PER_NODE":     itoa(len(local)),
 		"PET_MASTER_ADDR":        a.MasterAddr,
 		"PET_MASTER_PORT":        itoa(a.MasterPort),
 		"GANGWAY_JOB_ID":         in.Job.ID,
 		"GANGWAY_JOB_NAME":       in.Job.Spec.Name,
 		"GANGWAY_ATTEMPT":        itoa(a.Number),
 		"GANGWAY_NODE":           p.Node,
-		"GANGWAY_NODE_ADDR":      in.NodeAddr[p.Node],
 		"GANGWAY_CHECKPOINT_DIR": in.CheckpointDir,
-		"GANGWAY_RESUME_FROM":    resume,
-		// Until the topology-aware scheduler assigns a grid, every rank is
-		// a data-parallel replica.
-		"GANGWAY_TP_RANK": "0", "GANGWAY_TP_SIZE": "1",
-		"GANGWAY_PP_RANK": "0", "GANGWAY_PP_SIZE": "1",
-		"GANGWAY_DP_RANK": itoa(in.Rank), "GANGWAY_DP_SIZE": itoa(len(a.Placement)),
+		"GANGWAY_RESUME_FROM":    "",
+	}
+	if n := in.Nodes[p.Node]; n != nil {
+		env["GANGWAY_NODE_ADDR"] = n.Address
 	}
 	if a.ResumeFrom != nil {
+		env["GANGWAY_RESUME_FROM"] = a.ResumeFrom.Path
 		env["GANGWAY_RESUME_STEP"] = strconv.FormatInt(a.ResumeFrom.Step, 10)
+	}
+	tp, pp, dp := 1, 1, len(a.Placement)
+	if g := a.Grid; g != nil {
+		tp, pp, dp = g.TP, g.PP, g.DP
+	}
+	env["GANGWAY_TP_SIZE"], env["GANGWAY_PP_SIZE"], env["GANGWAY_DP_SIZE"] = itoa(tp), itoa(pp), itoa(dp)
+	if in.Job.Spec.Launch.PerNode() {
+		// The launcher numbers the node's ranks itself; it gets every GPU
+		// of the node's ranks.
+		var gpus []int
+		for _, q := range local {
+			gpus = append(gpus, q.GPUs...)
+		}
+		env["CUDA_VISIBLE_DEVICES"] = joinInts(gpus)
+	} else {
+		env["RANK"] = itoa(in.Rank)
+		env["LOCAL_RANK"] = itoa(p.LocalRank)
+		env["CUDA_VISIBLE_DEVICES"] = joinInts(p.GPUs)
+		env["GANGWAY_TP_RANK"], env["GANGWAY_PP_RANK"], env["GANGWAY_DP_RANK"] = itoa(p.TP), itoa(p.PP), itoa(p.DP)
+		if a.Grid == nil {
+			env["GANGWAY_DP_RANK"] = itoa(in.Rank)
+		}
+	}
+	if n := in.Nodes[p.Node]; n != nil {
+		for k, v := range n.LaunchEnv {
+			env[k] = v
+		}
 	}
 	for k, v := range in.Job.Spec.Env {
 		env[k] = v
 	}
 	return env
+}
+
+// Command returns the process's command line and any files to write next
+// to it. Per-rank and per-node launches run the spec's command as is;
+// torchrun and deepspeed get their node-level arguments inserted after the
+// launcher.
+func Command(in Input) (cmd []string, files map[string]string) {
+	spec := &in.Job.Spec
+	cmd = append([]string(nil), spec.Command...)
+	i := api.LauncherIndex(cmd)
+	if i < 0 || (spec.Launch != api.LaunchTorchrun && spec.Launch != api.LaunchDeepSpeed) {
+		return cmd, nil
+	}
+	a := in.Attempt
+	p := a.Placement[in.Rank]
+	nproc := len(nodeRanks(a, p.Node))
+	nnodes := len(a.Nodes())
+	var args []string
+	switch spec.Launch {
+	case api.LaunchTorchrun:
+		args = []string{
+			"--nnodes=" + strconv.Itoa(nnodes), "--node_rank=" + strconv.Itoa(p.NodeRank),
+			"--nproc_per_node=" + strconv.Itoa(nproc),
+			"--master_addr=" + a.MasterAddr, "--master_port=" + strconv.Itoa(a.MasterPort),
+		}
+	case api.LaunchDeepSpeed:
+		var hf strings.Builder
+		for _, node := range a.Nodes() {
+			addr := node
+			if n := in.Nodes[node]; n != nil && n.Address != "" {
+				addr = n.Address
+			}
+			fmt.Fprintf(&hf, "%s slots=%d\n", addr, len(nodeRanks(a, node)))
+		}
+		files = map[string]string{"hostfile": hf.String()}
+		args = []string{
+			"--hostfile=${GANGWAY_TASK_DIR}/hostfile", "--no_ssh",
+			"--num_nodes=" + strconv.Itoa(nnodes), "--num_gpus=" + strconv.Itoa(nproc),
+			"--node_rank=" + strconv.Itoa(p.NodeRank),
+			"--master_addr=" + a.MasterAddr, "--master_port=" + strconv.Itoa(a.MasterPort),
+		}
+	}
+	out := append(append(append([]string(nil), cmd[:i+1]...), args...), cmd[i+1:]...)
+	return out, files
 }
 
 // CheckpointDir resolves a job's checkpoint directory: the spec's, or root

@@ -7,30 +7,97 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestEnv(t *testing.T) {
-	j := &api.Job{ID: "12", Spec: api.JobSpec{Name: "llm", Env: map[string]string{"NCCL_DEBUG": "INFO", "MASTER_PORT": "1"}}}
-	a := &api.Attempt{
+func testAttempt() *api.Attempt {
+	return &api.Attempt{
 		Number: 3, MasterAddr: "10.0.0.1", MasterPort: 29600,
 		ResumeFrom: &api.Checkpoint{Step: 40, Path: "/ck/12/40"},
+		Grid:       &api.Grid{TP: 2, PP: 1, DP: 2},
 		Placement: []api.RankPlacement{
-			{Rank: 0, Node: "a", NodeRank: 0, LocalRank: 0, GPUs: []int{0, 1}},
-			{Rank: 1, Node: "a", NodeRank: 0, LocalRank: 1, GPUs: []int{2, 3}},
-			{Rank: 2, Node: "b", NodeRank: 1, LocalRank: 0, GPUs: []int{4, 5}},
+			{Rank: 0, Node: "a", NodeRank: 0, LocalRank: 0, GPUs: []int{0}, TP: 0, DP: 0},
+			{Rank: 1, Node: "a", NodeRank: 0, LocalRank: 1, GPUs: []int{1}, TP: 1, DP: 0},
+			{Rank: 2, Node: "b", NodeRank: 1, LocalRank: 0, GPUs: []int{4}, TP: 0, DP: 1},
+			{Rank: 3, Node: "b", NodeRank: 1, LocalRank: 1, GPUs: []int{5}, TP: 1, DP: 1},
 		},
 	}
-	got := Env(Input{Job: j, Attempt: a, Rank: 2, NodeAddr: map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}, CheckpointDir: "/ck/12"})
+}
+
+var testNodes = map[string]*api.Node{
+	"a": {Name: "a", Address: "10.0.0.1", LaunchEnv: map[string]string{"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_HCA": "=mlx5_0:1"}},
+	"b": {Name: "b", Address: "10.0.0.2", LaunchEnv: map[string]string{"NCCL_SOCKET_IFNAME": "=eth1"}},
+}
+
+func TestEnvPerRank(t *testing.T) {
+	j := &api.Job{ID: "12", Spec: api.JobSpec{Name: "llm", Env: map[string]string{"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "=ib0"}}}
+	got := Env(Input{Job: j, Attempt: testAttempt(), Rank: 3, Nodes: testNodes, CheckpointDir: "/ck/12"})
 	want := map[string]string{
-		"RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "1", "GROUP_RANK": "1",
-		"NNODES": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "1", "CUDA_VISIBLE_DEVICES": "4,5",
-		"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "1", "PET_MASTER_ADDR": "10.0.0.1", "PET_MASTER_PORT": "29600",
+		"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "NODE_RANK": "1", "GROUP_RANK": "1",
+		"NNODES": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29600", "CUDA_VISIBLE_DEVICES": "5",
+		"PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "2", "PET_MASTER_ADDR": "10.0.0.1", "PET_MASTER_PORT": "29600",
 		"GANGWAY_JOB_ID": "12", "GANGWAY_JOB_NAME": "llm", "GANGWAY_ATTEMPT": "3", "GANGWAY_NODE": "b", "GANGWAY_NODE_ADDR": "10.0.0.2",
 		"GANGWAY_CHECKPOINT_DIR": "/ck/12", "GANGWAY_RESUME_FROM": "/ck/12/40", "GANGWAY_RESUME_STEP": "40",
-		"GANGWAY_TP_RANK": "0", "GANGWAY_TP_SIZE": "1", "GANGWAY_PP_RANK": "0", "GANGWAY_PP_SIZE": "1",
-		"GANGWAY_DP_RANK": "2", "GANGWAY_DP_SIZE": "3",
-		"NCCL_DEBUG": "INFO",
+		"GANGWAY_TP_RANK": "1", "GANGWAY_TP_SIZE": "2", "GANGWAY_PP_RANK": "0", "GANGWAY_PP_SIZE": "1",
+		"GANGWAY_DP_RANK": "1", "GANGWAY_DP_SIZE": "2",
+		// The node's NCCL settings, then the user's env on top.
+		"NCCL_SOCKET_IFNAME": "=ib0", "NCCL_DEBUG": "INFO",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Env (-want +got):\n%s", diff)
+	}
+	if got := Processes(j, testAttempt()); !cmp.Equal(got, []int{0, 1, 2, 3}) {
+		t.Errorf("Processes = %v, want every rank", got)
+	}
+}
+
+func TestPerNodeLaunchers(t *testing.T) {
+	a := testAttempt()
+	tests := []struct {
+		name      string
+		launch    api.LaunchMode
+		cmd       []string
+		wantCmd   []string
+		wantFiles map[string]string
+	}{
+		{
+			name: "torchrun", launch: api.LaunchTorchrun, cmd: []string{"torchrun", "train.py", "--lr", "3e-4"},
+			wantCmd: []string{"torchrun", "--nnodes=2", "--node_rank=1", "--nproc_per_node=2", "--master_addr=10.0.0.1",
+				"--master_port=29600", "train.py", "--lr", "3e-4"},
+		},
+		{
+			name: "python -m torch.distributed.run", launch: api.LaunchTorchrun, cmd: []string{"python3", "-m", "torch.distributed.run", "t.py"},
+			wantCmd: []string{"python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1", "--nproc_per_node=2",
+				"--master_addr=10.0.0.1", "--master_port=29600", "t.py"},
+		},
+		{
+			name: "deepspeed", launch: api.LaunchDeepSpeed, cmd: []string{"/opt/bin/deepspeed", "train.py"},
+			wantCmd: []string{"/opt/bin/deepspeed", "--hostfile=${GANGWAY_TASK_DIR}/hostfile", "--no_ssh", "--num_nodes=2", "--num_gpus=2",
+				"--node_rank=1", "--master_addr=10.0.0.1", "--master_port=29600", "train.py"},
+			wantFiles: map[string]string{"hostfile": "10.0.0.1 slots=2\n10.0.0.2 slots=2\n"},
+		},
+		{name: "per-node as is", launch: api.LaunchPerNode, cmd: []string{"./launch.sh"}, wantCmd: []string{"./launch.sh"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := &api.Job{ID: "1", Spec: api.JobSpec{Launch: tt.launch, Command: tt.cmd}}
+			procs := Processes(j, a)
+			if !cmp.Equal(procs, []int{0, 2}) {
+				t.Fatalf("Processes = %v, want the first rank of each node", procs)
+			}
+			in := Input{Job: j, Attempt: a, Rank: 2, Nodes: testNodes}
+			cmd, files := Command(in)
+			if diff := cmp.Diff(tt.wantCmd, cmd); diff != "" {
+				t.Errorf("Command (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantFiles, files); diff != "" {
+				t.Errorf("files (-want +got):\n%s", diff)
+			}
+			env := Env(in)
+			if env["CUDA_VISIBLE_DEVICES"] != "4,5" || env["LOCAL_WORLD_SIZE"] != "2" || env["NODE_RANK"] != "1" {
+				t.Errorf("node env: CUDA_VISIBLE_DEVICES=%q LOCAL_WORLD_SIZE=%q NODE_RANK=%q", env["CUDA_VISIBLE_DEVICES"], env["LOCAL_WORLD_SIZE"], env["NODE_RANK"])
+			}
+			if _, ok := env["RANK"]; ok {
+				t.Errorf("per-node env sets RANK; the launcher numbers ranks")
+			}
+		})
 	}
 }
 
