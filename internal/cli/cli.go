@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/gangway/gangway/internal/planner/plancli"
 )
 
 // Env is the process environment the commands see.
@@ -42,6 +44,7 @@ func commands() []command {
 		{name: "cordon", args: "NODE", summary: "stop placing new ranks on a node", run: nodeActionCmd("cordon")},
 		{name: "uncordon", args: "NODE", summary: "allow placing on a node again", run: nodeActionCmd("uncordon")},
 		{name: "drain", args: "NODE", summary: "cordon a node and move its gangs elsewhere", run: nodeActionCmd("drain")},
+		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", Version)
 			return 0
@@ -49,6 +52,11 @@ func commands() []command {
 		{name: "task-shim", hidden: true, run: runShim},
 		{name: "train-example", hidden: true, run: runTrainExample},
 	}
+}
+
+// wrap adapts a subsystem's Main(ctx, args, stdout, stderr) to a command.
+func wrap(main func(context.Context, []string, io.Writer, io.Writer) int) func(context.Context, *Env, []string) int {
+	return func(ctx context.Context, e *Env, args []string) int { return main(ctx, args, e.Stdout, e.Stderr) }
 }
 
 // Version is set at build time with -ldflags "-X .../cli.Version=...".
