@@ -14,6 +14,8 @@ const (
 	MetricStep         = "step_s"
 	MetricMFU          = "mfu"
 	MetricHWTFLOPs     = "hw_TFLOPs_per_gpu"
+	MetricTokensTotal  = "tokens_per_s"
+	MetricSamples      = "samples_per_s"
 	MetricSpeedup      = "speedup"
 	MetricPeakMemory   = "peak_memory_GiB"
 	MetricStates       = "model_states_GiB"
@@ -25,7 +27,7 @@ const (
 // absolute error on tokens/s per GPU or step time.
 func throughputMetric(m string) bool {
 	switch m {
-	case MetricTokensPerGPU, MetricStep, MetricMFU, MetricHWTFLOPs:
+	case MetricTokensPerGPU, MetricStep, MetricMFU, MetricHWTFLOPs, MetricTokensTotal, MetricSamples:
 		return true
 	}
 	return false
@@ -96,7 +98,7 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	if nic := nicBitsPerGPU(v.Hardware.InterNode, cl.gpusPerNode()); nic > 0 {
 		cl.NICBytesPerSec = nic / 8
 	}
-	m := v.Model.model(v.ID, v.Source, kind)
+	m := v.Model.model(v.ID, kind)
 	if err := m.Validate(); err != nil {
 		return vectorRun{}, err
 	}
@@ -110,12 +112,8 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	if c.DP == 1 && cl.GPUs > c.TP*c.PP {
 		c.DP = cl.GPUs / (c.TP * c.PP)
 	}
-	// Published Megatron-LM and DeepSpeed runs of 2021–2022 predate fused
-	// (flash) attention; a vector that used it says so.
-	if kind != FSDP && !v.mentions("flash") {
-		off := false
-		j.FlashAttention = &off
-	}
+	fused := v.fusedAttention(kind, gpu)
+	j.FlashAttention = &fused
 	if err := c.Validate(j); err != nil {
 		return vectorRun{}, fmt.Errorf("layout: %w", err)
 	}
@@ -198,6 +196,10 @@ func predicted(e Estimate, j Job, metric string) (float64, bool) {
 		return e.MFU, true
 	case MetricHWTFLOPs:
 		return e.HFU * matmulPeak(j) / tera, true
+	case MetricTokensTotal:
+		return e.TokensPerSecPerGPU * float64(e.Config.GPUs()), true
+	case MetricSamples:
+		return float64(e.MicroBatches*e.Config.MicroBatch*e.Config.DP) / e.StepSeconds, true
 	}
 	return 0, false
 }
@@ -208,6 +210,52 @@ func measuredValue(metric string, figs ...Figures) (float64, bool) {
 		if v, ok := f[metric]; ok && v > 0 {
 			return v, true
 		}
+	}
+	return 0, false
+}
+
+// measuredConverted is measuredValue, falling back to converting another
+// throughput figure of the same run (step time, tokens/s per GPU, tokens/s,
+// samples/s) with the run's batch, sequence and GPU count.
+func measuredConverted(metric string, j Job, e Estimate, figs ...Figures) (float64, bool) {
+	if v, ok := measuredValue(metric, figs...); ok {
+		return v, true
+	}
+	gpus := float64(e.Config.GPUs())
+	seqs := float64(e.MicroBatches * e.Config.MicroBatch * e.Config.DP)
+	tokens := seqs * float64(j.Seq)
+	if gpus <= 0 || tokens <= 0 {
+		return 0, false
+	}
+	// Everything as step seconds first.
+	var step float64
+	for _, f := range figs {
+		switch {
+		case f[MetricStep] > 0:
+			step = f[MetricStep]
+		case f[MetricTokensPerGPU] > 0:
+			step = tokens / gpus / f[MetricTokensPerGPU]
+		case f[MetricTokensTotal] > 0:
+			step = tokens / f[MetricTokensTotal]
+		case f[MetricSamples] > 0:
+			step = seqs / f[MetricSamples]
+		}
+		if step > 0 {
+			break
+		}
+	}
+	if step <= 0 {
+		return 0, false
+	}
+	switch metric {
+	case MetricStep:
+		return step, true
+	case MetricTokensPerGPU:
+		return tokens / gpus / step, true
+	case MetricTokensTotal:
+		return tokens / step, true
+	case MetricSamples:
+		return seqs / step, true
 	}
 	return 0, false
 }
@@ -319,7 +367,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 			if s, ok := cs.Measured[MetricStep]; ok {
 				measuredSteps[string(c.Recompute)] = s
 			}
-			meas, ok := measuredValue(metric, cs.Measured)
+			meas, ok := measuredConverted(metric, rc.job, e, cs.Measured)
 			if !ok {
 				skipped = append(skipped, fmt.Sprintf("%s %s: no measured %s", v.ID, name, metric))
 				continue
@@ -329,7 +377,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 	} else {
 		c, e := r.resolve()
 		steps[string(c.Recompute)] = e.StepSeconds
-		meas, ok := measuredValue(metric, v.Measured, v.Derived)
+		meas, ok := measuredConverted(metric, r.job, e, v.Measured, v.Derived)
 		if !ok {
 			skipped = append(skipped, fmt.Sprintf("%s: no measured %s", v.ID, metric))
 		} else {
@@ -431,7 +479,7 @@ func evaluateMemoryCases(v Vector, stacks map[StackKind]Stack) ([]Result, []stri
 		if name == "" {
 			name = fmt.Sprintf("case %d", i)
 		}
-		m := cs.Cfg.model(name, v.Source, Megatron)
+		m := cs.Cfg.model(name, Megatron)
 		off := false // Korthikanti's equations are for unfused attention
 		j := Job{Model: m, Stack: stacks[Megatron], Seq: cs.Cfg.Seq, FlashAttention: &off}
 		c := Config{TP: max(cs.TP, 1), PP: max(cs.PP, 1), VP: max(cs.VP, 1), DP: 1, MicroBatch: max(cs.MBS, 1)}

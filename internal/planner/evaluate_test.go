@@ -129,3 +129,69 @@ func TestEvaluateReportsOutsideTolerance(t *testing.T) {
 		t.Errorf("error %.3f, want about −0.5", got)
 	}
 }
+
+// A vector that checks one throughput figure but reports another is
+// converted with its batch, sequence and GPU count.
+func TestEvaluateConvertsMeasuredFigures(t *testing.T) {
+	var d9 Vector
+	for _, v := range devVectors(t) {
+		if v.ID == "D9" {
+			d9 = v
+		}
+	}
+	want := Evaluate([]Vector{d9}, DefaultCatalog(), DefaultStacks()).Vectors[0]
+	for _, tt := range []struct {
+		name   string
+		metric string
+		figs   Figures
+	}{
+		// 2048 sequences × 2048 tokens over 64 GPUs at 1039 tokens/s/GPU.
+		{"step from tokens per GPU", MetricStep, Figures{MetricTokensPerGPU: 1039}},
+		{"tokens per GPU from total", MetricTokensPerGPU, Figures{MetricTokensTotal: 1039 * 64}},
+		{"tokens per GPU from samples", MetricTokensPerGPU, Figures{MetricSamples: 1039 * 64 / 2048.0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := d9
+			v.Measured, v.Derived = tt.figs, nil
+			v.Tolerance.Metric = tt.metric
+			rep := Evaluate([]Vector{v}, DefaultCatalog(), DefaultStacks())
+			if len(rep.Vectors) != 1 {
+				t.Fatalf("rows %+v, skipped %v", rep.Vectors, rep.Skipped)
+			}
+			// Same prediction, same relative error up to the inversion of
+			// step time.
+			got := rep.Vectors[0].Error
+			w := want.Error
+			if tt.metric == MetricStep {
+				w = 1/(1+want.Error) - 1
+			}
+			if math.Abs(got-w) > 1e-9 {
+				t.Errorf("error %.6f, want %.6f", got, w)
+			}
+		})
+	}
+}
+
+func TestFusedAttentionByVector(t *testing.T) {
+	a100 := mustGPU(t, "A100")
+	h100 := mustGPU(t, "H100")
+	for _, tt := range []struct {
+		name string
+		v    Vector
+		kind StackKind
+		gpu  GPU
+		want bool
+	}{
+		{"2021 Megatron on A100", Vector{Source: "Narayanan et al. SC'21"}, Megatron, a100, false},
+		{"says flash", Vector{Source: "Megatron with FlashAttention-2"}, Megatron, a100, true},
+		{"NeMo", Vector{Source: "NVIDIA NeMo benchmark"}, Megatron, a100, true},
+		{"Megatron on H100", Vector{Source: "Megatron-LM"}, Megatron, h100, true},
+		{"LLM Foundry", Vector{}, FSDP, a100, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.v.fusedAttention(tt.kind, tt.gpu); got != tt.want {
+				t.Errorf("fusedAttention = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

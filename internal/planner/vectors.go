@@ -69,7 +69,6 @@ type VectorTraining struct {
 	DPOverlap  *bool  `json:"dp_overlap"`
 	Stack      string `json:"stack"`
 	ZeROStage  Number `json:"zero"`
-	Scheduling string `json:"pp_schedule"`
 }
 
 // VectorParallel is a vector's layout.
@@ -268,7 +267,7 @@ func (v Vector) inferStack() (StackKind, error) {
 	return Megatron, nil
 }
 
-func (vm VectorModel) model(name, stackText string, st StackKind) Model {
+func (vm VectorModel) model(name string, st StackKind) Model {
 	mlpText := strings.ToLower(vm.MLP)
 	mlp := MLPGELU
 	if strings.Contains(mlpText, "swiglu") || strings.Contains(mlpText, "silu") || strings.Contains(mlpText, "glu") {
@@ -303,7 +302,6 @@ func (vm VectorModel) model(name, stackText string, st StackKind) Model {
 	if vm.Dropout != nil {
 		m.Dropout = *vm.Dropout
 	}
-	_ = stackText
 	return m
 }
 
@@ -347,6 +345,23 @@ func (v Vector) zeroOf(st StackKind) int {
 // mentions reports whether any free-text field of the vector contains word.
 func (v Vector) mentions(word string) bool {
 	text := strings.ToLower(strings.Join([]string{v.Source, v.Model.MLP, v.Training.Precision,
-		v.Training.Recompute, v.Training.Optimizer, v.Parallel.PPSchedule, v.Training.Scheduling}, " "))
+		v.Training.Recompute, v.Training.Optimizer, v.Parallel.PPSchedule, v.Hardware.GPU}, " "))
 	return strings.Contains(text, strings.ToLower(word))
+}
+
+// fusedAttention decides whether a vector's run used fused (flash)
+// attention: FSDP (LLM Foundry) runs did; Megatron-LM and DeepSpeed runs on
+// Ampere or older (the 2021–2022 papers) did not unless the vector says
+// "flash", NeMo or Transformer Engine; runs on Hopper or newer are 2023+
+// software, where Megatron's Transformer Engine fuses attention by default.
+func (v Vector) fusedAttention(kind StackKind, gpu GPU) bool {
+	if kind == FSDP {
+		return true
+	}
+	for _, w := range []string{"flash", "nemo", "transformer engine", "transformerengine"} {
+		if v.mentions(w) {
+			return true
+		}
+	}
+	return gpu.FP8FLOPS > 0 // Hopper and newer
 }
