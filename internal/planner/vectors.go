@@ -60,15 +60,15 @@ type VectorModel struct {
 
 // VectorTraining is a vector's batch, precision and memory policy.
 type VectorTraining struct {
-	GBS        Number `json:"gbs"`
-	MBS        Number `json:"mbs"`
-	GradAccum  Number `json:"grad_accum"`
-	Precision  string `json:"precision"`
-	Recompute  string `json:"recompute"`
-	Optimizer  string `json:"optimizer"`
-	DPOverlap  *bool  `json:"dp_overlap"`
-	Stack      string `json:"stack"`
-	ZeROStage  Number `json:"zero"`
+	GBS       Number `json:"gbs"`
+	MBS       Number `json:"mbs"`
+	GradAccum Number `json:"grad_accum"`
+	Precision string `json:"precision"`
+	Recompute string `json:"recompute"`
+	Optimizer string `json:"optimizer"`
+	DPOverlap *bool  `json:"dp_overlap"`
+	Stack     string `json:"stack"`
+	ZeROStage Number `json:"zero"`
 }
 
 // VectorParallel is a vector's layout.
