@@ -153,10 +153,11 @@ func TestTensorParallelTimeByHand(t *testing.T) {
 	}
 	// Forward compute: matmul and attention FLOPs over 8 GPUs at the fitted
 	// efficiency.
-	// Fused causal attention does half the attention FLOPs.
+	// Fused causal attention does half the attention FLOPs, at its own
+	// efficiency.
 	fl := LayerForwardFLOPs(j.Model, 1, 2048)
 	peak := 312e12 * j.Stack.ComputeEfficiency
-	if want := fl.Matmul/8/peak + fl.Attention/2/8/peak; !near(lc.fwdCompute, want, 1e-12) {
+	if want := fl.Matmul/8/peak + fl.Attention/2/8/(peak*fusedAttentionEfficiency); !near(lc.fwdCompute, want, 1e-12) {
 		t.Errorf("forward compute (fused attention) = %.6g s, want %.6g", lc.fwdCompute, want)
 	}
 	off := false

@@ -71,7 +71,7 @@ const (
 	megatronCompute  = 0.707
 	megatronNetwork  = 0.899
 	deepspeedCompute = 0.623
-	fsdpCompute      = 0.575
+	fsdpCompute      = 0.580
 	fsdpNetwork      = 0.228
 )
 

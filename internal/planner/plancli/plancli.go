@@ -114,11 +114,14 @@ func (c *common) loadCatalog() (*planner.Catalog, error) {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // parse prints usage for -help only
 	return fs
+}
+
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, usage)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }
 
 // parse parses flags, turning flag errors into usage errors.
@@ -128,9 +131,8 @@ func parse(fs *flag.FlagSet, args []string) error {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
-	fs.SetOutput(out)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
+		printUsage(fs, out)
 		return err
 	}
 	if err != nil {

@@ -83,6 +83,9 @@ func TestUsageErrors(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("usage error printed to stdout: %q", stdout)
 			}
+			if strings.Contains(stderr, "usage:") {
+				t.Errorf("a usage error should name the problem, not print the manual: %q", stderr)
+			}
 		})
 	}
 }
