@@ -48,8 +48,10 @@ type Result struct {
 	Tolerance       string `json:"tolerance"`
 	WithinTolerance bool   `json:"within_tolerance"`
 	Config          string `json:"config,omitempty"`
-	Stack           string `json:"stack,omitempty"`
-	Bottleneck      string `json:"bottleneck,omitempty"`
+	// Stack names the stack and the fitted efficiencies the prediction
+	// used.
+	Stack      string `json:"stack,omitempty"`
+	Bottleneck string `json:"bottleneck,omitempty"`
 }
 
 // Report is the evaluation of a vector file.
@@ -340,7 +342,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 		er := relErr(p, meas)
 		return Result{ID: v.ID, Case: caseName, Metric: metric, Predicted: p, Measured: meas, Error: er,
 			Tolerance: fmt.Sprintf("±%g%%", tol*100), WithinTolerance: withinRel(er, tol),
-			Config: c.String(), Stack: string(r.job.Stack.Kind), Bottleneck: e.Bottleneck}
+			Config: c.String(), Stack: e.Stack, Bottleneck: e.Bottleneck}
 	}
 	if _, ok := predicted(Estimate{}, r.job, metric); !ok {
 		return nil, []string{fmt.Sprintf("%s: unknown tolerance metric %q", v.ID, metric)}
@@ -455,7 +457,7 @@ func memoryRangeRow(v Vector, c Config, e Estimate) (Result, bool) {
 	}
 	return Result{ID: v.ID, Case: "peak memory", Metric: MetricPeakMemory, Predicted: p, Measured: meas,
 		Error: relErr(p, meas), Tolerance: fmt.Sprintf("in [%g, %g]", lo, hi), WithinTolerance: ok,
-		Config: c.String(), Stack: string(e.Config.Recompute)}, true
+		Config: c.String(), Stack: e.Stack}, true
 }
 
 // evaluateMemoryCases checks Korthikanti et al. 2022 Fig. 1 cases: model

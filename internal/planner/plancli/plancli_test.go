@@ -181,6 +181,7 @@ type evaluation struct {
 		Measured        *float64 `json:"measured"`
 		Error           *float64 `json:"error"`
 		WithinTolerance *bool    `json:"within_tolerance"`
+		Stack           string   `json:"stack"`
 	} `json:"vectors"`
 	MeanAbsError       *float64 `json:"mean_abs_error"`
 	AllWithinTolerance bool     `json:"all_within_tolerance"`
@@ -207,6 +208,9 @@ func TestEvaluateJSON(t *testing.T) {
 			continue
 		}
 		ids[v.ID] = true
+		if v.Metric == "tokens_per_s_per_gpu" && !strings.Contains(v.Stack, "compute_efficiency=") {
+			t.Errorf("%s: row does not name the stack's fitted efficiency: %q", v.ID, v.Stack)
+		}
 		if want := (*v.Predicted - *v.Measured) / *v.Measured; *v.Error != want {
 			t.Errorf("%s: error %v, want (predicted−measured)/measured = %v", v.ID, *v.Error, want)
 		}
