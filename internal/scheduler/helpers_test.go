@@ -209,3 +209,49 @@ func nodesOf(pl *Placement) []string {
 	slices.Sort(out)
 	return out
 }
+
+// withRunning returns a snapshot of spec where the running jobs hold their
+// GPUs and every other GPU is free.
+func withRunning(t testing.TB, spec topology.UniformSpec, running []Running) Snapshot {
+	t.Helper()
+	topo, err := topology.Uniform(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return withRunningOn(topo, running)
+}
+
+// withRunningOn is withRunning on a topology built once.
+func withRunningOn(topo *topology.Topology, running []Running) Snapshot {
+	busy := map[string][]int{}
+	for _, r := range running {
+		for _, s := range r.Ranks {
+			busy[s.Node] = append(busy[s.Node], s.GPUs...)
+		}
+	}
+	snap := snapshotOf(topo, busy)
+	snap.Running = running
+	return snap
+}
+
+// job returns a running job with whole nodes' GPUs (8 each) on nodes.
+func job(id, queue string, nodes ...string) Running {
+	r := Running{JobID: id, Queue: queue, Preemptible: true}
+	for _, n := range nodes {
+		r.Ranks = append(r.Ranks, Slot{Node: n, GPUs: gpus(0, 8)})
+	}
+	return r
+}
+
+// jobGPUs returns a running job with the given GPUs of one node.
+func jobGPUs(id, queue, node string, g ...int) Running {
+	return Running{JobID: id, Queue: queue, Preemptible: true, Ranks: []Slot{{Node: node, GPUs: g}}}
+}
+
+func nodeNames(from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf("node%02d", i))
+	}
+	return out
+}

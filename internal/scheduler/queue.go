@@ -63,8 +63,8 @@ func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
 		}
 		qs := s.queue(q.Name)
 		qs.guarantee = int64(max(0, q.GuaranteeGPUs)) * 1000
-		if q.BorrowLimitGPUs >= 0 {
-			qs.limit = qs.guarantee + int64(q.BorrowLimitGPUs)*1000
+		if q.BorrowLimitGPUs != nil {
+			qs.limit = qs.guarantee + int64(max(0, *q.BorrowLimitGPUs))*1000
 		}
 		if q.Weight > 0 {
 			qs.weight = q.Weight
@@ -153,11 +153,11 @@ func (s *sharing) admit(q *queueState, g *gang) (ok, within bool, reason string)
 	if used := s.poolUsed - co.over() + newOver; used > s.pool {
 		lend := max(0, co.guarantee-co.usage)
 		if co.name == "" {
-			return false, false, fmt.Sprintf("queue %s is at %s of its %s-GPU guarantee and the %s GPUs no queue is guaranteed are in use (%s borrowed)",
-				q.name, milliStr(q.usage[resGPU]), milliStr(q.guarantee), milliStr(s.pool), milliStr(s.poolUsed))
+			return false, false, fmt.Sprintf("queue %s would use %s GPUs, above its %s-GPU guarantee; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and %s of those %s are in use",
+				q.name, milliStr(after), milliStr(q.guarantee), milliStr(s.poolUsed), milliStr(s.pool))
 		}
-		return false, false, fmt.Sprintf("queue %s needs to borrow %s GPUs; cohort %s has %s idle guaranteed GPUs to lend and the %s unguaranteed GPUs are in use (%s borrowed)",
-			q.name, milliStr(after-q.guarantee), co.name, milliStr(lend), milliStr(s.pool), milliStr(s.poolUsed))
+		return false, false, fmt.Sprintf("queue %s would use %s GPUs, above its %s-GPU guarantee; cohort %s has %s idle guaranteed GPUs to lend, and %s of the %s GPUs no queue is guaranteed are in use",
+			q.name, milliStr(after), milliStr(q.guarantee), co.name, milliStr(lend), milliStr(s.poolUsed), milliStr(s.pool))
 	}
 	return true, false, ""
 }

@@ -61,10 +61,6 @@ type Snapshot struct {
 	Queues []Queue
 }
 
-// Unlimited as a Queue's BorrowLimitGPUs lets the queue borrow whatever is
-// idle.
-const Unlimited = -1
-
 // Queue is a tenant's line: a guarantee of GPUs it gets whenever it asks
 // (preempting borrowers if need be), how much more it may borrow, and its
 // weight in fair share.
@@ -76,8 +72,8 @@ type Queue struct {
 	// GuaranteeGPUs is the queue's nominal quota in GPUs.
 	GuaranteeGPUs int
 	// BorrowLimitGPUs bounds how far above its guarantee the queue may
-	// go; Unlimited (-1) for no bound. Zero forbids borrowing.
-	BorrowLimitGPUs int
+	// go; nil means no bound, 0 forbids borrowing.
+	BorrowLimitGPUs *int
 	// Weight is the queue's share in fair share; zero means 1.
 	Weight float64
 }
