@@ -1,0 +1,25 @@
+// Package e2e holds gangway's multi-host tests: a real server in the root
+// network namespace and real agents, each in a network namespace of its own
+// behind a virtual switch, running real training jobs (the example Go
+// trainer and the PyTorch DDP example) while a test kills a host outright or
+// unplugs its cable, and asserts what DESIGN.md's failure model promises:
+// the node is found lost, the gang restarts elsewhere from its newest
+// checkpoint, no rank of the old attempt is alive when the new one starts,
+// and the job finishes.
+//
+// The tests need root and iproute2's `ip`, and skip with a message without
+// them (and under -short); the PyTorch test also needs Debian's
+// python3-torch. TestMain builds the gangway binary once (or uses the one
+// GANGWAY_E2E_BIN names); every process under test is that binary, started
+// the way an operator would, and on failure the test prints the server's,
+// the agents' and every rank's logs. Run them with
+//
+//	sudo go test -race -v ./internal/e2e/
+//
+// Agents run under `ip netns exec`, which mounts a fresh /sys: they see no
+// cgroup hierarchy there, so per-rank limits are not exercised here.
+//
+// Network is the only non-test code: a throwaway switched network of
+// namespaces (see netns.go). The package imports the standard library and
+// internal/api; its tests also use go.uber.org/goleak. Nothing imports it.
+package e2e
