@@ -118,16 +118,16 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 		r.Start = start
 	}
 	p.plan.Reservations = append(p.plan.Reservations, r)
-	return fmt.Sprintf("reserved %d %s%s; gangs behind it start first only if they leave those GPUs alone or end before then",
+	return fmt.Sprintf("reserved %d %s that are free %s; gangs behind it start first only if they leave those GPUs alone or end before then",
 		len(nodes), plural(len(nodes), "node", "nodes"), p.resvWhen()), true
 }
 
-// resvWhen says when the reservation starts, for reasons.
+// resvWhen says when the reserved GPUs are free, for reasons.
 func (p *Pass) resvWhen() string {
 	if p.resv.start == noEnd {
-		return ", from when running jobs without an estimated end finish"
+		return "once running jobs without an estimated end finish"
 	}
-	return fmt.Sprintf(", from %s", p.fmtIn(p.resv.start))
+	return p.fmtIn(p.resv.start)
 }
 
 // fmtIn formats a time relative to the snapshot: "in 1h20m0s".

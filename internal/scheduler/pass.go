@@ -323,7 +323,7 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 	case Backfill:
 		if p.resv != nil {
 			if p.resv.job != r.JobID && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
-				return p.pending(i, q, PendingBackfill, fmt.Sprintf("%s; it would delay %s, which holds the reservation%s",
+				return p.pending(i, q, PendingBackfill, fmt.Sprintf("%s; it would delay %s, whose reserved GPUs are free %s",
 					why, p.resv.job, p.resvWhen()))
 			}
 		} else if !g.frac {

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/gangway/gangway/internal/topology"
@@ -320,4 +321,44 @@ type Options struct {
 	// MaxPreemptionSearches bounds how many gangs per pass may search for
 	// victims (each search looks at running jobs). Zero means 64.
 	MaxPreemptionSearches int
+}
+
+var modeNames = [...]string{Greedy: "greedy", Strict: "strict", Backfill: "backfill"}
+
+// String returns "greedy", "strict" or "backfill".
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return "unknown"
+}
+
+// ParseMode parses a Mode's name.
+func ParseMode(s string) (Mode, error) {
+	for m, name := range modeNames {
+		if name == s {
+			return Mode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown scheduling mode %q: want greedy, strict or backfill", s)
+}
+
+var strategyNames = [...]string{Topology: "topology", BestFit: "bestfit", Consolidate: "consolidate"}
+
+// String returns "topology", "bestfit" or "consolidate".
+func (s Strategy) String() string {
+	if int(s) < len(strategyNames) {
+		return strategyNames[s]
+	}
+	return "unknown"
+}
+
+// ParseStrategy parses a Strategy's name.
+func ParseStrategy(s string) (Strategy, error) {
+	for v, name := range strategyNames {
+		if name == s {
+			return Strategy(v), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown placement strategy %q: want topology, bestfit or consolidate", s)
 }
