@@ -530,3 +530,38 @@ command: [%s/torchrun, train.py, --lr, "0.1"]
 		t.Errorf("node 1's launcher got\n  %q\nwant\n  %q", strings.TrimSpace(out), want)
 	}
 }
+
+// TestAutoParallelismAndThroughput: the planner fills in the grid at
+// admission, and describe shows the measured token rate beside the
+// prediction.
+func TestAutoParallelismAndThroughput(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	id := cl.submitYAML(`
+ranks: 16
+ranksPerNode: 8
+parallelism: auto
+model: {name: llama3-8b, seq: 8192, globalBatch: 128}
+command: [sh, -c, 'if [ "$RANK" = 0 ]; then for t in 0 16000 32000; do echo "{\"step\":$t,\"tokens\":$t}" >> $GANGWAY_PROGRESS_FILE; sleep 0.5; done; fi']
+`)
+	d := cl.waitPhase(id, api.JobSucceeded, 30*time.Second)
+	par := d.Job.Spec.Parallelism
+	if par == nil || par.Predicted == nil || par.TP*max(par.PP, 1)*par.DP != 16 {
+		t.Fatalf("parallelism after admission = %+v", par)
+	}
+	if g := d.Job.Status.Current().Grid; g == nil || g.TP != par.TP || g.TPGroupsCrossingDomain != 0 {
+		t.Errorf("attempt grid = %+v, spec %+v", g, par)
+	}
+	out, _, _ := cl.run("describe", "job", id)
+	for _, s := range []string{"(chosen by the planner)", "per GPU measured", "predicted (tp="} {
+		if !strings.Contains(out, s) {
+			t.Errorf("describe lacks %q:\n%s", s, out)
+		}
+	}
+	// An explicit grid that cannot fit is rejected with the planner's reason.
+	f := filepath.Join(t.TempDir(), "big.yaml")
+	os.WriteFile(f, []byte("ranks: 8\nparallelism: {tp: 1}\nmodel: {name: llama3-70b, seq: 8192}\ncommand: [x]\n"), 0o644)
+	_, errOut, code := cl.run("submit", f)
+	if code == 0 || !strings.Contains(errOut, "spec.parallelism") || !strings.Contains(errOut, "memory") {
+		t.Errorf("submit 70B on 8 GPUs with tp=1: code %d, %q", code, errOut)
+	}
+}

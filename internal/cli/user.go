@@ -340,6 +340,26 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		}
 		fmt.Fprintf(w, " (attempt %d, %s ago)\n", l.Attempt, age(l.Time))
 	}
+	if par := j.Spec.Parallelism; par != nil {
+		fmt.Fprintf(w, "  Grid:      tp=%d pp=%d dp=%d", max(par.TP, 1), max(par.PP, 1), par.DP)
+		if par.Auto {
+			fmt.Fprint(w, " (chosen by the planner)")
+		}
+		fmt.Fprintln(w)
+	}
+	measured := measuredTokensPerGPU(d)
+	if pred := predicted(j); pred != nil || measured > 0 {
+		fmt.Fprint(w, "  Tokens/s:  ")
+		if measured > 0 {
+			fmt.Fprintf(w, "%.0f per GPU measured", measured)
+		} else {
+			fmt.Fprint(w, "not measured yet")
+		}
+		if pred != nil {
+			fmt.Fprintf(w, ", %.0f predicted (%s)", pred.TokensPerSecPerGPU, pred.Summary)
+		}
+		fmt.Fprintln(w)
+	}
 	if n := len(d.Checkpoints); n > 0 {
 		c := d.Checkpoints[n-1]
 		fmt.Fprintf(w, "  Checkpoint: step %d at %s (%d committed)\n", c.Step, c.Path, n)
@@ -482,3 +502,37 @@ func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []strin
 }
 
 func sortStrings(s []string) { sort.Strings(s) }
+
+func predicted(j *api.Job) *api.Prediction {
+	if j.Spec.Parallelism == nil {
+		return nil
+	}
+	return j.Spec.Parallelism.Predicted
+}
+
+// measuredTokensPerGPU is the token rate over the newest attempt's recent
+// progress lines, per GPU; 0 when the lines carry no tokens.
+func measuredTokensPerGPU(d *api.JobDetail) float64 {
+	if d.Progress == nil || d.Job.Spec.GPUs() == 0 {
+		return 0
+	}
+	var first, last *api.Progress
+	for i := range d.Progress.Recent {
+		p := &d.Progress.Recent[i]
+		if p.Tokens <= 0 || p.Time.IsZero() {
+			continue
+		}
+		if first == nil || p.Attempt != first.Attempt {
+			first = p
+		}
+		last = p
+	}
+	if first == nil || last == first {
+		return 0
+	}
+	dt := last.Time.Sub(first.Time).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	return float64(last.Tokens-first.Tokens) / dt / float64(d.Job.Spec.GPUs())
+}

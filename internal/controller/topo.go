@@ -102,7 +102,7 @@ func rankLayout(spec *api.JobSpec, slots []slot, topo *topology.Topology) ([]api
 		return out
 	}
 	par := spec.Parallelism
-	if par == nil || par.Auto {
+	if par == nil || (par.Auto && par.TP == 0 && par.PP == 0 && par.DP == 0) {
 		return plain(), nil, nil
 	}
 	tp, pp := max(par.TP, 1), max(par.PP, 1)

@@ -111,6 +111,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}
+	if err := admitParallelism(&spec, nodes, s.catalog); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
 	j, err := s.st.CreateJob(r.Context(), spec, time.Now())
 	if err != nil {
 		writeError(w, statusFor(err), err)

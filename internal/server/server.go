@@ -19,6 +19,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/planner"
 	"github.com/gangway/gangway/internal/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -78,6 +79,8 @@ type Server struct {
 
 	// Set once Run has opened the store; read by handlers.
 	st *store.Store
+	// catalog is the planner's models and GPUs, for admission.
+	catalog *planner.Catalog
 
 	mu      sync.Mutex                // guards written, leader and live
 	written map[string]api.RankStatus // last rank status stored, by task key
@@ -89,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Log, live: controller.NewLiveness(time.Now()), written: map[string]api.RankStatus{}}, nil
+	return &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()), written: map[string]api.RankStatus{}}, nil
 }
 
 // Run opens the store, serves HTTP on ln and campaigns for leadership

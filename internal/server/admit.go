@@ -1,0 +1,124 @@
+package server
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/planner"
+)
+
+// admitParallelism checks a job's parallel grid against the cluster and the
+// planner, and fills in the grid for parallelism: auto. It returns a
+// validation error naming the field, or nil. With no nodes registered it
+// checks nothing it cannot know.
+func admitParallelism(spec *api.JobSpec, nodes []*api.Node, cat *planner.Catalog) error {
+	par := spec.Parallelism
+	if par == nil {
+		return nil
+	}
+	model, domain := clusterShape(spec, nodes)
+	reject := func(field, format string, a ...any) error {
+		return &api.ValidationError{Fields: []*api.FieldError{{Field: field, Msg: fmt.Sprintf(format, a...)}}}
+	}
+	if !par.Auto && domain > 0 && max(par.TP, 1)*spec.GPUsPerRank > domain {
+		return reject("spec.parallelism.tp", "a tensor-parallel group of %d GPUs exceeds the NVLink domain of %d GPUs; TP traffic would cross the network", max(par.TP, 1)*spec.GPUsPerRank, domain)
+	}
+	if spec.Model == nil || model == "" {
+		if par.Auto {
+			return reject("spec.parallelism", "auto needs registered GPU nodes to plan for")
+		}
+		return nil
+	}
+	seq, gb := spec.Model.Seq, spec.Model.GlobalBatch
+	if seq == 0 {
+		seq = 4096
+	}
+	if gb == 0 {
+		gb = spec.GPUs()
+	}
+	req := planner.Request{Model: spec.Model.Name, GPU: model, GPUs: spec.GPUs(), GPUsPerDomain: domain, GPUsPerNode: domain, Seq: seq, GlobalBatch: gb}
+	if par.Auto {
+		p, why, err := cat.BestPlan(req)
+		if err != nil {
+			return reject("spec.model", "%v", err)
+		}
+		if p == nil {
+			return reject("spec.parallelism", "no layout of %s on %d × %s fits: %s", spec.Model.Name, spec.GPUs(), model, why)
+		}
+		if spec.GPUsPerRank != 1 {
+			return reject("spec.gpusPerRank", "parallelism: auto plans one GPU per rank")
+		}
+		par.TP, par.PP, par.DP = p.TP, p.PP, p.DP
+		par.Predicted = prediction(p)
+		return nil
+	}
+	v, err := cat.Check(req, max(par.TP, 1), max(par.PP, 1), par.DP)
+	if err != nil {
+		return reject("spec.model", "%v", err)
+	}
+	if !v.OK {
+		return reject("spec.parallelism", "tp=%d pp=%d dp=%d cannot run %s on %s: %s", v.TP, v.PP, v.DP, spec.Model.Name, model, strings.Join(v.Reasons, "; "))
+	}
+	if v.Plan != nil {
+		par.Predicted = prediction(v.Plan)
+	}
+	return nil
+}
+
+func prediction(p *planner.Plan) *api.Prediction {
+	return &api.Prediction{
+		TokensPerSecPerGPU: p.TokensPerSecPerGPU, StepSeconds: p.StepSeconds, MFU: p.MFU,
+		MemoryPerGPUBytes: p.PeakMemoryBytes, MicroBatch: p.MicroBatch,
+		Summary: fmt.Sprintf("tp=%d pp=%d vp=%d dp=%d mbs=%d recompute=%s zero=%d; %s; bottleneck: %s",
+			p.TP, p.PP, p.VP, p.DP, p.MicroBatch, p.Recompute, p.ZeRO, p.Stack, p.Bottleneck),
+	}
+}
+
+// clusterShape returns the most common GPU model among the nodes the job
+// may use and the smallest NVLink domain among them (GPUs per node, or per
+// nvlink-domain label group).
+func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain int) {
+	count := map[string]int{}
+	domGPUs := map[string]int{}
+	for _, n := range nodes {
+		if n.Status.State == api.NodeLost || len(n.GPUs) == 0 || !selects(spec.NodeSelector, n.Labels) {
+			continue
+		}
+		count[n.GPUs[0].Model]++
+		key := "node/" + n.Name
+		if d := n.Labels["nvlink-domain"]; d != "" {
+			key = "domain/" + d
+		}
+		domGPUs[key] += len(n.GPUs)
+	}
+	models := make([]string, 0, len(count))
+	for m := range count {
+		models = append(models, m)
+	}
+	sort.Slice(models, func(i, j int) bool {
+		if count[models[i]] != count[models[j]] {
+			return count[models[i]] > count[models[j]]
+		}
+		return models[i] < models[j]
+	})
+	if len(models) > 0 {
+		model = models[0]
+	}
+	for _, g := range domGPUs {
+		if domain == 0 || g < domain {
+			domain = g
+		}
+	}
+	return model, domain
+}
+
+func selects(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
