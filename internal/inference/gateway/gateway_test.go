@@ -1,0 +1,367 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/promtext"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startEngine runs a simulated Qwen3-8B engine on loopback, 50× faster
+// than real time.
+func startEngine(t *testing.T) *httptest.Server {
+	t.Helper()
+	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := enginesim.NewServer(enginesim.ServerConfig{Engine: cfg, TimeScale: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		<-done
+	})
+	return hs
+}
+
+// startGateway fronts the given engine URLs with a refreshed gateway.
+func startGateway(t *testing.T, policy string, urls ...string) (*Gateway, *httptest.Server) {
+	t.Helper()
+	var eps Static
+	for _, u := range urls {
+		eps = append(eps, Endpoint{URL: u})
+	}
+	g, err := New(Config{Source: eps, Policy: policy, Seed: 1, ScrapeTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(g)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		if tr, ok := g.transport.(*http.Transport); ok {
+			tr.CloseIdleConnections()
+		}
+	})
+	return g, hs
+}
+
+func postJSON(t *testing.T, ctx context.Context, url, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func metricsOf(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	samples, err := promtext.Parse(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, s := range samples {
+		k := s.Name
+		if r := s.Label("finished_reason"); r != "" {
+			k += "/" + r
+		}
+		if s.Label("le") == "" {
+			out[k] += s.Value
+		}
+	}
+	return out
+}
+
+func TestStreamThroughGateway(t *testing.T) {
+	e := startEngine(t)
+	_, gw := startGateway(t, "", e.URL)
+	resp := postJSON(t, context.Background(), gw.URL+enginesim.PathChatCompletions,
+		`{"model":"Qwen3-8B","messages":[{"role":"user","content":"hello"}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}`)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	if n := strings.Count(string(b), "data: "); n != 8 || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+		t.Errorf("want role + 5 tokens + usage + [DONE] events, got %d:\n%s", n, b)
+	}
+}
+
+// A fake engine that sends one event, then waits for the test: the
+// client must see the event before the engine finishes.
+func TestStreamingIsNotBuffered(t *testing.T) {
+	release := make(chan struct{})
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case enginesim.PathModels:
+			io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
+		case enginesim.PathMetrics:
+			io.WriteString(w, "vllm:num_requests_running 0\n")
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"first\":true}\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			io.WriteString(w, "data: [DONE]\n\n")
+		}
+	}))
+	defer fake.Close()
+	_, gw := startGateway(t, PolicyRoundRobin, fake.URL)
+	resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"m","prompt":"x","stream":true}`)
+	defer resp.Body.Close()
+	got := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		got <- line
+	}()
+	select {
+	case line := <-got:
+		if line != "data: {\"first\":true}\n" {
+			t.Errorf("first line %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("first event held back by the gateway")
+	}
+	close(release)
+}
+
+func TestPrefixAffinityOverHTTP(t *testing.T) {
+	e1, e2 := startEngine(t), startEngine(t)
+	_, gw := startGateway(t, PolicyPrefixAffinity, e1.URL, e2.URL)
+	system := strings.Repeat("You are the support agent of ACME. Policy text. ", 300)
+	for i := range 6 {
+		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathChatCompletions, fmt.Sprintf(
+			`{"model":"Qwen3-8B","max_tokens":2,"ignore_eos":true,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d"}]}`, system, i))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	m1, m2 := metricsOf(t, e1.URL), metricsOf(t, e2.URL)
+	n1, n2 := m1["vllm:request_success_total/length"], m2["vllm:request_success_total/length"]
+	if n1+n2 != 6 || (n1 != 0 && n2 != 0) {
+		t.Errorf("requests split %v/%v; the shared system prompt should keep them on one engine", n1, n2)
+	}
+	if hits := m1["vllm:prefix_cache_hits_total"] + m2["vllm:prefix_cache_hits_total"]; hits < 5*float64(len(system)/4-16) {
+		t.Errorf("engine prefix cache hits = %v, want most of 5 × %d tokens", hits, len(system)/4)
+	}
+}
+
+func TestFailoverToLiveReplica(t *testing.T) {
+	live := startEngine(t)
+	doomed := startEngine(t)
+	g, gw := startGateway(t, PolicyRoundRobin, live.URL, doomed.URL)
+	doomed.CloseClientConnections()
+	doomed.Close() // the replica dies between refreshes
+	for i := range 8 {
+		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions,
+			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":3,"stream":true}`, i))
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "[DONE]") {
+			t.Fatalf("request %d: status %d: %s", i, resp.StatusCode, b)
+		}
+	}
+	rt := g.pool("Qwen3-8B")
+	st := rt.Stats()
+	if st.Retries == 0 || st.Failures == 0 {
+		t.Errorf("stats %+v: want retries and failures from the dead replica", st)
+	}
+	if !rt.Ejected(doomed.URL, time.Now()) {
+		t.Error("dead replica not ejected")
+	}
+	// A refresh sees the failed scrape too.
+	g.Refresh(context.Background())
+	if !rt.Ejected(doomed.URL, time.Now().Add(time.Hour)) {
+		t.Error("dead replica healthy after a failed scrape")
+	}
+}
+
+func TestAllReplicasDown(t *testing.T) {
+	e := startEngine(t)
+	_, gw := startGateway(t, "", e.URL)
+	e.CloseClientConnections()
+	e.Close()
+	resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"x"}`)
+	defer resp.Body.Close()
+	var body enginesim.APIError
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body.Message, "no replica of model Qwen3-8B") {
+		t.Errorf("status %d, %+v", resp.StatusCode, body)
+	}
+}
+
+func TestCancellationReachesEngine(t *testing.T) {
+	e := startEngine(t)
+	_, gw := startGateway(t, "", e.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := postJSON(t, ctx, gw.URL+enginesim.PathCompletions,
+		`{"model":"Qwen3-8B","prompt":"tell me a very long story","max_tokens":30000,"stream":true,"ignore_eos":true}`)
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := metricsOf(t, e.URL)
+		if m["vllm:request_success_total/abort"] == 1 && m["vllm:num_requests_running"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine did not abort: %v aborts, %v running", m["vllm:request_success_total/abort"], m["vllm:num_requests_running"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestGatewayAPI(t *testing.T) {
+	e := startEngine(t)
+	_, gw := startGateway(t, "", e.URL)
+	tests := []struct {
+		name, method, path, body string
+		code                     int
+		want                     string
+	}{
+		{"models", "GET", "/v1/models", "", 200, `"id":"Qwen3-8B"`},
+		{"health", "GET", "/health", "", 200, ""},
+		{"unknown model", "POST", "/v1/completions", `{"model":"nope","prompt":"x"}`, 404, "The model `nope` does not exist."},
+		{"bad body", "POST", "/v1/completions", `{"model":`, 400, "request body"},
+		{"unknown path", "GET", "/v2/whatever", "", 404, "no route"},
+		{"non-streamed", "POST", "/v1/completions", `{"model":"Qwen3-8B","prompt":"hi","max_tokens":4,"ignore_eos":true}`, 200, `"completion_tokens":4`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, gw.URL+tc.path, strings.NewReader(tc.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.want) {
+				t.Errorf("%s %s = %d %s; want %d containing %q", tc.method, tc.path, resp.StatusCode, b, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+func TestGatewayMetrics(t *testing.T) {
+	e := startEngine(t)
+	g, gw := startGateway(t, "", e.URL)
+	for i := range 3 {
+		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions,
+			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"same prefix for all of them, quite long indeed, long enough to fill a few blocks of sixteen tokens each: %d","max_tokens":4,"stream":true,"ignore_eos":true}`, i))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	g.Refresh(context.Background())
+	m := metricsOf(t, gw.URL)
+	checks := map[string]float64{
+		"gangway_gateway_ttft_seconds_count":      3,
+		"gangway_gateway_tpot_seconds_count":      3,
+		"gangway_gateway_decisions_total":         3,
+		"gangway_gateway_requests_total":          3,
+		"gangway_gateway_replica_in_flight":       0,
+		"gangway_gateway_replica_capacity_tokens": float64(CapacityFromConfig(mustConfig("Qwen3-8B", "H100", 1, "bf16")).KVTokens),
+	}
+	for name, want := range checks {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	if m["gangway_gateway_prefix_hit_blocks_total"] == 0 {
+		t.Error("no prefix hits counted for three prompts sharing a prefix")
+	}
+	if _, ok := m["gangway_gateway_decisions_per_second"]; !ok {
+		t.Error("decisions_per_second missing")
+	}
+}
+
+func TestCapacityFromEngineMetrics(t *testing.T) {
+	e := startEngine(t)
+	g, _ := startGateway(t, "", e.URL)
+	g.mu.Lock()
+	ep := g.eps[e.URL]
+	g.mu.Unlock()
+	want := CapacityFromConfig(mustConfig("Qwen3-8B", "H100", 1, "bf16")).KVTokens
+	if ep.model != "Qwen3-8B" || ep.capacity.KVTokens != want {
+		t.Errorf("learned model %q capacity %d; want Qwen3-8B %d from gangway:engine_info", ep.model, ep.capacity.KVTokens, want)
+	}
+}
+
+func TestParseEndpoints(t *testing.T) {
+	tests := []struct {
+		in, want string
+		n        int
+	}{
+		{"http://127.0.0.1:8000, http://127.0.0.1:8001/", "", 2},
+		{"127.0.0.1:8000", "endpoint 1", 0},
+		{"http://a:1,ftp://b", "endpoint 2", 0},
+		{" , ", "no endpoints", 0},
+	}
+	for _, tc := range tests {
+		got, err := ParseEndpoints(tc.in)
+		if tc.want == "" {
+			if err != nil || len(got) != tc.n || got[1].URL != "http://127.0.0.1:8001" {
+				t.Errorf("ParseEndpoints(%q) = %v, %v", tc.in, got, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseEndpoints(%q) error = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func FuzzParseEndpoints(f *testing.F) {
+	f.Add("http://127.0.0.1:8000,http://[::1]:9/")
+	f.Add("https://x")
+	f.Fuzz(func(t *testing.T, in string) {
+		eps, err := ParseEndpoints(in)
+		if err != nil {
+			return
+		}
+		for _, e := range eps {
+			if !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://") {
+				t.Fatalf("accepted %q", e.URL)
+			}
+		}
+	})
+}
