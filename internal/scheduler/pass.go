@@ -322,7 +322,7 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 		p.blockedBy = r.JobID
 	case Backfill:
 		if p.resv != nil {
-			if p.resv.job != r.JobID && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
+			if !g.frac && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
 				return p.pending(i, q, PendingBackfill, fmt.Sprintf("%s; it would delay %s, whose reserved GPUs are free %s",
 					why, p.resv.job, p.resvWhen()))
 			}

@@ -157,6 +157,7 @@ func (p *Pass) preempt(q *queueState, g *gang, within bool) (string, bool) {
 	c.undo(stopLog)
 	p.hold(masks)
 
+	slices.SortFunc(best.jobs, func(a, b int) int { return cmp.Compare(p.run[a].r.JobID, p.run[b].r.JobID) })
 	names := make([]string, len(best.jobs))
 	freed := 0
 	for k, j := range best.jobs {
