@@ -432,22 +432,26 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 	defer t.Stop()
 	for {
 		hb := a.snapshotReport()
-		cctx, cancel := context.WithTimeout(ctx, interval)
+		a.mu.Lock()
+		timeout := max(a.lease.FenceAfter.D(), interval)
+		a.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, timeout)
 		var resp api.HeartbeatResponse
 		err := a.post(cctx, "/v1/agent/heartbeat", hb, &resp)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
+		switch {
+		case err != nil:
 			a.log.Debug("heartbeat failed", "err", err)
 			a.checkFence()
-		} else {
+		case resp.Reregister:
+			// Nothing in this report was stored: keep it for the next one.
+			a.log.Info("server asks to register again")
+			return
+		default:
 			a.reported(hb)
-			if resp.Reregister {
-				a.log.Info("server asks to register again")
-				return
-			}
 		}
 		select {
 		case <-ctx.Done():
@@ -514,7 +518,16 @@ func (a *Agent) snapshotReport() api.Heartbeat {
 func (a *Agent) reported(hb api.Heartbeat) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.lastOK = time.Now()
+	// The server heard from us no earlier than we sent; fencing counts from
+	// there, so a slow answer cannot make the fence late.
+	a.lastOK = hb.SentAt
+	if a.fenced {
+		// The server never declared us lost (we fenced on a stall). The
+		// killed ranks are reported as exited and the controller restarts
+		// their gangs; follow assignments again.
+		a.fenced = false
+		a.log.Warn("server reachable again after fencing; following assignments again")
+	}
 	a.pendingCk = a.pendingCk[len(hb.Checkpoints):]
 	a.pendingPr = a.pendingPr[len(hb.Progress):]
 	for _, rs := range hb.Ranks {

@@ -371,12 +371,8 @@ func checkFencedReports(ctx context.Context, t *testing.T, c *cluster, id, node 
 		}
 		rs := rankStatus(d.Ranks, 1, o.rank)
 		if rs == nil || !rs.State.Terminal() {
-			// See the agent's reported(): a heartbeat answered with
-			// "register again" counts as delivered, so the agent forgets
-			// the fenced ranks' exits although the server (which treats
-			// a lost node's heartbeat as a request to re-register)
-			// stored nothing.
-			t.Skipf("KNOWN SPINE BUG (agent heartbeat after being marked lost): %s is Ready again but the server still has rank %d of attempt 1 as %+v; the agent dropped its fenced ranks' exits", node, o.rank, rs)
+			// A reconnected agent must deliver its fenced ranks' exits.
+			t.Fatalf("%s is Ready again but the server still has rank %d of attempt 1 as %+v; the agent's fenced ranks' exits were lost", node, o.rank, rs)
 		}
 		if rs.State != api.RankExited || rs.Signal != syscall.SIGKILL.String() {
 			t.Errorf("rank %d on the cut-off %s: reported %+v, want exited by SIGKILL (fencing)", o.rank, node, rs)

@@ -370,13 +370,16 @@ func (s *Store) RankStatuses(ctx context.Context, job string) ([]api.RankStatus,
 	return out, nil
 }
 
-// PutCheckpoint records a committed checkpoint. Idempotent.
+// PutCheckpoint records a committed checkpoint. The first report of a step
+// wins: a later attempt's agent that rediscovers an old checkpoint does not
+// rewrite who made it and when.
 func (s *Store) PutCheckpoint(ctx context.Context, job string, c api.Checkpoint) error {
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return fmt.Errorf("store: encode checkpoint: %w", err)
 	}
-	if _, err := s.c.Put(ctx, ckptKey(job, c.Step), string(b)); err != nil {
+	k := ckptKey(job, c.Step)
+	if _, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(b))).Commit(); err != nil {
 		return fmt.Errorf("store: put checkpoint of %s: %w", job, err)
 	}
 	return nil
