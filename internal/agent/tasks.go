@@ -155,7 +155,16 @@ func (a *Agent) start(asg api.Assignment) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	expand := func(v string) string { return strings.ReplaceAll(v, "${GANGWAY_TASK_DIR}", dir) }
+	// ${NAME} in the command and env expands to the rank's own variables
+	// (MASTER_PORT, GANGWAY_NODE_ADDR, GANGWAY_TASK_DIR, ...); anything
+	// else is left as written.
+	vars := map[string]string{"GANGWAY_TASK_DIR": dir}
+	for k, v := range asg.Env {
+		if _, ok := vars[k]; !ok {
+			vars[k] = v
+		}
+	}
+	expand := func(v string) string { return expandVars(v, vars) }
 	for _, k := range keys {
 		env = append(env, k+"="+expand(asg.Env[k]))
 	}
@@ -163,6 +172,9 @@ func (a *Agent) start(asg api.Assignment) {
 	cmd := make([]string, len(asg.Command))
 	for i, c := range asg.Command {
 		cmd[i] = expand(c)
+	}
+	if len(cmd) > 0 && cmd[0] == "gangway" {
+		cmd[0] = a.cfg.ShimPath // this agent's own binary
 	}
 	wd := asg.WorkingDir
 	if wd == "" {
@@ -343,4 +355,30 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// expandVars replaces ${NAME} for the names in vars and leaves everything
+// else (other variables, $NAME, shell syntax) exactly as written.
+func expandVars(s string, vars map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		name := s[i+2 : i+j]
+		if v, ok := vars[name]; ok {
+			b.WriteString(s[:i])
+			b.WriteString(v)
+		} else {
+			b.WriteString(s[:i+j+1])
+		}
+		s = s[i+j+1:]
+	}
 }

@@ -78,3 +78,19 @@ func TestScanProgressForwardsOnlyCompleteLines(t *testing.T) {
 		t.Fatalf("a rescan forwarded lines twice: %d", len(a.pendingPr))
 	}
 }
+
+func TestExpandVars(t *testing.T) {
+	vars := map[string]string{"MASTER_PORT": "29500", "GANGWAY_TASK_DIR": "/t"}
+	for in, want := range map[string]string{
+		"--port=${MASTER_PORT}":             "--port=29500",
+		"${GANGWAY_TASK_DIR}/hostfile":      "/t/hostfile",
+		"echo $MASTER_PORT $$ ${1} ${HOME}": "echo $MASTER_PORT $$ ${1} ${HOME}",
+		"a$":                                "a$",
+		"${unterminated":                    "${unterminated",
+		"${MASTER_PORT}${MASTER_PORT}":      "2950029500",
+	} {
+		if got := expandVars(in, vars); got != want {
+			t.Errorf("expandVars(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -60,6 +60,9 @@ type JobSpec struct {
 	Parallelism *Parallelism `json:"parallelism,omitempty"`
 	// Model names the model being trained, for the planner.
 	Model *ModelRef `json:"model,omitempty"`
+	// Owner names what created the job ("deployment/NAME"); empty for
+	// jobs users submit.
+	Owner string `json:"owner,omitempty"`
 }
 
 // LaunchMode says how ranks become processes.

@@ -147,3 +147,32 @@ func (c *Client) Logs(ctx context.Context, id string, rank, attempt int, stream 
 	_, err = io.Copy(w, resp.Body)
 	return err
 }
+
+// Deploy creates or updates a deployment from a spec (YAML or JSON).
+func (c *Client) Deploy(ctx context.Context, spec []byte) (*api.Deployment, error) {
+	var d api.Deployment
+	return &d, c.do(ctx, http.MethodPost, "/v1/deployments", spec, &d)
+}
+
+// Deployments lists deployments.
+func (c *Client) Deployments(ctx context.Context) (server.DeploymentList, error) {
+	var l server.DeploymentList
+	return l, c.do(ctx, http.MethodGet, "/v1/deployments", nil, &l)
+}
+
+// Deployment returns one deployment.
+func (c *Client) Deployment(ctx context.Context, name string) (*api.Deployment, error) {
+	var d api.Deployment
+	return &d, c.do(ctx, http.MethodGet, "/v1/deployments/"+name, nil, &d)
+}
+
+// Scale sets a deployment's replica count.
+func (c *Client) Scale(ctx context.Context, name string, replicas int) (*api.Deployment, error) {
+	var d api.Deployment
+	return &d, c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/deployments/%s/scale?replicas=%d", name, replicas), nil, &d)
+}
+
+// DeleteDeployment stops a deployment's replicas and removes it.
+func (c *Client) DeleteDeployment(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/deployments/"+name, nil, nil)
+}

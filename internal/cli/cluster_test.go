@@ -293,7 +293,7 @@ func TestClusterRejectsBadInputAndStoresNothing(t *testing.T) {
 	cl := startCluster(t, 2, 8)
 	tests := []struct {
 		name, body, field string
-		code               int
+		code              int
 	}{
 		{"unknown field", "ranks: 1\ncommand: [x]\ngpu: 1\n", "gpu", 400},
 		{"zero gpus", "ranks: 1\ngpusPerRank: 0\ncommand: [x]\n", "spec.gpusPerRank", 400},

@@ -168,8 +168,27 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			return exitOn(e, printAs(e, *out, nodes))
 		}
 		printNodes(e.Stdout, nodes)
+	case "deployments", "deployment", "deploy":
+		var ds []*api.Deployment
+		if len(pos) == 2 {
+			d, err := c.Deployment(ctx, pos[1])
+			if err != nil {
+				return fail(e, err)
+			}
+			ds = []*api.Deployment{d}
+		} else {
+			l, err := c.Deployments(ctx)
+			if err != nil {
+				return fail(e, err)
+			}
+			ds = l.Deployments
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, ds))
+		}
+		printDeployments(e.Stdout, ds)
 	default:
-		fmt.Fprintf(e.Stderr, "gangway get: unknown kind %q (want jobs or nodes)\n", pos[0])
+		fmt.Fprintf(e.Stderr, "gangway get: unknown kind %q (want jobs, nodes or deployments)\n", pos[0])
 		return 2
 	}
 	return 0
@@ -295,8 +314,17 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 			return exitOn(e, printAs(e, *out, n))
 		}
 		describeNode(e.Stdout, n)
+	case "deployment", "deployments", "deploy":
+		d, err := c.Deployment(ctx, pos[1])
+		if err != nil {
+			return fail(e, err)
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, d))
+		}
+		describeDeployment(e.Stdout, d)
 	default:
-		fmt.Fprintf(e.Stderr, "gangway describe: unknown kind %q (want job or node)\n", pos[0])
+		fmt.Fprintf(e.Stderr, "gangway describe: unknown kind %q (want job, node or deployment)\n", pos[0])
 		return 2
 	}
 	return 0

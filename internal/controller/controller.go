@@ -14,6 +14,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -32,16 +33,20 @@ type Config struct {
 	Tick time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Scaler sizes autoscaled deployments; nil holds them at their minimum.
+	Scaler Scaler
 }
 
 // Controller reconciles nodes and jobs. Create with New; Run drives it.
 type Controller struct {
-	st    *store.Store
-	cache *store.Cache
-	live  *Liveness
-	cfg   Config
-	log   *slog.Logger
-	topo  topoCache // used by the Run goroutine only
+	st     *store.Store
+	cache  *store.Cache
+	live   *Liveness
+	cfg    Config
+	log    *slog.Logger
+	topo   topoCache // used by the Run goroutine only
+	ready  *readiness
+	scaler Scaler
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -56,7 +61,7 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log}
+	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler}
 }
 
 // Run reconciles after every cache change and at least every Tick until
@@ -64,10 +69,24 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 func (c *Controller) Run(ctx context.Context) error {
 	t := time.NewTicker(c.cfg.Tick)
 	defer t.Stop()
+	poke := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.ready.run(ctx, time.Second, func() {
+			select {
+			case poke <- struct{}{}:
+			default:
+			}
+		})
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-poke:
 		case <-c.cache.Changed():
 		case <-t.C:
 		}
@@ -133,6 +152,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 		}
 	}
 	p.schedule(ctx, pending)
+	p.deployments(ctx)
 	return p.maxRev, errors.Join(p.errs...)
 }
 

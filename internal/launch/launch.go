@@ -103,6 +103,9 @@ func Env(in Input) map[string]string {
 	}
 	if n := in.Nodes[p.Node]; n != nil {
 		env["GANGWAY_NODE_ADDR"] = n.Address
+		if len(n.GPUs) > 0 {
+			env["GANGWAY_GPU_MODEL"] = n.GPUs[0].Model
+		}
 	}
 	if a.ResumeFrom != nil {
 		env["GANGWAY_RESUME_FROM"] = a.ResumeFrom.Path

@@ -35,6 +35,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/nodes", s.listNodes)
 	mux.HandleFunc("GET /v1/nodes/{name}", s.getNode)
 	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
+	s.deploymentRoutes(mux)
 	mux.HandleFunc("POST /v1/agent/register", s.register)
 	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
 	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
@@ -523,3 +524,5 @@ func copyFlush(w http.ResponseWriter, src io.Reader) {
 		}
 	}
 }
+
+func jsonBytes(v any) ([]byte, error) { return json.Marshal(v) }

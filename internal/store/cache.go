@@ -28,6 +28,7 @@ type Cache struct {
 	ranks    map[string]*api.RankStatus // by task key
 	ckpts    map[string]*api.Checkpoint // newest per job
 	progress map[string]*api.Progress   // newest per job
+	deploys  map[string]*api.Deployment
 	revCond  *sync.Cond
 
 	// changed gets a value (without blocking) after every applied batch.
@@ -48,6 +49,7 @@ func (c *Cache) reset() {
 	c.ranks = map[string]*api.RankStatus{}
 	c.ckpts = map[string]*api.Checkpoint{}
 	c.progress = map[string]*api.Progress{}
+	c.deploys = map[string]*api.Deployment{}
 }
 
 // Changed is signalled after the cache applies changes. One receiver only.
@@ -169,6 +171,17 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 				c.ckpts[job] = &ck
 			}
 		}
+	case strings.HasPrefix(key, deployPrefix):
+		name := key[len(deployPrefix):]
+		if del {
+			delete(c.deploys, name)
+			return
+		}
+		var d api.Deployment
+		if json.Unmarshal(val, &d) == nil {
+			d.ModRevision = modRev
+			c.deploys[name] = &d
+		}
 	case strings.HasPrefix(key, progPrefix):
 		job := key[len(progPrefix):]
 		if del {
@@ -211,6 +224,7 @@ type View struct {
 	Ranks    map[string]*api.RankStatus
 	Ckpts    map[string]*api.Checkpoint
 	Progress map[string]*api.Progress
+	Deploys  map[string]*api.Deployment
 }
 
 // Snapshot copies the cache's maps (not the objects) under the lock.
@@ -224,6 +238,10 @@ func (c *Cache) Snapshot() View {
 		Ranks:    make(map[string]*api.RankStatus, len(c.ranks)),
 		Ckpts:    make(map[string]*api.Checkpoint, len(c.ckpts)),
 		Progress: make(map[string]*api.Progress, len(c.progress)),
+		Deploys:  make(map[string]*api.Deployment, len(c.deploys)),
+	}
+	for k, x := range c.deploys {
+		v.Deploys[k] = x
 	}
 	for k, x := range c.jobs {
 		v.Jobs[k] = x

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/store"
+)
+
+// DeploymentList is GET /v1/deployments's body.
+type DeploymentList struct {
+	Index       int64             `json:"index"`
+	Deployments []*api.Deployment `json:"deployments"`
+}
+
+func (s *Server) deploymentRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/deployments", s.applyDeployment)
+	mux.HandleFunc("GET /v1/deployments", s.listDeployments)
+	mux.HandleFunc("GET /v1/deployments/{name}", s.getDeployment)
+	mux.HandleFunc("POST /v1/deployments/{name}/scale", s.scaleDeployment)
+	mux.HandleFunc("DELETE /v1/deployments/{name}", s.deleteDeployment)
+}
+
+// applyDeployment creates a deployment, or updates its spec (a new
+// generation, rolled out replica by replica) if it exists.
+func (s *Server) applyDeployment(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	spec, err := api.DecodeDeploymentSpec(b)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	ctx := r.Context()
+	nodes, _, err := s.st.Nodes(ctx)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	js := api.JobSpec{Ranks: 1, GPUsPerRank: spec.GPUsPerReplica, NodeSelector: spec.NodeSelector}
+	if err := checkCapacity(&js, nodes); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, api.ErrorForField("spec.gpusPerReplica",
+			"%d GPUs per replica: a tensor-parallel replica must fit in one node (%v)", spec.GPUsPerReplica, err))
+		return
+	}
+	d := &api.Deployment{Spec: spec, Generation: 1, CreatedAt: time.Now().UTC()}
+	err = s.st.CreateDeployment(ctx, d)
+	code := http.StatusCreated
+	if errors.Is(err, store.ErrExists) {
+		code = http.StatusOK
+		d, err = s.st.ModifyDeployment(ctx, spec.Name, func(old *api.Deployment) error {
+			if old.Status.Deleting {
+				return fmt.Errorf("deployment %s is being deleted: %w", spec.Name, errConflict)
+			}
+			if !sameSpec(&old.Spec, &spec) {
+				old.Generation++
+			}
+			old.Spec = spec
+			return nil
+		})
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.log.Info("deployment applied", "deployment", spec.Name, "generation", d.Generation)
+	writeJSON(w, code, d)
+}
+
+// sameSpec reports whether two specs run the same replicas (replica
+// counts aside), so that scaling alone does not roll the replicas.
+func sameSpec(a, b *api.DeploymentSpec) bool {
+	x, y := *a, *b
+	x.Replicas, y.Replicas = 0, 0
+	x.MinReplicas, y.MinReplicas = 0, 0
+	x.MaxReplicas, y.MaxReplicas = 0, 0
+	x.Autoscale, y.Autoscale = false, false
+	xb, _ := jsonBytes(x)
+	yb, _ := jsonBytes(y)
+	return string(xb) == string(yb)
+}
+
+func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
+	if err := s.blockingIndex(r, store.DeploymentsPrefix); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	ds, rev, err := s.st.Deployments(r.Context())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	writeJSON(w, http.StatusOK, DeploymentList{Index: rev, Deployments: ds})
+}
+
+func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
+	d, err := s.st.Deployment(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
+	n, err := strconv.Atoi(r.URL.Query().Get("replicas"))
+	if err != nil || n < 0 {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("replicas", "must be a non-negative integer"))
+		return
+	}
+	d, err := s.st.ModifyDeployment(r.Context(), r.PathValue("name"), func(d *api.Deployment) error {
+		if d.Spec.Autoscale {
+			return api.ErrorForField("replicas", "deployment %s autoscales; change minReplicas/maxReplicas instead", d.Spec.Name)
+		}
+		d.Spec.Replicas = n
+		d.Spec.MinReplicas = min(d.Spec.MinReplicas, n)
+		d.Spec.MaxReplicas = max(d.Spec.MaxReplicas, n)
+		return nil
+	})
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) deleteDeployment(w http.ResponseWriter, r *http.Request) {
+	d, err := s.st.ModifyDeployment(r.Context(), r.PathValue("name"), func(d *api.Deployment) error {
+		d.Status.Deleting = true
+		return nil
+	})
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, d)
+}
