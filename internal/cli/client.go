@@ -176,3 +176,30 @@ func (c *Client) Scale(ctx context.Context, name string, replicas int) (*api.Dep
 func (c *Client) DeleteDeployment(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/deployments/"+name, nil, nil)
 }
+
+// SetQueue creates a queue or replaces its spec.
+func (c *Client) SetQueue(ctx context.Context, q api.QueueSpec) (*api.Queue, error) {
+	b, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	var out api.Queue
+	return &out, c.do(ctx, http.MethodPost, "/v1/queues", b, &out)
+}
+
+// Queues lists queues with their usage.
+func (c *Client) Queues(ctx context.Context) (server.QueueList, error) {
+	var l server.QueueList
+	return l, c.do(ctx, http.MethodGet, "/v1/queues", nil, &l)
+}
+
+// DeleteQueue removes an empty queue.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/queues/"+name, nil, nil)
+}
+
+// SetPriority changes a job's priority.
+func (c *Client) SetPriority(ctx context.Context, id string, p int) (*api.Job, error) {
+	var j api.Job
+	return &j, c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%s/priority?priority=%d", id, p), nil, &j)
+}

@@ -565,3 +565,49 @@ command: [sh, -c, 'if [ "$RANK" = 0 ]; then for t in 0 16000 32000; do echo "{\"
 		t.Errorf("submit 70B on 8 GPUs with tp=1: code %d, %q", code, errOut)
 	}
 }
+
+func TestQueuesAndPriority(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	if _, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if _, errOut, code := cl.run("queue", "set", "bad name", "--guarantee", "-1"); code == 0 || !strings.Contains(errOut, "name") || !strings.Contains(errOut, "guaranteeGPUs") {
+		t.Errorf("bad queue: code %d %q", code, errOut)
+	}
+	_, errOut, code := cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "spec.queue") {
+		t.Errorf("submit to a missing queue: code %d %q", code, errOut)
+	}
+	id := cl.submitYAML("queue: team-a\nranks: 2\ncommand: [sh, -c, 'sleep 30']\n")
+	cl.waitPhase(id, api.JobRunning, 15*time.Second)
+	out, _, _ := cl.run("get", "queues")
+	fields := func(name string) []string {
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+				return f
+			}
+		}
+		return nil
+	}
+	// NAME COHORT GUARANTEE BORROW-LIMIT WEIGHT USED BORROWED RUNNING PENDING
+	if f := fields("team-a"); len(f) < 8 || f[1] != "research" || f[2] != "4" || f[3] != "2" || f[4] != "2" || f[5] != "2" || f[6] != "0" || f[7] != "1" {
+		t.Errorf("get queues row for team-a = %v\n%s", f, out)
+	}
+	if fields("default") == nil {
+		t.Errorf("the default queue is not listed:\n%s", out)
+	}
+	if _, errOut, code := cl.run("queue", "delete", "team-a"); code == 0 || !strings.Contains(errOut, "still has job") {
+		t.Errorf("deleting a busy queue: code %d %q", code, errOut)
+	}
+	if _, errOut, code := cl.run("priority", id, "7"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if p := cl.detail(id).Job.Spec.Priority; p != 7 {
+		t.Errorf("priority = %d after 'gangway priority %s 7'", p, id)
+	}
+	cl.run("cancel", id)
+	cl.waitPhase(id, api.JobCancelled, 15*time.Second)
+	if _, errOut, code := cl.run("queue", "delete", "team-a"); code != 0 {
+		t.Errorf("deleting an idle queue: %s", errOut)
+	}
+}

@@ -168,6 +168,15 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			return exitOn(e, printAs(e, *out, nodes))
 		}
 		printNodes(e.Stdout, nodes)
+	case "queues", "queue":
+		l, err := c.Queues(ctx)
+		if err != nil {
+			return fail(e, err)
+		}
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, l.Queues))
+		}
+		printQueues(e.Stdout, l.Queues)
 	case "deployments", "deployment", "deploy":
 		var ds []*api.Deployment
 		if len(pos) == 2 {
@@ -188,7 +197,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		}
 		printDeployments(e.Stdout, ds)
 	default:
-		fmt.Fprintf(e.Stderr, "gangway get: unknown kind %q (want jobs, nodes or deployments)\n", pos[0])
+		fmt.Fprintf(e.Stderr, "gangway get: unknown kind %q (want jobs, nodes, queues or deployments)\n", pos[0])
 		return 2
 	}
 	return 0

@@ -50,6 +50,10 @@ func (s *Server) applyDeployment(w http.ResponseWriter, r *http.Request) {
 			"%d GPUs per replica: a tensor-parallel replica must fit in one node (%v)", spec.GPUsPerReplica, err))
 		return
 	}
+	if err := s.checkQueue(r, spec.Queue); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
 	d := &api.Deployment{Spec: spec, Generation: 1, CreatedAt: time.Now().UTC()}
 	err = s.st.CreateDeployment(ctx, d)
 	code := http.StatusCreated

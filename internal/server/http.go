@@ -36,6 +36,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/nodes/{name}", s.getNode)
 	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
 	s.deploymentRoutes(mux)
+	s.queueRoutes(mux)
 	mux.HandleFunc("POST /v1/agent/register", s.register)
 	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
 	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
@@ -109,6 +110,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := checkCapacity(&spec, nodes); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	if err := s.checkQueue(r, spec.Queue); err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}

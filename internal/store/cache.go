@@ -29,6 +29,7 @@ type Cache struct {
 	ckpts    map[string]*api.Checkpoint // newest per job
 	progress map[string]*api.Progress   // newest per job
 	deploys  map[string]*api.Deployment
+	queues   map[string]*api.Queue
 	revCond  *sync.Cond
 
 	// changed gets a value (without blocking) after every applied batch.
@@ -50,6 +51,7 @@ func (c *Cache) reset() {
 	c.ckpts = map[string]*api.Checkpoint{}
 	c.progress = map[string]*api.Progress{}
 	c.deploys = map[string]*api.Deployment{}
+	c.queues = map[string]*api.Queue{}
 }
 
 // Changed is signalled after the cache applies changes. One receiver only.
@@ -171,6 +173,17 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 				c.ckpts[job] = &ck
 			}
 		}
+	case strings.HasPrefix(key, queuesPrefix):
+		name := key[len(queuesPrefix):]
+		if del {
+			delete(c.queues, name)
+			return
+		}
+		var q api.Queue
+		if json.Unmarshal(val, &q) == nil {
+			q.ModRevision = modRev
+			c.queues[name] = &q
+		}
 	case strings.HasPrefix(key, deployPrefix):
 		name := key[len(deployPrefix):]
 		if del {
@@ -225,6 +238,7 @@ type View struct {
 	Ckpts    map[string]*api.Checkpoint
 	Progress map[string]*api.Progress
 	Deploys  map[string]*api.Deployment
+	Queues   map[string]*api.Queue
 }
 
 // Snapshot copies the cache's maps (not the objects) under the lock.
@@ -239,6 +253,10 @@ func (c *Cache) Snapshot() View {
 		Ckpts:    make(map[string]*api.Checkpoint, len(c.ckpts)),
 		Progress: make(map[string]*api.Progress, len(c.progress)),
 		Deploys:  make(map[string]*api.Deployment, len(c.deploys)),
+		Queues:   make(map[string]*api.Queue, len(c.queues)),
+	}
+	for k, x := range c.queues {
+		v.Queues[k] = x
 	}
 	for k, x := range c.deploys {
 		v.Deploys[k] = x

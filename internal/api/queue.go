@@ -1,0 +1,76 @@
+package api
+
+import "time"
+
+// QueueSpec is a tenant's line: a guarantee of GPUs, how much more it may
+// borrow from its cohort, and its weight in fair share.
+type QueueSpec struct {
+	Name string `json:"name"`
+	// Cohort groups queues that lend each other idle guarantee.
+	Cohort string `json:"cohort,omitempty"`
+	// GuaranteeGPUs the queue gets whenever it asks, preempting borrowers.
+	GuaranteeGPUs int `json:"guaranteeGPUs"`
+	// BorrowLimitGPUs bounds borrowing above the guarantee; absent means
+	// unbounded, 0 forbids borrowing.
+	BorrowLimitGPUs *int `json:"borrowLimitGPUs,omitempty"`
+	// Weight is the queue's share in fair share. Default 1.
+	Weight float64 `json:"weight,omitempty"`
+}
+
+// Default fills zero fields.
+func (q *QueueSpec) Default() {
+	if q.Weight == 0 {
+		q.Weight = 1
+	}
+}
+
+// Validate checks a defaulted queue spec.
+func (q *QueueSpec) Validate() error {
+	var fe fieldErrs
+	if !validIdent(q.Name) {
+		fe.add("name", "%q: use letters, digits, '-', '_' and '.' (at most 63)", q.Name)
+	}
+	if q.Cohort != "" && !validIdent(q.Cohort) {
+		fe.add("cohort", "%q: use letters, digits, '-', '_' and '.'", q.Cohort)
+	}
+	if q.GuaranteeGPUs < 0 {
+		fe.add("guaranteeGPUs", "must not be negative (got %d)", q.GuaranteeGPUs)
+	}
+	if q.BorrowLimitGPUs != nil && *q.BorrowLimitGPUs < 0 {
+		fe.add("borrowLimitGPUs", "must not be negative (got %d)", *q.BorrowLimitGPUs)
+	}
+	if q.Weight <= 0 || q.Weight > 1e6 {
+		fe.add("weight", "must be in (0, 1e6] (got %g)", q.Weight)
+	}
+	return fe.err()
+}
+
+// DecodeQueueSpec parses, defaults and validates a queue strictly.
+func DecodeQueueSpec(data []byte) (QueueSpec, error) {
+	var q QueueSpec
+	if err := decodeStrict(data, &q); err != nil {
+		return QueueSpec{}, err
+	}
+	q.Default()
+	if err := q.Validate(); err != nil {
+		return QueueSpec{}, err
+	}
+	return q, nil
+}
+
+// Queue is a stored queue with its usage, computed when read.
+type Queue struct {
+	Spec        QueueSpec   `json:"spec"`
+	CreatedAt   time.Time   `json:"createdAt"`
+	Status      QueueStatus `json:"status"`
+	ModRevision int64       `json:"modRevision,omitempty"`
+}
+
+// QueueStatus is the queue's usage now.
+type QueueStatus struct {
+	UsedGPUs     int `json:"usedGPUs"`
+	BorrowedGPUs int `json:"borrowedGPUs"`
+	RunningJobs  int `json:"runningJobs"`
+	PendingJobs  int `json:"pendingJobs"`
+	PendingGPUs  int `json:"pendingGPUs"`
+}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+func runQueue(ctx context.Context, e *Env, args []string) int {
+	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
+		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C]\n       gangway queue delete NAME")
+		return 2
+	}
+	verb := args[0]
+	fs := newFlags(e, "queue "+verb, "NAME [flags]")
+	srv := serverFlag(fs, e)
+	guarantee := fs.Int("guarantee", 0, "GPUs the queue always gets, preempting borrowers")
+	borrow := fs.Int("borrow-limit", -1, "GPUs it may borrow above its guarantee (default unbounded)")
+	weight := fs.Float64("weight", 1, "weight in fair share")
+	cohort := fs.String("cohort", "", "cohort whose queues lend each other idle guarantee")
+	pos, code, ok := parse(fs, args[1:])
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return 2
+	}
+	c := NewClient(*srv)
+	if verb == "delete" {
+		if err := c.DeleteQueue(ctx, pos[0]); err != nil {
+			return fail(e, err)
+		}
+		fmt.Fprintf(e.Stdout, "queue %s deleted\n", pos[0])
+		return 0
+	}
+	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight}
+	if *borrow >= 0 {
+		spec.BorrowLimitGPUs = borrow
+	}
+	q, err := c.SetQueue(ctx, spec)
+	if err != nil {
+		return fail(e, err)
+	}
+	fmt.Fprintf(e.Stdout, "queue %s: guarantee %d GPUs, weight %g\n", q.Spec.Name, q.Spec.GuaranteeGPUs, q.Spec.Weight)
+	return 0
+}
+
+func runPriority(ctx context.Context, e *Env, args []string) int {
+	fs := newFlags(e, "priority", "JOB PRIORITY")
+	srv := serverFlag(fs, e)
+	pos, code, ok := parse(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return 2
+	}
+	p, err := strconv.Atoi(pos[1])
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "gangway priority: %q is not an integer\n", pos[1])
+		return 2
+	}
+	if _, err := NewClient(*srv).SetPriority(ctx, pos[0], p); err != nil {
+		return fail(e, err)
+	}
+	fmt.Fprintf(e.Stdout, "job %s: priority %d\n", pos[0], p)
+	return 0
+}
+
+func printQueues(w io.Writer, qs []*api.Queue) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCOHORT\tGUARANTEE\tBORROW LIMIT\tWEIGHT\tUSED\tBORROWED\tRUNNING\tPENDING")
+	for _, q := range qs {
+		limit := "-"
+		if q.Spec.BorrowLimitGPUs != nil {
+			limit = strconv.Itoa(*q.Spec.BorrowLimitGPUs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%g\t%d\t%d\t%d\t%d (%d GPUs)\n", q.Spec.Name, dash(q.Spec.Cohort), q.Spec.GuaranteeGPUs, limit,
+			q.Spec.Weight, q.Status.UsedGPUs, q.Status.BorrowedGPUs, q.Status.RunningJobs, q.Status.PendingJobs, q.Status.PendingGPUs)
+	}
+	tw.Flush()
+}
