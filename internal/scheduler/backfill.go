@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -13,13 +14,21 @@ type reservation struct {
 	masks []nodeMask
 }
 
-// release is a future release of GPUs: a running job, or a gang placed in
-// this pass, at its estimated end.
-type release struct {
-	end   int64
-	id    string
-	parts []nodeMask
-	frac  []fracOp
+// releaseKey sorts releases without moving them: by end, then by tie,
+// the first GPU the job holds, which no other job holds (fractional jobs,
+// which may share a GPU, fall back to their job id).
+type releaseKey struct {
+	end, tie int64
+	i        int32
+}
+
+// releaseTie is a release's tie-break: the first GPU it holds.
+func releaseTie(parts []nodeMask, frac []fracOp) int64 {
+	if len(parts) > 0 {
+		m := parts[0]
+		return int64(m.node)<<8 | int64(bits.TrailingZeros64(m.mask))
+	}
+	return -1
 }
 
 // reserve finds the earliest time g fits, releasing running jobs (and
@@ -33,70 +42,101 @@ type release struct {
 // releases as it moves back, so it costs O(releases) cheap counter
 // updates and O(log releases) placement attempts.
 func (p *Pass) reserve(g *gang) (string, bool) {
-	rels := make([]release, 0, len(p.run)+len(p.placed))
+	if g.gpus > p.c.sumGPUs {
+		return "", false
+	}
+	nrun := len(p.run)
+	rel := func(i int32) ([]nodeMask, []fracOp, string) {
+		if int(i) < nrun {
+			rj := &p.run[i]
+			return rj.parts, rj.frac, rj.r.JobID
+		}
+		pj := &p.placed[int(i)-nrun]
+		return pj.parts, pj.frac, pj.id
+	}
+	keys := make([]releaseKey, 0, nrun+len(p.placed))
 	for j := range p.run {
 		rj := &p.run[j]
-		rels = append(rels, release{rj.end, rj.r.JobID, rj.parts, rj.frac})
+		keys = append(keys, releaseKey{rj.end, releaseTie(rj.parts, rj.frac), int32(j)})
 	}
-	for _, pj := range p.placed {
-		rels = append(rels, release{pj.end, pj.id, pj.parts, pj.frac})
+	for j := range p.placed {
+		pj := &p.placed[j]
+		keys = append(keys, releaseKey{pj.end, releaseTie(pj.parts, pj.frac), int32(nrun + j)})
 	}
-	if len(rels) == 0 {
+	if len(keys) == 0 {
 		return "it does not fit even on the idle cluster", false
 	}
-	slices.SortFunc(rels, func(a, b release) int {
-		if a.end != b.end {
-			return cmp.Compare(a.end, b.end)
-		}
-		return cmp.Compare(a.id, b.id)
+	sortReleases(keys, func(a, b int32) int {
+		_, _, ida := rel(a)
+		_, _, idb := rel(b)
+		return cmp.Compare(ida, idb)
 	})
 	s := p.c.clone()
-	logs := make([]gpuLog, 0, len(rels))
-	at := 0 // releases applied
+	var log gpuLog                          // GPUs each applied release freed, back to back
+	starts := make([]int32, 0, len(keys)+1) // starts[k]: where release k's entries begin in log
+	at := 0                                 // releases applied
 	moveTo := func(k int) {
 		for at < k {
-			r := &rels[at]
-			logs = append(logs, s.release(nil, r.parts, 0, int32(s.nn)))
-			for _, op := range r.frac {
+			parts, frac, _ := rel(keys[at].i)
+			starts = append(starts, int32(len(log)))
+			log = s.release(log, parts, 0, int32(s.nn))
+			for _, op := range frac {
 				s.releaseFrac(op)
 			}
 			at++
 		}
 		for at > k {
 			at--
-			r := &rels[at]
-			for i := len(r.frac) - 1; i >= 0; i-- {
-				s.applyFrac(r.frac[i])
+			_, frac, _ := rel(keys[at].i)
+			for i := len(frac) - 1; i >= 0; i-- {
+				s.applyFrac(frac[i])
 			}
-			s.undo(logs[at])
-			logs = logs[:at]
+			s.undo(log[starts[at]:])
+			log = log[:starts[at]]
+			starts = starts[:at]
 		}
 	}
 	strat := p.opts.Strategy
 	fits := func() bool {
-		return int(s.gfree[lvRoot][0]) >= g.gpus && s.find(g, strat, lvRoot, 0) != nil
+		return int(s.gfree[lvRoot][0]) >= g.gpus && s.canFit(g, strat)
 	}
-	lo, hi := 0, -1 // lo: known not to fit; hi: known to fit
-	for k := 1; ; k *= 2 {
-		k = min(k, len(rels))
-		moveTo(k)
-		if fits() {
-			hi = k
-			break
+	hi := -1 // the fewest releases after which g fits
+	if strat == Topology && g.required == lvRoot && !g.tpAcross && g.sel == nil {
+		// The check is a few multiplications: release one at a time.
+		for k := 1; k <= len(keys); k++ {
+			moveTo(k)
+			if fits() {
+				hi = k
+				break
+			}
 		}
-		lo = k
-		if k == len(rels) {
-			return "it does not fit even when every running job has ended", false
+	} else {
+		// The check scans groups: gallop, then bisect.
+		lo := 0 // known not to fit
+		for k := 1; ; k *= 2 {
+			k = min(k, len(keys))
+			moveTo(k)
+			if fits() {
+				hi = k
+				break
+			}
+			lo = k
+			if k == len(keys) {
+				break
+			}
+		}
+		for hi > 0 && hi-lo > 1 {
+			mid := (lo + hi) / 2
+			moveTo(mid)
+			if fits() {
+				hi = mid
+			} else {
+				lo = mid
+			}
 		}
 	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		moveTo(mid)
-		if fits() {
-			hi = mid
-		} else {
-			lo = mid
-		}
+	if hi < 0 {
+		return "it does not fit even when every running job has ended", false
 	}
 	moveTo(hi)
 	picks := s.find(g, strat, lvRoot, 0)
@@ -106,7 +146,7 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 	for _, m := range masks {
 		p.c.take(m.node, m.mask)
 	}
-	start := rels[hi-1].end
+	start := keys[hi-1].end
 	p.resv = &reservation{job: g.req.JobID, start: start, masks: masks}
 	nodes := make([]string, len(masks))
 	for i, m := range masks {
@@ -136,4 +176,77 @@ func (p *Pass) fmtIn(t int64) string {
 		return "now"
 	}
 	return "in " + fmtDuration(t-p.now)
+}
+
+// canFit reports whether g fits on c. For the Topology strategy it is a
+// capacity check at the widest level g allows, which is what find would
+// find; other strategies run find.
+func (c *cluster) canFit(g *gang, strat Strategy) bool {
+	if strat != Topology {
+		return c.find(g, strat, lvRoot, 0) != nil
+	}
+	L := g.required
+	if L == lvDom && !c.multi {
+		L = lvNode
+	}
+	if L == lvRoot {
+		return c.capOf(g, lvRoot, 0) >= g.units
+	}
+	_, ok := c.bestGroup(g, strat, g.units, L, lvRoot, 0)
+	return ok
+}
+
+// sortReleases sorts keys by end, then tie, then byID for the rare equal
+// pairs, with an LSD radix sort: thousands of running jobs are sorted
+// once per reservation, and comparison sorting them costs milliseconds.
+func sortReleases(keys []releaseKey, byID func(a, b int32) int) {
+	if len(keys) < 2 {
+		return
+	}
+	tmp := make([]releaseKey, len(keys))
+	var vals []uint64
+	radix := func() {
+		lo, hi := ^uint64(0), uint64(0)
+		for _, v := range vals {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		span := hi - lo
+		tv := make([]uint64, len(vals))
+		for shift := uint(0); shift < 64 && span>>shift != 0; shift += 8 {
+			var count [257]int
+			for _, v := range vals {
+				count[(v-lo)>>shift&0xff+1]++
+			}
+			for b := 1; b < 257; b++ {
+				count[b] += count[b-1]
+			}
+			for i, v := range vals {
+				d := (v - lo) >> shift & 0xff
+				tmp[count[d]] = keys[i]
+				tv[count[d]] = v
+				count[d]++
+			}
+			copy(keys, tmp)
+			copy(vals, tv)
+		}
+	}
+	vals = make([]uint64, len(keys))
+	for i := range keys {
+		vals[i] = uint64(keys[i].tie) ^ 1<<63
+	}
+	radix()
+	for i := range keys {
+		vals[i] = uint64(keys[i].end) ^ 1<<63
+	}
+	radix()
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].end == keys[i].end && keys[j].tie == keys[i].tie {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortStableFunc(keys[i:j], func(a, b releaseKey) int { return byID(a.i, b.i) })
+		}
+		i = j
+	}
 }

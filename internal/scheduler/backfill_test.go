@@ -1,14 +1,16 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gangway/gangway/internal/topology"
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 func ending(r Running, end int64) Running {
@@ -64,17 +66,17 @@ func TestBackfill(t *testing.T) {
 				}
 			}
 			slices.Sort(placed)
-			if diff := cmp.Diff(tt.wantPlaced, placed); diff != "" {
+			if diff := gocmp.Diff(tt.wantPlaced, placed); diff != "" {
 				t.Errorf("placed (-want +got):\n%s", diff)
 			}
 			kinds := map[string]PendingKind{}
 			for _, pe := range plan.Pending {
 				kinds[pe.JobID] = pe.Kind
 			}
-			if diff := cmp.Diff(tt.wantKinds, kinds); diff != "" {
+			if diff := gocmp.Diff(tt.wantKinds, kinds); diff != "" {
 				t.Errorf("pending kinds (-want +got):\n%s\n%+v", diff, plan.Pending)
 			}
-			if diff := cmp.Diff(tt.wantResv, plan.Reservations); diff != "" {
+			if diff := gocmp.Diff(tt.wantResv, plan.Reservations); diff != "" {
 				t.Errorf("reservations (-want +got):\n%s", diff)
 			}
 		})
@@ -89,7 +91,7 @@ func TestBackfill(t *testing.T) {
 			"unknown": "needs 1 GPU on one node; 0 free in the cluster outside the GPUs reserved for head; it would delay head, whose reserved GPUs are free in 1h0m0s; 2 gangs wait ahead of it in queue q",
 		}
 		for job, w := range want {
-			if diff := cmp.Diff(w, pendingOf(plan, job).Reason); diff != "" {
+			if diff := gocmp.Diff(w, pendingOf(plan, job).Text()); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", job, diff)
 			}
 		}
@@ -113,7 +115,7 @@ func TestBackfillUnknownEnds(t *testing.T) {
 	if pendingOf(plan, "short") == nil {
 		t.Errorf("short started on reserved GPUs although the reservation's start is unknown")
 	}
-	if pl := placementOf(plan, "elsewhere"); pl == nil || !cmp.Equal(nodesOf(pl), nodeNames(15, 16)) {
+	if pl := placementOf(plan, "elsewhere"); pl == nil || !gocmp.Equal(nodesOf(pl), nodeNames(15, 16)) {
 		t.Errorf("elsewhere: %+v, want nodes 15-16", pl)
 	}
 }
@@ -213,6 +215,42 @@ func TestBackfillNeverDelaysTheHead(t *testing.T) {
 		}
 		if len(promised) == 0 {
 			t.Errorf("seed %d: no reservation was ever made; the test proves nothing", seed)
+		}
+	}
+}
+
+func TestSortReleases(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for n := range 300 {
+		keys := make([]releaseKey, n)
+		ids := make([]string, n)
+		for i := range keys {
+			keys[i] = releaseKey{end: rng.Int64N(50) - 25, tie: rng.Int64N(4) - 1, i: int32(i)}
+			if rng.IntN(10) == 0 {
+				keys[i].end = noEnd
+			}
+			if rng.IntN(3) == 0 {
+				keys[i].end = rng.Int64()
+			}
+			ids[i] = fmt.Sprintf("id%d", rng.IntN(1000))
+		}
+		want := slices.Clone(keys)
+		byID := func(a, b int32) int { return strings.Compare(ids[a], ids[b]) }
+		slices.SortStableFunc(want, func(a, b releaseKey) int {
+			if a.end != b.end {
+				return cmp.Compare(a.end, b.end)
+			}
+			if a.tie != b.tie {
+				return cmp.Compare(a.tie, b.tie)
+			}
+			return byID(a.i, b.i)
+		})
+		sortReleases(keys, byID)
+		for i := range keys {
+			a, b := keys[i], want[i]
+			if a.end != b.end || a.tie != b.tie || ids[a.i] != ids[b.i] {
+				t.Fatalf("n=%d: position %d is %+v (%s), want %+v (%s)", n, i, a, ids[a.i], b, ids[b.i])
+			}
 		}
 	}
 }

@@ -38,14 +38,15 @@ type cluster struct {
 	hw   int // histogram width: max GPUs per node + 1
 
 	// Per node, immutable.
-	ok     []bool // in the snapshot
-	total  []uint8
-	all    []uint64 // mask of the node's usable GPU indices
-	labels []map[string]string
-	grp    [nLevels][]int32 // grp[L][node]: group at level L
-	start  [nLevels][]int32 // start[L][g]: first node of group g; len ngroups+1
-	multi  bool             // some NVLink domain has more than one node
-	rail   [][]int16        // rail of each GPU per node; nil when unknown
+	ok               []bool // in the snapshot
+	total            []uint8
+	all              []uint64 // mask of the node's usable GPU indices
+	labels           []map[string]string
+	grp              [nLevels][]int32 // grp[L][node]: group at level L
+	start            [nLevels][]int32 // start[L][g]: first node of group g; len ngroups+1
+	multi            bool             // some NVLink domain has more than one node
+	okNodes, sumGPUs int              // nodes in the snapshot, and their GPUs
+	rail             [][]int16        // rail of each GPU per node; nil when unknown
 
 	// Mutable.
 	free  []uint64
@@ -55,6 +56,9 @@ type cluster struct {
 
 	shared   []sharedGPU
 	sharedAt map[int64]int32 // node<<8|gpu → index in shared
+
+	// version counts changes to free GPUs, for memoized reasons.
+	version uint64
 }
 
 // sharedGPU is a GPU held in part by fractional ranks. A zeroed entry
@@ -162,6 +166,12 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 		}
 	}
 	c.hw = maxG + 1
+	for n := range nn {
+		if c.ok[n] {
+			c.okNodes++
+			c.sumGPUs += int(c.total[n])
+		}
+	}
 	c.buildHierarchy()
 	return c
 }
@@ -291,6 +301,7 @@ func (c *cluster) groupFree(L int, g int32) int {
 
 // setFree changes node n's free mask to m and updates the counters.
 func (c *cluster) setFree(n int32, m uint64) {
+	c.version++
 	old := int(c.nfree[n])
 	k := bits.OnesCount64(m)
 	c.free[n] = m
@@ -351,13 +362,7 @@ func (c *cluster) clone() *cluster {
 }
 
 // totalGPUs returns the GPUs of every node in the snapshot.
-func (c *cluster) totalGPUs() int {
-	t := 0
-	for n := range c.nn {
-		t += int(c.total[n])
-	}
-	return t
-}
+func (c *cluster) totalGPUs() int { return c.sumGPUs }
 
 // railOf returns the rail of GPU g on node n, or -1.
 func (c *cluster) railOf(n int32, g int) int {

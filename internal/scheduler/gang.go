@@ -39,6 +39,7 @@ type gang struct {
 	sel       []bool
 	selKey    string
 	duration  int64 // ns; 0 unknown
+	key       reasonKey
 }
 
 // levelOf maps a topology level to a hierarchy level; LevelNone is the
@@ -55,19 +56,48 @@ func levelOf(l topology.Level) int {
 	return lvRoot
 }
 
-// newGang works out r's shape on c. A request that can never be placed
-// returns a reason (PendingInvalid, or PendingTopology when this cluster's
-// NVLink domains are too small for its TP groups).
-func newGang(c *cluster, r *Request, idx int) (*gang, PendingKind, string) {
-	g := &gang{req: r, idx: idx, required: levelOf(r.Required), preferred: levelOf(r.Preferred)}
+// tableKey identifies a gang's per-node tables, shared by gangs of one
+// shape within a pass.
+type tableKey struct {
+	gpr, uRanks int
+	shaped      bool
+}
+
+// tableCache holds the tables of a pass, with the last one used in front
+// because most gangs in a backlog share a shape.
+type tableCache struct {
+	m       map[tableKey][2][]int32
+	lastKey tableKey
+	last    [2][]int32
+	hasLast bool
+}
+
+// reasonKey identifies what a pending reason depends on besides the
+// cluster's state: gangs of one shape get the same words.
+type reasonKey struct {
+	ranks, gpr, tp, rpn, milli, required int
+	mig, sel                             string
+}
+
+// newGang works out r's shape on c into g. A request that can never be
+// placed returns a reason (PendingInvalid, or PendingTopology when this
+// cluster's NVLink domains are too small for its TP groups).
+func newGang(c *cluster, r *Request, idx int, g *gang, tables *tableCache) (PendingKind, string) {
+	*g = gang{req: r, idx: idx, required: levelOf(r.Required), preferred: levelOf(r.Preferred)}
+	kind, why := g.shape(c, r, tables)
+	g.key = reasonKey{ranks: r.Ranks, gpr: g.gpr, tp: g.tp, rpn: r.RanksPerNode, milli: g.milli, mig: r.MIGProfile, required: g.required}
+	return kind, why
+}
+
+func (g *gang) shape(c *cluster, r *Request, tables *tableCache) (PendingKind, string) {
 	if r.Ranks < 1 {
-		return nil, PendingInvalid, fmt.Sprintf("ranks is %d; want at least 1", r.Ranks)
+		return PendingInvalid, fmt.Sprintf("ranks is %d; want at least 1", r.Ranks)
 	}
 	if r.GPUsPerRank < 0 || r.GPUMilli < 0 || r.RanksPerNode < 0 || r.TP < 0 || r.PP < 0 || r.DP < 0 {
-		return nil, PendingInvalid, "negative sizes"
+		return PendingInvalid, "negative sizes"
 	}
 	if r.Required != topology.LevelNone && r.Preferred != topology.LevelNone && r.Preferred > r.Required {
-		return nil, PendingInvalid, fmt.Sprintf("preferred level %s is wider than required level %s", r.Preferred, r.Required)
+		return PendingInvalid, fmt.Sprintf("preferred level %s is wider than required level %s", r.Preferred, r.Required)
 	}
 	g.duration = int64(r.EstimatedDuration)
 	if r.EstimatedDuration < 0 {
@@ -78,13 +108,13 @@ func newGang(c *cluster, r *Request, idx int) (*gang, PendingKind, string) {
 
 	if r.GPUMilli > 0 || r.MIGProfile != "" {
 		if r.GPUMilli > 0 && r.MIGProfile != "" {
-			return nil, PendingInvalid, "asks for both gpuMilli and a MIG profile; choose one"
+			return PendingInvalid, "asks for both gpuMilli and a MIG profile; choose one"
 		}
 		if r.GPUsPerRank > 1 {
-			return nil, PendingInvalid, fmt.Sprintf("a fractional rank gets part of one GPU, but gpusPerRank is %d", r.GPUsPerRank)
+			return PendingInvalid, fmt.Sprintf("a fractional rank gets part of one GPU, but gpusPerRank is %d", r.GPUsPerRank)
 		}
 		if r.GPUMilli >= 1000 {
-			return nil, PendingInvalid, fmt.Sprintf("gpuMilli %d is a whole GPU or more; ask for gpusPerRank instead", r.GPUMilli)
+			return PendingInvalid, fmt.Sprintf("gpuMilli %d is a whole GPU or more; ask for gpusPerRank instead", r.GPUMilli)
 		}
 		g.frac = true
 		g.gpr = 0
@@ -92,7 +122,7 @@ func newGang(c *cluster, r *Request, idx int) (*gang, PendingKind, string) {
 		if r.MIGProfile != "" {
 			p, err := ParseMIGProfile(r.MIGProfile)
 			if err != nil {
-				return nil, PendingInvalid, err.Error()
+				return PendingInvalid, err.Error()
 			}
 			g.mig = p
 			g.usage = int64(r.Ranks) * int64(p.milli())
@@ -101,12 +131,12 @@ func newGang(c *cluster, r *Request, idx int) (*gang, PendingKind, string) {
 			g.usage = int64(r.Ranks) * int64(r.GPUMilli)
 		}
 		g.gpus = r.Ranks
-		return g, 0, ""
+		return 0, ""
 	}
 
 	g.gpr = max(1, r.GPUsPerRank)
 	if g.gpr > maxNodeGPUs {
-		return nil, PendingInvalid, fmt.Sprintf("gpusPerRank %d is more than a node can have (%d)", g.gpr, maxNodeGPUs)
+		return PendingInvalid, fmt.Sprintf("gpusPerRank %d is more than a node can have (%d)", g.gpr, maxNodeGPUs)
 	}
 	g.gpus = r.Ranks * g.gpr
 	g.usage = int64(g.gpus) * 1000
@@ -115,47 +145,56 @@ func newGang(c *cluster, r *Request, idx int) (*gang, PendingKind, string) {
 	pp := max(1, r.PP)
 	if r.TP > 0 || r.PP > 0 || r.DP > 0 {
 		if r.DP == 0 && r.Ranks%(g.tp*pp) != 0 {
-			return nil, PendingInvalid, fmt.Sprintf("tp %d × pp %d is %d, which does not divide the gang's %d ranks", g.tp, pp, g.tp*pp, r.Ranks)
+			return PendingInvalid, fmt.Sprintf("tp %d × pp %d is %d, which does not divide the gang's %d ranks", g.tp, pp, g.tp*pp, r.Ranks)
 		}
 		if dp := r.DP; dp > 0 && g.tp*pp*dp != r.Ranks {
-			return nil, PendingInvalid, fmt.Sprintf("tp %d × pp %d × dp %d is %d, but the gang has %d ranks", g.tp, pp, dp, g.tp*pp*dp, r.Ranks)
+			return PendingInvalid, fmt.Sprintf("tp %d × pp %d × dp %d is %d, but the gang has %d ranks", g.tp, pp, dp, g.tp*pp*dp, r.Ranks)
 		}
 	}
 	maxG := c.hw - 1
 	switch {
 	case r.RanksPerNode > 0:
 		if r.Ranks%r.RanksPerNode != 0 {
-			return nil, PendingInvalid, fmt.Sprintf("%d ranks do not divide into nodes of %d ranks", r.Ranks, r.RanksPerNode)
+			return PendingInvalid, fmt.Sprintf("%d ranks do not divide into nodes of %d ranks", r.Ranks, r.RanksPerNode)
 		}
 		if r.RanksPerNode%g.tp != 0 {
-			return nil, PendingInvalid, fmt.Sprintf("ranksPerNode %d is not a multiple of tp %d, so a tensor-parallel group would cross nodes", r.RanksPerNode, g.tp)
+			return PendingInvalid, fmt.Sprintf("ranksPerNode %d is not a multiple of tp %d, so a tensor-parallel group would cross nodes", r.RanksPerNode, g.tp)
 		}
 		g.shaped = true
 		g.uRanks = r.RanksPerNode
 		if r.RanksPerNode*g.gpr > maxG {
-			return nil, PendingTopology, fmt.Sprintf("needs %d GPUs per node (%d ranks × %d); the largest node has %d", r.RanksPerNode*g.gpr, r.RanksPerNode, g.gpr, maxG)
+			return PendingTopology, fmt.Sprintf("needs %d GPUs per node (%d ranks × %d); the largest node has %d", r.RanksPerNode*g.gpr, r.RanksPerNode, g.gpr, maxG)
 		}
 	default:
 		g.uRanks = g.tp
 		g.tpAcross = c.multi && g.tp > 1
 		if !g.tpAcross && g.tp*g.gpr > maxG {
-			return nil, PendingTopology, fmt.Sprintf("a tensor-parallel group of %d ranks × %d GPUs needs %d GPUs in one NVLink domain; the largest has %d", g.tp, g.gpr, g.tp*g.gpr, maxG)
+			return PendingTopology, fmt.Sprintf("a tensor-parallel group of %d ranks × %d GPUs needs %d GPUs in one NVLink domain; the largest has %d", g.tp, g.gpr, g.tp*g.gpr, maxG)
 		}
 	}
 	g.units = r.Ranks / g.uRanks
-	g.f = make([]int32, c.hw)
-	g.rk = make([]int32, c.hw)
-	for k := range c.hw {
-		g.rk[k] = int32(k / g.gpr)
-		if g.shaped {
-			if int(g.rk[k]) >= g.uRanks {
-				g.f[k] = 1
-			}
-		} else {
-			g.f[k] = g.rk[k] / int32(g.uRanks)
-		}
+	key := tableKey{g.gpr, g.uRanks, g.shaped}
+	t, ok := tables.last, tables.hasLast && tables.lastKey == key
+	if !ok {
+		t, ok = tables.m[key]
 	}
-	return g, 0, ""
+	if !ok {
+		t = [2][]int32{make([]int32, c.hw), make([]int32, c.hw)}
+		for k := range c.hw {
+			t[1][k] = int32(k / g.gpr)
+			if g.shaped {
+				if int(t[1][k]) >= g.uRanks {
+					t[0][k] = 1
+				}
+			} else {
+				t[0][k] = t[1][k] / int32(g.uRanks)
+			}
+		}
+		tables.m[key] = t
+	}
+	tables.lastKey, tables.last, tables.hasLast = key, t, true
+	g.f, g.rk = t[0], t[1]
+	return 0, ""
 }
 
 // eligible reports whether node n may take ranks of g.

@@ -1,12 +1,14 @@
 package scheduler
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gangway/gangway/internal/topology"
@@ -49,24 +51,51 @@ type Decision struct {
 // keeps references to snap's and reqs' contents, which must not change
 // while it is in use.
 type Pass struct {
-	now   int64
-	reqs  []Request
-	opts  Options
-	c     *cluster // what is free now, less the reservation
-	full  *cluster // what is free now; nil until a reservation is made
-	resv  *reservation
-	sh    *sharing
-	run   []runJob
-	heap  queueHeap
-	gangs []*gang
-	one   *gang
-	plan  Plan
+	now  int64
+	reqs []Request
+	opts Options
+	c    *cluster // what is free now, less the reservation
+	full *cluster // what is free now; nil until a reservation is made
+	resv *reservation
+	sh   *sharing
+	run  []runJob
+	heap queueHeap
+	one  *gang
+	plan Plan
+
+	tables  *tableCache
+	reasons map[reasonKey]reasonMemo
+	quotas  map[quotaKey]string
 
 	pendingAt []int32 // request → index in plan.Pending, -1 if none
 	placed    []placedJob
 	blockedBy string
 	searches  int
 	selCache  map[string][]bool
+}
+
+// gangSlot is a request's shape, worked out when the request reaches the
+// head of its queue.
+type gangSlot struct {
+	g    gang
+	idx  int         // the request it describes; -1 none
+	kind PendingKind // non-zero: the request cannot be placed
+	why  string
+}
+
+// reasonMemo is a pending reason computed at one cluster version.
+type reasonMemo struct {
+	version uint64
+	kind    PendingKind
+	why     string
+}
+
+// quotaKey identifies a quota reason: the queue, the gang's usage, and
+// the sharing state's version.
+type quotaKey struct {
+	q       *queueState
+	usage   int64
+	version uint64
 }
 
 // runJob is a running job as the pass sees it.
@@ -91,7 +120,8 @@ type placedJob struct {
 
 // NewPass prepares a pass over reqs on snap.
 func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
-	p := &Pass{now: snap.Now, reqs: reqs, opts: opts, selCache: map[string][]bool{}}
+	p := &Pass{now: snap.Now, reqs: reqs, opts: opts, selCache: map[string][]bool{},
+		tables: &tableCache{m: map[tableKey][2][]int32{}}, reasons: map[reasonKey]reasonMemo{}, quotas: map[quotaKey]string{}}
 	warn := func(s string) { p.plan.Warnings = append(p.plan.Warnings, s) }
 	p.c = newCluster(&snap, warn)
 
@@ -111,7 +141,7 @@ func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
 		p.one.f[k], p.one.rk[k] = int32(k), int32(k)
 	}
 
-	p.gangs = make([]*gang, len(reqs))
+	p.plan.Pending = make([]Pending, 0, len(reqs))
 	p.pendingAt = make([]int32, len(reqs))
 	for i := range reqs {
 		p.pendingAt[i] = -1
@@ -122,16 +152,20 @@ func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
 		if len(q.order) == 0 {
 			continue
 		}
-		sort.SliceStable(q.order, func(a, b int) bool {
-			ra, rb := &reqs[q.order[a]], &reqs[q.order[b]]
+		before := func(a, b int) int {
+			ra, rb := &reqs[a], &reqs[b]
 			if ra.Priority != rb.Priority {
-				return ra.Priority > rb.Priority
+				return cmp.Compare(rb.Priority, ra.Priority)
 			}
 			if ra.Order != rb.Order {
-				return ra.Order < rb.Order
+				return cmp.Compare(ra.Order, rb.Order)
 			}
-			return ra.JobID < rb.JobID
-		})
+			return strings.Compare(ra.JobID, rb.JobID)
+		}
+		// Callers usually pass requests in queue order already.
+		if !slices.IsSortedFunc(q.order, before) {
+			slices.SortStableFunc(q.order, before)
+		}
 		p.rekey(q)
 		p.heap = append(p.heap, q)
 		q.heapAt = len(p.heap) - 1
@@ -150,6 +184,11 @@ func sortPicks(p []pick) {
 // queues.
 func (p *Pass) indexRunning(running []Running, warn func(string)) {
 	p.run = make([]runJob, 0, len(running))
+	nslots := 0
+	for i := range running {
+		nslots += len(running[i].Ranks)
+	}
+	backing := make([]nodeMask, 0, nslots)
 	for i := range running {
 		r := &running[i]
 		rj := runJob{r: r, q: p.sh.queue(r.Queue), end: noEnd, stopping: r.Stopping}
@@ -203,7 +242,12 @@ func (p *Pass) indexRunning(running []Running, warn func(string)) {
 			if k := slices.IndexFunc(rj.parts, func(x nodeMask) bool { return x.node == n }); k >= 0 {
 				rj.parts[k].mask |= m
 			} else {
-				rj.parts = append(rj.parts, nodeMask{n, m})
+				if rj.parts == nil {
+					rj.parts = backing[len(backing):len(backing):cap(backing)]
+				}
+				// Parts of one job are consecutive in backing.
+				backing = append(backing, nodeMask{n, m})
+				rj.parts = rj.parts[:len(rj.parts)+1]
 			}
 		}
 		since := max(r.LastCheckpoint, r.StartedAt)
@@ -215,18 +259,26 @@ func (p *Pass) indexRunning(running []Running, warn func(string)) {
 	}
 }
 
-// gang returns request i's shape, worked out once.
-func (p *Pass) gang(i int) (*gang, PendingKind, string) {
-	if g := p.gangs[i]; g != nil {
-		return g, 0, ""
+// gang returns the shape of request i, the head of queue q, or nil with
+// why it can never be placed. Only heads have shapes: a pass keeps one
+// per queue, not one per request.
+func (p *Pass) gang(q *queueState, i int) (*gang, PendingKind, string) {
+	sl := &q.head
+	if sl.idx == i {
+		if sl.kind != 0 {
+			return nil, sl.kind, sl.why
+		}
+		return &sl.g, 0, ""
 	}
+	sl.idx = i
 	r := &p.reqs[i]
-	g, kind, why := newGang(p.c, r, i)
-	if g == nil {
-		return nil, kind, why
+	g := &sl.g
+	if sl.kind, sl.why = newGang(p.c, r, i, g, p.tables); sl.kind != 0 {
+		return nil, sl.kind, sl.why
 	}
 	if len(r.NodeSelector) > 0 {
 		g.selKey = fmtSelector(r.NodeSelector)
+		g.key.sel = g.selKey
 		sel, ok := p.selCache[g.selKey]
 		if !ok {
 			sel = make([]bool, p.c.nn)
@@ -237,7 +289,6 @@ func (p *Pass) gang(i int) (*gang, PendingKind, string) {
 		}
 		g.sel = sel
 	}
-	p.gangs[i] = g
 	return g, 0, ""
 }
 
@@ -246,7 +297,7 @@ func (p *Pass) rekey(q *queueState) {
 	q.share = p.sh.dominantShare(q)
 	q.tier = 1
 	if q.next < len(q.order) {
-		if g, _, _ := p.gang(q.order[q.next]); g != nil && q.usage[resGPU]+g.usage <= q.guarantee {
+		if g, _, _ := p.gang(q, q.order[q.next]); g != nil && q.usage[resGPU]+g.usage <= q.guarantee {
 			q.tier = 0
 		}
 	}
@@ -275,15 +326,15 @@ func (p *Pass) pending(i int, q *queueState, kind PendingKind, reason string) De
 	p.pendingAt[i] = int32(len(p.plan.Pending))
 	p.plan.Pending = append(p.plan.Pending, Pending{JobID: p.reqs[i].JobID, Queue: q.name, Kind: kind, Reason: reason})
 	d := Decision{JobID: p.reqs[i].JobID, Kind: kind}
-	if g := p.gangs[i]; g != nil {
-		d.GPUs = g.gpus
+	if sl := &q.head; sl.idx == i && sl.kind == 0 {
+		d.GPUs = sl.g.gpus
 	}
 	return d
 }
 
 func (p *Pass) decide(q *queueState, i int) Decision {
 	r := &p.reqs[i]
-	g, kind, why := p.gang(i)
+	g, kind, why := p.gang(q, i)
 	if g == nil {
 		return p.pending(i, q, kind, why)
 	}
@@ -293,7 +344,7 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 	if q.blocked != "" {
 		return p.pending(i, q, PendingBlocked, fmt.Sprintf("strict FIFO: waits behind %s, which its queue's quota holds back", q.blocked))
 	}
-	ok, within, why := p.sh.admit(q, g)
+	ok, within, why := p.admit(q, g)
 	if !ok {
 		if p.opts.Mode == Strict {
 			q.blocked = r.JobID
@@ -316,7 +367,7 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 			}
 		}
 	}
-	kind, why = p.whyNot(g)
+	kind, why = p.whyNotMemo(g)
 	switch p.opts.Mode {
 	case Strict:
 		p.blockedBy = r.JobID
@@ -356,8 +407,7 @@ func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 		return pl, true
 	}
 	if picks := p.c.find(g, strat, lvRoot, 0); picks != nil {
-		parts := p.c.masks(g, picks)
-		pl := p.c.commit(g, picks)
+		pl, parts := p.c.commit(g, picks)
 		if p.full != nil {
 			for _, m := range parts {
 				p.full.take(m.node, m.mask)
@@ -374,8 +424,7 @@ func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 	if picks == nil {
 		return Placement{}, false
 	}
-	parts := p.full.masks(g, picks)
-	pl := p.full.commit(g, picks)
+	pl, parts := p.full.commit(g, picks)
 	for _, m := range parts {
 		p.c.take(m.node, m.mask)
 	}
@@ -394,15 +443,57 @@ func (p *Pass) Plan() Plan {
 			if at < 0 || p.plan.Pending[at].Kind == PendingInvalid {
 				continue
 			}
-			pe := &p.plan.Pending[at]
-			pe.Ahead = ahead
-			if ahead > 0 {
-				pe.Reason += fmt.Sprintf("; %d %s ahead of it in queue %s", ahead, plural(ahead, "gang waits", "gangs wait"), queueName(q.name))
-			}
+			p.plan.Pending[at].Ahead = ahead
 			ahead++
 		}
 	}
 	return p.plan
+}
+
+// whyNotMemo is whyNot, computed once per gang shape while the cluster
+// does not change: in a busy pass thousands of gangs wait for the same
+// reason.
+func (p *Pass) whyNotMemo(g *gang) (PendingKind, string) {
+	if g.frac {
+		return p.whyNot(g)
+	}
+	v := p.c.version
+	if p.resv != nil {
+		v |= 1 << 63
+	}
+	if m, ok := p.reasons[g.key]; ok && m.version == v {
+		return m.kind, m.why
+	}
+	kind, why := p.whyNot(g)
+	p.reasons[g.key] = reasonMemo{version: v, kind: kind, why: why}
+	return kind, why
+}
+
+// admit is sharing.admit with its reasons memoized while the queues'
+// usage does not change.
+func (p *Pass) admit(q *queueState, g *gang) (bool, bool, string) {
+	key := quotaKey{q, g.usage, p.sh.version}
+	if why, ok := p.quotas[key]; ok {
+		return false, false, why
+	}
+	ok, within, why := p.sh.admit(q, g)
+	if !ok {
+		if len(p.quotas) > 4096 {
+			clear(p.quotas)
+		}
+		p.quotas[key] = why
+	}
+	return ok, within, why
+}
+
+// Text returns the reason with how many gangs wait ahead in the queue,
+// for people: "needs 64 GPUs ...; 3 gangs wait ahead of it in queue
+// team-a". Reason alone changes less often, which suits storing it.
+func (pe Pending) Text() string {
+	if pe.Ahead == 0 {
+		return pe.Reason
+	}
+	return pe.Reason + "; " + strconv.Itoa(pe.Ahead) + " " + plural(pe.Ahead, "gang waits", "gangs wait") + " ahead of it in queue " + queueName(pe.Queue)
 }
 
 func queueName(s string) string {

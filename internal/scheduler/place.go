@@ -420,8 +420,9 @@ func (c *cluster) chooseGPUs(g *gang, picks []pick) [][]int {
 }
 
 // commit takes the GPUs of picks on c and returns the gang's placement,
-// ranks ordered by topology (see topology.OrderRanks).
-func (c *cluster) commit(g *gang, picks []pick) Placement {
+// ranks ordered by topology (see topology.OrderRanks), and the GPUs taken
+// per node.
+func (c *cluster) commit(g *gang, picks []pick) (Placement, []nodeMask) {
 	pl := Placement{JobID: g.req.JobID}
 	chosen := c.chooseGPUs(g, picks)
 	type rankSlot struct {
@@ -429,6 +430,8 @@ func (c *cluster) commit(g *gang, picks []pick) Placement {
 		gpus []int
 	}
 	slots := make([]rankSlot, 0, g.req.Ranks)
+	parts := make([]nodeMask, len(picks))
+	backing := make([]int, 0, g.gpus)
 	for i, p := range picks {
 		order := chosen[i]
 		var mask uint64
@@ -436,24 +439,39 @@ func (c *cluster) commit(g *gang, picks []pick) Placement {
 			mask |= 1 << uint(gpu)
 		}
 		c.take(p.id, mask)
+		parts[i] = nodeMask{p.id, mask}
 		for j := 0; j+g.gpr <= len(order); j += g.gpr {
-			gs := slices.Clone(order[j : j+g.gpr])
+			at := len(backing)
+			backing = append(backing, order[j:j+g.gpr]...)
+			gs := backing[at:len(backing):len(backing)]
 			slices.Sort(gs)
 			slots = append(slots, rankSlot{p.id, gs})
 		}
 	}
+	slices.SortFunc(slots, func(a, b rankSlot) int {
+		if a.node != b.node {
+			return cmp.Compare(a.node, b.node)
+		}
+		return cmp.Compare(a.gpus[0], b.gpus[0])
+	})
 	pl.Ranks = make([]Slot, len(slots))
 	done := false
 	if len(slots) > 1 {
 		reps := make([]topology.GPURef, len(slots))
-		at := make(map[topology.GPURef]int, len(slots))
 		for i, s := range slots {
 			reps[i] = topology.GPURef{Node: topology.NodeID(s.node), GPU: int32(s.gpus[0])}
-			at[reps[i]] = i
 		}
 		if lay, err := c.topo.OrderRanks(reps, g.size, g.req.RankOrder); err == nil {
+			// Slots are in node order and, within a node, in GPU order of
+			// their first GPU: find each rank's slot by binary search.
 			for r, rk := range lay.Ranks {
-				s := slots[at[rk.GPU]]
+				k, _ := slices.BinarySearchFunc(reps, rk.GPU, func(a, b topology.GPURef) int {
+					if a.Node != b.Node {
+						return cmp.Compare(a.Node, b.Node)
+					}
+					return cmp.Compare(a.GPU, b.GPU)
+				})
+				s := slots[k]
 				pl.Ranks[r] = Slot{Node: c.topo.NodeName(topology.NodeID(s.node)), GPUs: s.gpus, TP: rk.TP, PP: rk.PP, DP: rk.DP}
 			}
 			pl.TPGroupsCrossingDomain = lay.TPGroupsCrossingDomain
@@ -468,7 +486,7 @@ func (c *cluster) commit(g *gang, picks []pick) Placement {
 		}
 	}
 	pl.Nodes, pl.Leaves, pl.Spines = c.spanCounts(picks)
-	return pl
+	return pl, parts
 }
 
 // spanCounts counts the nodes, leaves and spines of picks sorted by node.

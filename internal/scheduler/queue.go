@@ -27,6 +27,7 @@ type queueState struct {
 	heapAt    int
 	tier      int
 	share     float64
+	head      gangSlot // the shape of order[next]
 }
 
 // cohortState is a cohort during a pass; a queue without a cohort is a
@@ -50,6 +51,8 @@ type sharing struct {
 	// guarantee.
 	pool, poolUsed int64
 	guarded        bool
+	// version counts changes to usage, for memoized reasons.
+	version uint64
 }
 
 func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
@@ -93,7 +96,7 @@ func (s *sharing) queue(name string) *queueState {
 	if q := s.byName[name]; q != nil {
 		return q
 	}
-	q := &queueState{name: name, weight: 1, limit: -1, cohort: &cohortState{name: ""}}
+	q := &queueState{name: name, weight: 1, limit: -1, cohort: &cohortState{name: ""}, head: gangSlot{idx: -1}}
 	s.cohorts = append(s.cohorts, q.cohort)
 	s.byName[name] = q
 	i := sort.Search(len(s.queues), func(i int) bool { return s.queues[i].name >= name })
@@ -105,6 +108,7 @@ func (s *sharing) queue(name string) *queueState {
 
 // use adds (or with negative amounts removes) usage to q and its cohort.
 func (s *sharing) use(q *queueState, gpu, cpu, mem int64) {
+	s.version++
 	before := q.cohort.over()
 	q.usage[resGPU] += gpu
 	q.usage[resCPU] += cpu

@@ -36,12 +36,15 @@ func (p *Pass) needText(g *gang) string {
 func (p *Pass) whyNot(g *gang) (PendingKind, string) {
 	c := p.c
 	need := p.needText(g)
-	free, eligible, total := 0, 0, 0
-	for n := range c.nn {
-		if g.eligible(c, int32(n)) {
-			free += int(c.nfree[n])
-			total += int(c.total[n])
-			eligible++
+	free, eligible, total := int(c.gfree[lvRoot][0]), c.okNodes, c.sumGPUs
+	if g.sel != nil {
+		free, eligible, total = 0, 0, 0
+		for n := range c.nn {
+			if g.eligible(c, int32(n)) {
+				free += int(c.nfree[n])
+				total += int(c.total[n])
+				eligible++
+			}
 		}
 	}
 	where := "in the cluster"
