@@ -146,6 +146,8 @@ type task struct {
 	progOff int64
 	// reportedFinal: the terminal status reached the server.
 	reportedFinal bool
+	// signalSeq is the newest Assignment.SignalSeq delivered.
+	signalSeq int
 }
 
 // Run works until ctx ends. Ranks keep running after Run returns (a new

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gangway/gangway/internal/agent/driver"
@@ -83,9 +84,23 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	}
 	var start []api.Assignment
 	var stop []*task
+	type sig struct {
+		h   *driver.Handle
+		sig string
+		key string
+	}
+	var signals []sig
 	for k, asg := range want {
-		if _, ok := a.tasks[k]; !ok {
+		t, ok := a.tasks[k]
+		if !ok {
 			start = append(start, asg)
+			continue
+		}
+		if asg.SignalSeq > t.signalSeq && asg.Signal != "" {
+			t.signalSeq = asg.SignalSeq
+			if t.h != nil {
+				signals = append(signals, sig{t.h, asg.Signal, k})
+			}
 		}
 	}
 	for k, t := range a.tasks {
@@ -97,6 +112,12 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	a.desiredRev = l.Revision
 	a.mu.Unlock()
 
+	for _, sg := range signals {
+		if n, ok := signalNames[sg.sig]; ok {
+			a.log.Info("signalling rank", "task", sg.key, "signal", sg.sig)
+			_ = sg.h.Signal(n)
+		}
+	}
 	sort.Slice(start, func(i, j int) bool { return start[i].TaskKey() < start[j].TaskKey() })
 	for _, asg := range start {
 		a.start(asg)
@@ -224,6 +245,11 @@ func (a *Agent) await(t *task) {
 	}
 	a.scanProgress(t) // the last lines before exit
 	a.kickNow()
+}
+
+var signalNames = map[string]syscall.Signal{
+	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGINT": syscall.SIGINT,
+	"SIGTERM": syscall.SIGTERM, "SIGHUP": syscall.SIGHUP,
 }
 
 func cgroupName(taskKey string) string { return "gangway-" + strings.ReplaceAll(taskKey, "/", "-") }

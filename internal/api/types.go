@@ -63,6 +63,49 @@ type JobSpec struct {
 	// Owner names what created the job ("deployment/NAME"); empty for
 	// jobs users submit.
 	Owner string `json:"owner,omitempty"`
+	// Topology constrains how far the gang may spread: required and
+	// preferred levels (nvlink-domain, leaf, spine).
+	Topology *TopologySpec `json:"topology,omitempty"`
+	// TimeLimit is how long an attempt may run; it also tells backfill
+	// when the job's GPUs come free. Zero: unlimited.
+	TimeLimit Duration `json:"timeLimit,omitempty"`
+	// Preemptible lets the scheduler stop the job for a higher-priority
+	// gang or a queue reclaiming its guarantee. Default true.
+	Preemptible *bool `json:"preemptible,omitempty"`
+	// CheckpointSignal is sent to every rank when the job is preempted,
+	// PreemptionGracePeriod before it is stopped. Default SIGUSR1, 30s.
+	CheckpointSignal      string   `json:"checkpointSignal,omitempty"`
+	PreemptionGracePeriod Duration `json:"preemptionGracePeriod,omitempty"`
+	// GPUMilli asks for a time-shared fraction of one GPU per rank, in
+	// thousandths (250 = a quarter); MIGProfile for a MIG instance
+	// ("1g.10gb"). Either replaces gpusPerRank.
+	GPUMilli   int    `json:"gpuMilli,omitempty"`
+	MIGProfile string `json:"migProfile,omitempty"`
+}
+
+// TopologySpec is a gang's placement constraint.
+type TopologySpec struct {
+	Required  string `json:"required,omitempty"`
+	Preferred string `json:"preferred,omitempty"`
+}
+
+// IsPreemptible applies the default.
+func (s *JobSpec) IsPreemptible() bool { return s.Preemptible == nil || *s.Preemptible }
+
+// Signal returns the checkpoint signal's name, defaulted.
+func (s *JobSpec) Signal() string {
+	if s.CheckpointSignal == "" {
+		return "SIGUSR1"
+	}
+	return s.CheckpointSignal
+}
+
+// PreemptionGrace returns the grace period, defaulted.
+func (s *JobSpec) PreemptionGrace() time.Duration {
+	if s.PreemptionGracePeriod == 0 {
+		return 30 * time.Second
+	}
+	return s.PreemptionGracePeriod.D()
 }
 
 // LaunchMode says how ranks become processes.
@@ -250,6 +293,11 @@ const (
 	// OutcomeInterrupted: stopped for a reason that is not the job's
 	// fault (a drained node); it restarts without using up maxRestarts.
 	OutcomeInterrupted Outcome = "interrupted"
+	// OutcomePreempted: stopped so another gang could run; requeued, and
+	// restarts do not count against maxRestarts.
+	OutcomePreempted Outcome = "preempted"
+	// OutcomeTimedOut: ran past spec.timeLimit; the job fails for good.
+	OutcomeTimedOut Outcome = "timed-out"
 )
 
 // Attempt is one run of a job on one placement.
@@ -260,7 +308,9 @@ type Attempt struct {
 	Reason    string          `json:"reason,omitempty"`
 	Placement []RankPlacement `json:"placement"`
 	// Grid is the parallel grid the ranks were numbered in.
-	Grid       *Grid  `json:"grid,omitempty"`
+	Grid *Grid `json:"grid,omitempty"`
+	// Span is how far the placement spreads over the topology.
+	Span       *Span  `json:"span,omitempty"`
 	MasterAddr string `json:"masterAddr"`
 	MasterPort int    `json:"masterPort"`
 	// ResumeFrom is the checkpoint this attempt was told to resume from.
@@ -271,7 +321,11 @@ type Attempt struct {
 	// StopRevision is the store revision of the transaction that removed
 	// this attempt's assignments; agents acknowledge it once they have
 	// killed what they ran.
-	StopRevision int64     `json:"stopRevision,omitempty"`
+	StopRevision int64 `json:"stopRevision,omitempty"`
+	// PreemptedAt is when the ranks got the checkpoint signal because
+	// PreemptedFor needed the GPUs.
+	PreemptedAt  time.Time `json:"preemptedAt,omitzero"`
+	PreemptedFor string    `json:"preemptedFor,omitempty"`
 	StoppingAt   time.Time `json:"stoppingAt,omitzero"`
 	EndedAt      time.Time `json:"endedAt,omitzero"`
 }
@@ -301,6 +355,11 @@ type RankPlacement struct {
 	TP int `json:"tp"`
 	PP int `json:"pp"`
 	DP int `json:"dp"`
+	// Milli is set for a time-shared rank: the thousandths of GPUs[0] it
+	// holds. MIGProfile and MIGStart are set for a MIG instance on GPUs[0].
+	Milli      int    `json:"milli,omitempty"`
+	MIGProfile string `json:"migProfile,omitempty"`
+	MIGStart   int    `json:"migStart,omitempty"`
 }
 
 // Grid is an attempt's resolved parallel grid and how well the placement
@@ -316,6 +375,17 @@ type Grid struct {
 	// RailMismatches counts ranks off the rail their local index uses on
 	// other nodes.
 	RailMismatches int `json:"railMismatches"`
+	// PPStepsCrossingLeaf counts adjacent pipeline stages under different
+	// leaves.
+	PPStepsCrossingLeaf int `json:"ppStepsCrossingLeaf"`
+}
+
+// Span is how far an attempt's placement spreads.
+type Span struct {
+	Nodes      int  `json:"nodes"`
+	Leaves     int  `json:"leaves"`
+	Spines     int  `json:"spines"`
+	Backfilled bool `json:"backfilled,omitempty"`
 }
 
 // Checkpoint is a committed checkpoint directory.
@@ -384,6 +454,10 @@ type Assignment struct {
 	Grace       Duration          `json:"grace"`
 	WatchCkpt   bool              `json:"watchCheckpoints,omitempty"`
 	CheckpointD string            `json:"checkpointDir"`
+	// Signal, when SignalSeq rises, is sent once to the rank's process
+	// group (the checkpoint signal before a preemption).
+	Signal    string `json:"signal,omitempty"`
+	SignalSeq int    `json:"signalSeq,omitempty"`
 	// Files are written into the task directory before the process starts
 	// (a DeepSpeed hostfile); "${GANGWAY_TASK_DIR}" in Command and Env
 	// expands to that directory.

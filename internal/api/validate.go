@@ -164,6 +164,35 @@ func (s *JobSpec) Validate() error {
 			fe.add("spec.model", "seq and globalBatch must not be negative")
 		}
 	}
+	if t := s.Topology; t != nil {
+		for field, v := range map[string]string{"spec.topology.required": t.Required, "spec.topology.preferred": t.Preferred} {
+			switch v {
+			case "", "nvlink-domain", "leaf", "spine":
+			default:
+				fe.add(field, "%q: want nvlink-domain, leaf or spine", v)
+			}
+		}
+	}
+	if s.TimeLimit < 0 {
+		fe.add("spec.timeLimit", "must not be negative")
+	}
+	if s.PreemptionGracePeriod < 0 {
+		fe.add("spec.preemptionGracePeriod", "must not be negative")
+	}
+	switch s.CheckpointSignal {
+	case "", "SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGHUP":
+	default:
+		fe.add("spec.checkpointSignal", "%q: want SIGUSR1, SIGUSR2, SIGINT, SIGTERM or SIGHUP", s.CheckpointSignal)
+	}
+	if s.GPUMilli < 0 || s.GPUMilli >= 1000 {
+		fe.add("spec.gpuMilli", "must be 1..999 thousandths of a GPU (got %d); ask for whole GPUs with gpusPerRank", s.GPUMilli)
+	}
+	if (s.GPUMilli > 0 || s.MIGProfile != "") && s.GPUsPerRank > 1 {
+		fe.add("spec.gpusPerRank", "a fractional rank (gpuMilli or migProfile) takes part of one GPU; drop gpusPerRank")
+	}
+	if s.GPUMilli > 0 && s.MIGProfile != "" {
+		fe.add("spec.migProfile", "give gpuMilli or migProfile, not both")
+	}
 	if r := s.Resources; r != nil {
 		if r.MemoryBytes < 0 {
 			fe.add("spec.resources.memoryBytes", "must not be negative")

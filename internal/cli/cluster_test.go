@@ -611,3 +611,48 @@ func TestQueuesAndPriority(t *testing.T) {
 		t.Errorf("deleting an idle queue: %s", errOut)
 	}
 }
+
+// TestPreemptionCheckpointsAndResumes: a high-priority gang preempts a
+// low-priority trainer, which checkpoints on SIGUSR1, is requeued, and
+// later resumes from that checkpoint and finishes.
+func TestPreemptionCheckpointsAndResumes(t *testing.T) {
+	cl := startCluster(t, 1, 4)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := cl.submitYAML(fmt.Sprintf(`
+name: low
+priority: 0
+ranks: 4
+checkpointSignal: SIGUSR1
+preemptionGracePeriod: 20s
+restartBackoff: 100ms
+command: [%s, train-example, --steps, "150", --checkpoint-every, "0", --step-delay, 20ms]
+`, exe))
+	cl.wait(30*time.Second, "the low-priority trainer making progress", func() bool {
+		d := cl.detail(low)
+		return d.Progress != nil && d.Progress.Latest.Step >= 20
+	})
+	high := cl.submitYAML("name: high\npriority: 10\nranks: 4\ncommand: [sh, -c, 'sleep 1']\n")
+	d := cl.waitPhase(high, api.JobSucceeded, 60*time.Second)
+	_ = d
+	ld := cl.waitPhase(low, api.JobSucceeded, 90*time.Second)
+	atts := ld.Job.Status.Attempts
+	if len(atts) != 2 || atts[0].Outcome != api.OutcomePreempted || atts[0].PreemptedFor != high {
+		t.Fatalf("low's attempts: %+v", atts)
+	}
+	if !strings.Contains(atts[0].Reason, "after checkpointing") {
+		t.Errorf("attempt 1 was not stopped by its checkpoint: %q", atts[0].Reason)
+	}
+	if atts[1].ResumeFrom == nil || atts[1].ResumeFrom.Step < 20 {
+		t.Errorf("attempt 2 resumed from %+v; want the SIGUSR1 checkpoint", atts[1].ResumeFrom)
+	}
+	if ld.Job.Status.Restarts != 0 {
+		t.Errorf("a preemption used up %d restarts", ld.Job.Status.Restarts)
+	}
+	hd := cl.detail(high)
+	if !hd.Job.Status.Current().CreatedAt.After(atts[0].PreemptedAt) || atts[1].CreatedAt.Before(hd.Job.Status.Current().CreatedAt) {
+		t.Errorf("order wrong: preempted %s, high started %s, low resumed %s", atts[0].PreemptedAt, hd.Job.Status.Current().CreatedAt, atts[1].CreatedAt)
+	}
+}

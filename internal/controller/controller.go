@@ -21,6 +21,7 @@ import (
 	"github.com/gangway/gangway/internal/launch"
 	"github.com/gangway/gangway/internal/scheduler"
 	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/topology"
 )
 
 // Config tunes the controller.
@@ -221,6 +222,18 @@ func (p *pass) running(ctx context.Context, j *api.Job) {
 			running++
 		}
 	}
+	if reason == "" && !a.PreemptedAt.IsZero() {
+		ck := p.v.Ckpts[j.ID]
+		switch {
+		case ck != nil && ck.Time.After(a.PreemptedAt):
+			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s after checkpointing step %d", a.PreemptedFor, ck.Step)
+		case p.now.Sub(a.PreemptedAt) >= j.Spec.PreemptionGrace():
+			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s; no checkpoint within the %s grace", a.PreemptedFor, j.Spec.PreemptionGrace())
+		}
+	}
+	if reason == "" && j.Spec.TimeLimit > 0 && p.now.Sub(a.CreatedAt) > j.Spec.TimeLimit.D() {
+		outcome, reason = api.OutcomeTimedOut, fmt.Sprintf("ran past its time limit of %s", j.Spec.TimeLimit.D())
+	}
 	if reason == "" && j.Spec.HangTimeout > 0 {
 		if pr := p.v.Progress[j.ID]; pr != nil && pr.Attempt == a.Number && !pr.Time.IsZero() {
 			if silent := p.now.Sub(pr.Time); silent > j.Spec.HangTimeout.D() {
@@ -300,10 +313,13 @@ func (p *pass) stopping(ctx context.Context, j *api.Job) {
 	case st.CancelRequested || ma.Outcome == api.OutcomeCancelled:
 		p.finish(ctx, m, api.JobCancelled, "cancelled by user")
 		return
-	case ma.Outcome == api.OutcomeInterrupted:
+	case ma.Outcome == api.OutcomeTimedOut:
+		p.finish(ctx, m, api.JobFailed, fmt.Sprintf("attempt %d %s", ma.Number, ma.Reason))
+		return
+	case ma.Outcome == api.OutcomeInterrupted, ma.Outcome == api.OutcomePreempted:
 		st.Phase = api.JobRestarting
 		st.NotBefore = p.now
-		st.Reason = fmt.Sprintf("attempt %d interrupted (%s); restarting", ma.Number, ma.Reason)
+		st.Reason = fmt.Sprintf("attempt %d %s (%s); requeued", ma.Number, ma.Outcome, ma.Reason)
 	default:
 		maxR := api.DefaultMaxRestarts
 		if m.Spec.MaxRestarts != nil {
@@ -334,20 +350,65 @@ func (p *pass) finish(ctx context.Context, m *api.Job, phase api.JobPhase, reaso
 	}
 }
 
-// schedule builds the snapshot of free GPUs, asks the scheduler for a plan
-// and applies it.
+// schedule builds the scheduler's snapshot (free and shared GPUs,
+// running gangs, queues, topology), asks for a plan and applies it:
+// placements become attempts, preemptions send the checkpoint signal, and
+// pending gangs get their reason.
 func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	if len(pending) == 0 {
 		return
 	}
+	topo, terr := p.c.topo.get(p.v.Nodes)
+	if terr != nil {
+		p.c.log.Warn("cluster topology unusable; placing without it", "err", terr)
+		topo = nil
+	}
+	snap := scheduler.Snapshot{Now: p.now.UnixNano(), Topology: topo}
 	used := map[string]map[int]bool{}
+	shared := map[string]map[int]*scheduler.SharedGPU{}
 	ports := map[string]map[int]bool{}
-	for _, j := range p.v.Jobs {
+	ids := make([]string, 0, len(p.v.Jobs))
+	for id := range p.v.Jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		j := p.v.Jobs[id]
 		a := j.Status.Current()
 		if a == nil || a.Phase == api.AttemptEnded {
 			continue
 		}
+		r := scheduler.Running{
+			JobID: j.ID, Queue: j.Spec.Queue, Priority: j.Spec.Priority,
+			StartedAt: a.CreatedAt.UnixNano(), Preemptible: j.Spec.IsPreemptible(),
+			Stopping: a.Phase == api.AttemptStopping || !a.PreemptedAt.IsZero(),
+		}
+		if j.Spec.TimeLimit > 0 {
+			r.EstimatedEnd = a.CreatedAt.Add(j.Spec.TimeLimit.D()).UnixNano()
+		}
+		if ck := p.v.Ckpts[j.ID]; ck != nil {
+			r.LastCheckpoint = ck.Time.UnixNano()
+		}
 		for _, rp := range a.Placement {
+			r.Ranks = append(r.Ranks, scheduler.Slot{Node: rp.Node, GPUs: rp.GPUs, Milli: rp.Milli, MIGProfile: rp.MIGProfile, MIGStart: rp.MIGStart})
+			if rp.Milli > 0 || rp.MIGProfile != "" {
+				if shared[rp.Node] == nil {
+					shared[rp.Node] = map[int]*scheduler.SharedGPU{}
+				}
+				g := rp.GPUs[0]
+				sg := shared[rp.Node][g]
+				if sg == nil {
+					sg = &scheduler.SharedGPU{Index: g}
+					shared[rp.Node][g] = sg
+				}
+				sg.UsedMilli += rp.Milli
+				if rp.MIGProfile != "" {
+					if shape, err := scheduler.ParseMIGProfile(rp.MIGProfile); err == nil {
+						sg.MIGUsed |= uint8((1<<uint(shape.Width) - 1) << uint(rp.MIGStart))
+					}
+				}
+				continue
+			}
 			if used[rp.Node] == nil {
 				used[rp.Node] = map[int]bool{}
 			}
@@ -355,6 +416,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 				used[rp.Node][g] = true
 			}
 		}
+		snap.Running = append(snap.Running, r)
 		if len(a.Placement) > 0 {
 			n := a.Placement[0].Node
 			if ports[n] == nil {
@@ -363,7 +425,6 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 			ports[n][a.MasterPort] = true
 		}
 	}
-	var snap scheduler.Snapshot
 	names := make([]string, 0, len(p.v.Nodes))
 	for name := range p.v.Nodes {
 		names = append(names, name)
@@ -374,27 +435,45 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		if !n.Schedulable() || len(n.GPUs) == 0 {
 			continue
 		}
-		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: n.Labels}
+		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: n.Labels,
+			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes}
 		for _, g := range n.GPUs {
-			if !used[name][g.Index] && (g.Health == "" || g.Health == "ok") {
+			if g.Health != "" && g.Health != "ok" {
+				continue
+			}
+			if sg := shared[name][g.Index]; sg != nil {
+				sn.Shared = append(sn.Shared, *sg)
+			} else if !used[name][g.Index] {
 				sn.Free = append(sn.Free, g.Index)
 			}
 		}
 		snap.Nodes = append(snap.Nodes, sn)
 	}
+	qnames := make([]string, 0, len(p.v.Queues))
+	for name := range p.v.Queues {
+		qnames = append(qnames, name)
+	}
+	sort.Strings(qnames)
+	for _, name := range qnames {
+		q := p.v.Queues[name].Spec
+		snap.Queues = append(snap.Queues, scheduler.Queue{Name: q.Name, Cohort: q.Cohort,
+			GuaranteeGPUs: q.GuaranteeGPUs, BorrowLimitGPUs: q.BorrowLimitGPUs, Weight: q.Weight})
+	}
 	byID := map[string]*api.Job{}
 	reqs := make([]scheduler.Request, 0, len(pending))
 	for _, j := range pending {
 		byID[j.ID] = j
-		reqs = append(reqs, scheduler.Request{
-			JobID: j.ID, Queue: j.Spec.Queue, Priority: j.Spec.Priority,
-			Order: j.SubmittedAt.UnixNano(), Ranks: j.Spec.Ranks, GPUsPerRank: j.Spec.GPUsPerRank,
-			RanksPerNode: j.Spec.RanksPerNode, NodeSelector: j.Spec.NodeSelector,
-		})
+		reqs = append(reqs, schedRequest(j))
 	}
-	plan := scheduler.Schedule(snap, reqs)
+	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology})
+	for _, w := range plan.Warnings {
+		p.c.log.Warn("scheduler", "warning", w)
+	}
 	for _, pl := range plan.Placements {
 		p.startAttempt(ctx, byID[pl.JobID], pl, ports)
+	}
+	for _, pe := range plan.Preemptions {
+		p.preempt(ctx, pe)
 	}
 	for _, pe := range plan.Pending {
 		j := byID[pe.JobID]
@@ -411,25 +490,64 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	}
 }
 
+// schedRequest is a pending job as the scheduler sees it.
+func schedRequest(j *api.Job) scheduler.Request {
+	s := &j.Spec
+	r := scheduler.Request{
+		JobID: j.ID, Queue: s.Queue, Priority: s.Priority, Order: j.SubmittedAt.UnixNano(),
+		Ranks: s.Ranks, GPUsPerRank: s.GPUsPerRank, RanksPerNode: s.RanksPerNode, NodeSelector: s.NodeSelector,
+		GPUMilli: s.GPUMilli, MIGProfile: s.MIGProfile, EstimatedDuration: s.TimeLimit.D(),
+	}
+	if r.GPUMilli > 0 || r.MIGProfile != "" {
+		r.GPUsPerRank = 0
+	}
+	if par := s.Parallelism; par != nil && (par.TP > 0 || par.PP > 0 || par.DP > 0) {
+		r.TP, r.PP, r.DP = par.TP, par.PP, par.DP
+		if o, err := topology.ParseRankOrder(par.Order); err == nil {
+			r.RankOrder = o
+		}
+	}
+	if t := s.Topology; t != nil {
+		r.Required, _ = topology.ParseLevel(t.Required)
+		r.Preferred, _ = topology.ParseLevel(t.Preferred)
+	}
+	if s.Resources != nil {
+		r.CPUMillisPerRank, r.MemoryBytesPerRank = s.Resources.CPUMillis, s.Resources.MemoryBytes
+	}
+	return r
+}
+
+// preempt sends a victim's ranks their checkpoint signal; the attempt stops
+// once a new checkpoint lands or the grace period ends (see running).
+func (p *pass) preempt(ctx context.Context, pe scheduler.Preemption) {
+	j := p.v.Jobs[pe.JobID]
+	if j == nil {
+		return
+	}
+	a := j.Status.Current()
+	if a == nil || a.Phase != api.AttemptRunning || !a.PreemptedAt.IsZero() {
+		return
+	}
+	m := j.Clone()
+	ma := m.Status.Current()
+	ma.PreemptedAt = p.now
+	ma.PreemptedFor = pe.For
+	m.Status.Reason = fmt.Sprintf("preempted for job %s (%s); %s sent, stopping within %s", pe.For, pe.Reason, m.Spec.Signal(), m.Spec.PreemptionGrace())
+	asg := p.assignments(m, ma)
+	for i := range asg {
+		asg[i].Signal, asg[i].SignalSeq = m.Spec.Signal(), 1
+	}
+	rev, err := p.c.st.StartAttempt(ctx, m, asg)
+	if p.wrote(rev, err) {
+		p.c.log.Info("preempting", "job_id", m.ID, "for", pe.For, "reason", pe.Reason, "lost_work", pe.LostWork)
+	}
+}
+
 func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placement, ports map[string]map[int]bool) {
 	m := j.Clone()
 	a := api.Attempt{Number: len(m.Status.Attempts) + 1, Phase: api.AttemptRunning, CreatedAt: p.now}
-	slots := make([]slot, len(pl.Ranks))
-	for i, s := range pl.Ranks {
-		slots[i] = slot{node: s.Node, gpus: s.GPUs}
-	}
-	topo, terr := p.c.topo.get(p.v.Nodes)
-	if terr != nil {
-		p.c.log.Warn("cluster topology unusable; ranks follow placement order", "err", terr)
-		topo = nil
-	}
-	placement, grid, err := rankLayout(&m.Spec, slots, topo)
-	if err != nil {
-		m.Status.Reason = "cannot number the ranks: " + err.Error()
-		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
-		return
-	}
-	a.Placement, a.Grid = placement, grid
+	a.Placement, a.Grid = rankLayout(&m.Spec, pl)
+	a.Span = &api.Span{Nodes: pl.Nodes, Leaves: pl.Leaves, Spines: pl.Spines, Backfilled: pl.Backfilled}
 	master := a.Placement[0].Node
 	a.MasterAddr = p.v.Nodes[master].Address
 	a.MasterPort = pickPort(j.ID, a.Number, ports[master])
@@ -448,6 +566,19 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 		m.Status.StartedAt = p.now
 	}
 	ma := m.Status.Current()
+	rev, err := p.c.st.StartAttempt(ctx, m, p.assignments(m, ma))
+	if p.wrote(rev, err) {
+		resume := int64(-1)
+		if a.ResumeFrom != nil {
+			resume = a.ResumeFrom.Step
+		}
+		p.c.log.Info("placed attempt", "job_id", m.ID, "attempt", a.Number, "nodes", ma.Nodes(), "resume_step", resume)
+	}
+}
+
+// assignments are the processes of an attempt with everything their
+// agents need to start them.
+func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 	ckdir := launch.CheckpointDir(m, p.c.cfg.CheckpointRoot)
 	procs := launch.Processes(m, ma)
 	asg := make([]api.Assignment, len(procs))
@@ -475,14 +606,7 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 			CheckpointD: ckdir,
 		}
 	}
-	rev, err := p.c.st.StartAttempt(ctx, m, asg)
-	if p.wrote(rev, err) {
-		resume := int64(-1)
-		if a.ResumeFrom != nil {
-			resume = a.ResumeFrom.Step
-		}
-		p.c.log.Info("placed attempt", "job_id", m.ID, "attempt", a.Number, "nodes", ma.Nodes(), "resume_step", resume)
-	}
+	return asg
 }
 
 // pickPort chooses a rendezvous port on the master node that no live

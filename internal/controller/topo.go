@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/scheduler"
 	"github.com/gangway/gangway/internal/topology"
 )
 
@@ -83,63 +84,42 @@ func fmtSorted(m map[string]string) string {
 	return s
 }
 
-// rankLayout numbers a placement's ranks. Without a parallel grid, ranks
-// follow the scheduler's slots (node by node). With one, tensor-parallel
-// groups go inside NVLink domains, pipeline stages stay close and ranks on
-// the same local index share a rail (topology.OrderRanks).
-func rankLayout(spec *api.JobSpec, slots []slot, topo *topology.Topology) ([]api.RankPlacement, *api.Grid, error) {
+// rankLayout turns the scheduler's slots (rank order, with grid
+// coordinates when the job has a grid and the scheduler knew the topology)
+// into rank placements. Node ranks follow the order of first appearance.
+func rankLayout(spec *api.JobSpec, pl scheduler.Placement) ([]api.RankPlacement, *api.Grid) {
 	nodeRank := map[string]int{}
 	local := map[string]int{}
-	plain := func() []api.RankPlacement {
-		out := make([]api.RankPlacement, len(slots))
-		for i, s := range slots {
-			if _, ok := nodeRank[s.node]; !ok {
-				nodeRank[s.node] = len(nodeRank)
-			}
-			out[i] = api.RankPlacement{Rank: i, Node: s.node, NodeRank: nodeRank[s.node], LocalRank: local[s.node], GPUs: s.gpus}
-			local[s.node]++
+	out := make([]api.RankPlacement, len(pl.Ranks))
+	coordsSet := false
+	for i, s := range pl.Ranks {
+		if _, ok := nodeRank[s.Node]; !ok {
+			nodeRank[s.Node] = len(nodeRank)
 		}
-		return out
+		out[i] = api.RankPlacement{Rank: i, Node: s.Node, NodeRank: nodeRank[s.Node], LocalRank: local[s.Node], GPUs: s.GPUs,
+			TP: s.TP, PP: s.PP, DP: s.DP, Milli: s.Milli, MIGProfile: s.MIGProfile, MIGStart: s.MIGStart}
+		local[s.Node]++
+		coordsSet = coordsSet || s.TP != 0 || s.PP != 0 || s.DP != 0
 	}
 	par := spec.Parallelism
-	if par == nil || (par.Auto && par.TP == 0 && par.PP == 0 && par.DP == 0) {
-		return plain(), nil, nil
+	if par == nil || (par.TP == 0 && par.PP == 0 && par.DP == 0) {
+		return out, nil
 	}
 	tp, pp := max(par.TP, 1), max(par.PP, 1)
-	dp := len(slots) / (tp * pp)
-	order, err := topology.ParseRankOrder(orDefault(par.Order, "tp-pp-dp"))
+	dp := len(out) / (tp * pp)
+	order, err := topology.ParseRankOrder(par.Order)
 	if err != nil {
-		return nil, nil, err
+		order = topology.OrderTPPPDP
 	}
-	grid := &api.Grid{TP: tp, PP: pp, DP: dp, Order: order.String()}
-	if spec.GPUsPerRank != 1 || topo == nil {
-		// One coordinate per slot in order; no topology to consult.
-		out := plain()
+	grid := &api.Grid{TP: tp, PP: pp, DP: dp, Order: order.String(),
+		TPGroupsCrossingDomain: pl.TPGroupsCrossingDomain, RailMismatches: pl.RailMismatches, PPStepsCrossingLeaf: pl.PPStepsCrossingLeaf}
+	if !coordsSet && len(out) > 1 {
+		// The scheduler placed without a topology: number in slot order.
 		for i := range out {
 			out[i].TP, out[i].PP, out[i].DP = coords(i, tp, pp, dp, order)
 		}
-		return out, grid, nil
 	}
-	refs := make([]topology.GPURef, len(slots))
-	for i, s := range slots {
-		id, ok := topo.NodeByName(s.node)
-		if !ok {
-			return nil, nil, fmt.Errorf("node %s is not in the topology", s.node)
-		}
-		refs[i] = topology.GPURef{Node: id, GPU: int32(s.gpus[0])}
-	}
-	lay, err := topo.OrderRanks(refs, topology.Parallelism{TP: tp, PP: pp, DP: dp}, order)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]api.RankPlacement, len(lay.Ranks))
-	for i, r := range lay.Ranks {
-		out[i] = api.RankPlacement{Rank: i, Node: topo.NodeName(r.GPU.Node), NodeRank: r.NodeRank, LocalRank: r.LocalRank,
-			GPUs: []int{int(r.GPU.GPU)}, TP: r.TP, PP: r.PP, DP: r.DP}
-	}
-	grid.TPGroupsCrossingDomain = lay.TPGroupsCrossingDomain
-	grid.RailMismatches = lay.RailMismatches
-	return out, grid, nil
+	return out, grid
 }
 
 // coords inverts the rank numbering of order.
@@ -149,17 +129,4 @@ func coords(rank, tp, pp, dp int, order topology.RankOrder) (t, p, d int) {
 		return t, rank / (tp * dp), (rank / tp) % dp
 	}
 	return t, (rank / tp) % pp, rank / (tp * pp)
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
-
-// slot is one rank's node and GPUs as the scheduler chose them.
-type slot struct {
-	node string
-	gpus []int
 }

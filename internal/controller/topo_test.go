@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/scheduler"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -29,63 +30,64 @@ func others(i, n int) []int {
 	return out
 }
 
-func TestRankLayoutKeepsTPInsideNodes(t *testing.T) {
+func TestTopoCacheRebuildsOnlyOnChange(t *testing.T) {
 	var tc topoCache
 	topo, err := tc.get(twoNodes())
 	if err != nil {
 		t.Fatal(err)
 	}
+	if topo.NumNodes() != 2 || topo.NumLeaves() != 1 {
+		t.Fatalf("topology has %d nodes, %d leaves", topo.NumNodes(), topo.NumLeaves())
+	}
 	if again, _ := tc.get(twoNodes()); again != topo {
 		t.Error("unchanged nodes rebuilt the topology")
 	}
-	// The scheduler's slots interleave the nodes; TP=4 must still keep each
-	// tensor-parallel group on one node.
-	slots := []slot{{"a", []int{0}}, {"b", []int{0}}, {"a", []int{1}}, {"b", []int{1}},
-		{"a", []int{2}}, {"b", []int{2}}, {"a", []int{3}}, {"b", []int{3}}}
-	spec := &api.JobSpec{GPUsPerRank: 1, Parallelism: &api.Parallelism{TP: 4}}
-	pl, grid, err := rankLayout(spec, slots, topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(&api.Grid{TP: 4, PP: 1, DP: 2, Order: "tp-pp-dp"}, grid); diff != "" {
-		t.Errorf("grid (-want +got):\n%s", diff)
-	}
-	groupNode := map[int]string{}
-	usedGPU := map[string]bool{}
-	for _, p := range pl {
-		if n, ok := groupNode[p.DP]; ok && n != p.Node {
-			t.Errorf("TP group of dp=%d spans %s and %s", p.DP, n, p.Node)
-		}
-		groupNode[p.DP] = p.Node
-		k := p.Node + "/" + string(rune('0'+p.GPUs[0]))
-		if usedGPU[k] {
-			t.Errorf("GPU %s used twice", k)
-		}
-		usedGPU[k] = true
-		if p.TP != p.Rank%4 || p.DP != p.Rank/4 {
-			t.Errorf("rank %d has tp=%d dp=%d, want %d %d", p.Rank, p.TP, p.DP, p.Rank%4, p.Rank/4)
-		}
-	}
-	// Without a grid, ranks follow the slots.
-	pl, grid, err = rankLayout(&api.JobSpec{GPUsPerRank: 1}, slots, topo)
-	if err != nil || grid != nil || pl[1].Node != "b" || pl[1].NodeRank != 1 || pl[2].LocalRank != 1 {
-		t.Errorf("plain layout = %+v, %v, %v", pl, grid, err)
+	n := twoNodes()
+	n["b"].Labels["leaf"] = "l2"
+	if changed, _ := tc.get(n); changed == topo || changed.NumLeaves() != 2 {
+		t.Error("a relabelled node did not rebuild the topology")
 	}
 }
 
-func TestCoords(t *testing.T) {
+func TestRankLayout(t *testing.T) {
+	// The scheduler numbered the grid (coordinates set): kept as is.
+	pl := scheduler.Placement{JobID: "1", TPGroupsCrossingDomain: 0, RailMismatches: 1, Ranks: []scheduler.Slot{
+		{Node: "a", GPUs: []int{0}, TP: 0}, {Node: "a", GPUs: []int{1}, TP: 1},
+		{Node: "b", GPUs: []int{0}, TP: 0, DP: 1}, {Node: "b", GPUs: []int{1}, TP: 1, DP: 1},
+	}}
+	spec := &api.JobSpec{GPUsPerRank: 1, Parallelism: &api.Parallelism{TP: 2}}
+	got, grid := rankLayout(spec, pl)
+	want := []api.RankPlacement{
+		{Rank: 0, Node: "a", NodeRank: 0, LocalRank: 0, GPUs: []int{0}},
+		{Rank: 1, Node: "a", NodeRank: 0, LocalRank: 1, GPUs: []int{1}, TP: 1},
+		{Rank: 2, Node: "b", NodeRank: 1, LocalRank: 0, GPUs: []int{0}, DP: 1},
+		{Rank: 3, Node: "b", NodeRank: 1, LocalRank: 1, GPUs: []int{1}, TP: 1, DP: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("placement (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&api.Grid{TP: 2, PP: 1, DP: 2, Order: "tp-pp-dp", RailMismatches: 1}, grid); diff != "" {
+		t.Errorf("grid (-want +got):\n%s", diff)
+	}
+	// No grid: no coordinates, no grid record.
+	if _, g := rankLayout(&api.JobSpec{GPUsPerRank: 1}, pl); g != nil {
+		t.Errorf("grid without parallelism = %+v", g)
+	}
+}
+
+func TestCoordsWithoutTopology(t *testing.T) {
 	for _, order := range []string{"tp-pp-dp", "tp-dp-pp"} {
 		seen := map[[3]int]bool{}
 		spec := &api.JobSpec{GPUsPerRank: 2, Parallelism: &api.Parallelism{TP: 2, PP: 3, Order: order}}
-		slots := make([]slot, 12)
-		for i := range slots {
-			slots[i] = slot{"a", []int{2 * i, 2*i + 1}}
+		pl := scheduler.Placement{}
+		for i := 0; i < 12; i++ {
+			pl.Ranks = append(pl.Ranks, scheduler.Slot{Node: "a", GPUs: []int{2 * i, 2*i + 1}})
 		}
-		pl, grid, err := rankLayout(spec, slots, nil)
-		if err != nil || grid.DP != 2 {
-			t.Fatalf("%s: grid %+v, %v", order, grid, err)
+		out, grid := rankLayout(spec, pl)
+		if grid.DP != 2 {
+			t.Fatalf("%s: grid %+v", order, grid)
 		}
-		for _, p := range pl {
+		for _, p := range out {
 			c := [3]int{p.TP, p.PP, p.DP}
 			if seen[c] || p.TP >= 2 || p.PP >= 3 || p.DP >= 2 {
 				t.Errorf("%s: rank %d has bad or repeated coordinates %v", order, p.Rank, c)

@@ -132,6 +132,15 @@ func Env(in Input) map[string]string {
 		if a.Grid == nil {
 			env["GANGWAY_DP_RANK"] = itoa(in.Rank)
 		}
+		if p.Milli > 0 {
+			// A time-shared slice of one GPU; MPS honours the percentage.
+			env["GANGWAY_GPU_MILLI"] = itoa(p.Milli)
+			env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = itoa(max(1, p.Milli/10))
+		}
+		if p.MIGProfile != "" {
+			env["GANGWAY_MIG_PROFILE"] = p.MIGProfile
+			env["GANGWAY_MIG_START"] = itoa(p.MIGStart)
+		}
 	}
 	if n := in.Nodes[p.Node]; n != nil {
 		for k, v := range n.LaunchEnv {
