@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gangway/gangway/internal/scheduler/schedbench"
+)
+
+// benches are the whole-system benchmarks, each a subsystem's own command.
+var benches = map[string]func(context.Context, *Env, []string) int{
+	"scheduler": wrap(schedbench.Main),
+}
+
+func runBench(ctx context.Context, e *Env, args []string) int {
+	if len(args) > 0 {
+		if b, ok := benches[args[0]]; ok {
+			return b(ctx, e, args[1:])
+		}
+	}
+	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler [-o json]   (run with -h for each benchmark's flags)")
+	return 2
+}
