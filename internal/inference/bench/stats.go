@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// SLO is the service level a request must meet to count toward goodput.
+type SLO struct {
+	TTFT time.Duration // time to first token at most
+	TPOT time.Duration // mean time per output token after the first at most
+}
+
+// Summary is one policy's result in one scenario; the JSON names are the
+// contract of `gangway bench inference -o json`.
+type Summary struct {
+	Scenario      string  `json:"scenario"`
+	Policy        string  `json:"policy"`
+	Requests      int     `json:"requests"` // completed
+	Dropped       int     `json:"dropped,omitempty"`
+	TTFTp50ms     float64 `json:"ttft_p50_ms"`
+	TTFTp90ms     float64 `json:"ttft_p90_ms"`
+	TTFTp99ms     float64 `json:"ttft_p99_ms"`
+	TTFTp999ms    float64 `json:"ttft_p999_ms"`
+	TPOTp50ms     float64 `json:"tpot_p50_ms"`
+	TPOTp99ms     float64 `json:"tpot_p99_ms"`
+	E2Ep50ms      float64 `json:"e2e_p50_ms"`
+	E2Ep99ms      float64 `json:"e2e_p99_ms"`
+	E2Ep999ms     float64 `json:"e2e_p999_ms"`
+	Goodput       float64 `json:"goodput"`        // requests/s meeting the SLO
+	SLOAttainment float64 `json:"slo_attainment"` // share of requests meeting it
+	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
+	AddedP99ms    float64 `json:"added_p99_ms,omitempty"` // overhead scenario: gateway p99 minus direct p99
+	AddedP50ms    float64 `json:"added_p50_ms,omitempty"`
+	DirectP99ms   float64 `json:"direct_e2e_p99_ms,omitempty"` // overhead: straight to the engines
+	LimitMS       float64 `json:"limit_ms,omitempty"`          // overhead: the target for added_p99_ms
+	Load          string  `json:"load,omitempty"`              // overhead: the load shape
+	Rate          float64 `json:"rate_rps,omitempty"`
+	PeakReplicas  int     `json:"peak_replicas,omitempty"`
+	RecoveryS     float64 `json:"recovery_s,omitempty"`
+	DurationS     float64 `json:"duration_s"`
+	Note          string  `json:"note,omitempty"`
+}
+
+// percentile is the nearest-rank q-quantile (0..1) of sorted xs.
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	k := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(k, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// summarize computes the figures of a virtual-time run. Requests that did
+// not finish count as SLO misses, and their TTFT as at least the time
+// they waited (end − arrival) so that overload shows in the tail.
+func summarize(scenario, policy string, outs []Outcome, slo SLO, end time.Duration) Summary {
+	s := Summary{Scenario: scenario, Policy: policy}
+	var ttft, tpot, e2e []float64
+	var cached, prompt float64
+	good := 0
+	var last time.Duration
+	for _, o := range outs {
+		last = max(last, o.Arrival)
+		if o.Dropped || o.E2E == 0 {
+			s.Dropped++
+			w := o.TTFT
+			if w == 0 {
+				w = end - o.Arrival
+			}
+			ttft = append(ttft, ms(w))
+			e2e = append(e2e, ms(end-o.Arrival))
+			continue
+		}
+		s.Requests++
+		ttft = append(ttft, ms(o.TTFT))
+		e2e = append(e2e, ms(o.E2E))
+		var tp time.Duration
+		if o.Output > 1 {
+			tp = (o.E2E - o.TTFT) / time.Duration(o.Output-1)
+			tpot = append(tpot, ms(tp))
+		}
+		cached += float64(o.Cached)
+		prompt += float64(o.PromptLen)
+		if (slo.TTFT == 0 || o.TTFT <= slo.TTFT) && (slo.TPOT == 0 || tp <= slo.TPOT) {
+			good++
+		}
+	}
+	slices.Sort(ttft)
+	slices.Sort(tpot)
+	slices.Sort(e2e)
+	s.TTFTp50ms, s.TTFTp90ms, s.TTFTp99ms, s.TTFTp999ms = percentile(ttft, .5), percentile(ttft, .9), percentile(ttft, .99), percentile(ttft, .999)
+	s.TPOTp50ms, s.TPOTp99ms = percentile(tpot, .5), percentile(tpot, .99)
+	s.E2Ep50ms, s.E2Ep99ms, s.E2Ep999ms = percentile(e2e, .5), percentile(e2e, .99), percentile(e2e, .999)
+	if len(outs) > 0 {
+		s.SLOAttainment = float64(good) / float64(len(outs))
+	}
+	if last > 0 {
+		s.Goodput = float64(good) / last.Seconds()
+		s.Rate = float64(len(outs)) / last.Seconds()
+	}
+	if prompt > 0 {
+		s.PrefixHitRate = cached / prompt
+	}
+	s.DurationS = end.Seconds()
+	return s
+}

@@ -1,0 +1,282 @@
+// Package infcli holds the inference subcommands of the gangway binary:
+// engine-sim (a simulated vLLM server), gateway (the OpenAI gateway) and
+// bench inference (the inference benchmarks). cmd/gangway calls Main.
+//
+// It imports the standard library and internal/inference/...
+package infcli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gangway/gangway/internal/inference/bench"
+	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/gateway"
+)
+
+// Main runs one subcommand: args[0] is engine-sim, gateway or bench
+// (followed by inference). It returns the process exit code: 0 on
+// success, 1 on failure, 2 on bad usage. It blocks until the command
+// ends or ctx is cancelled (servers then shut down and it returns 0).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: gangway engine-sim|gateway|bench inference [flags]")
+		return 2
+	}
+	switch args[0] {
+	case "engine-sim":
+		return EngineSim(ctx, args[1:], stdout, stderr)
+	case "gateway":
+		return Gateway(ctx, args[1:], stdout, stderr)
+	case "bench":
+		if len(args) < 2 || args[1] != "inference" {
+			fmt.Fprintln(stderr, "usage: gangway bench inference [flags]")
+			return 2
+		}
+		return BenchInference(ctx, args[2:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "unknown command %q (want engine-sim, gateway or bench inference)\n", args[0])
+	return 2
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses args; ok is false with the exit code to return.
+func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+// EngineSim is `gangway engine-sim`: a simulated vLLM OpenAI server.
+func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("engine-sim", stderr)
+	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
+	model := fs.String("model", "Qwen3-32B", "model: "+strings.Join(enginesim.ModelNames(), ", "))
+	served := fs.String("served-model-name", "", "model name clients send (default: --model)")
+	gpu := fs.String("gpu", "H100", "GPU: "+strings.Join(enginesim.GPUNames(), ", "))
+	tp := fs.Int("tp", 0, "tensor-parallel size (0: the smallest that fits)")
+	quant := fs.String("quant", "bf16", "quantization: bf16, fp8, int8, int4")
+	timeMode := fs.String("time", "real", "real: steps take their roofline time; zero: answer at once")
+	scale := fs.Float64("time-scale", 1, "run engine time this many times faster than the wall clock")
+	util := fs.Float64("gpu-memory-utilization", 0.9, "share of GPU memory vLLM may use")
+	maxSeqs := fs.Int("max-num-seqs", 256, "sequences per step")
+	maxTokens := fs.Int("max-num-batched-tokens", 8192, "token budget per step")
+	maxLen := fs.Int("max-model-len", 0, "longest prompt + output (0: the model's)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	cfg, err := enginesim.NewConfig(*model, *gpu, max(*tp, 1), *quant)
+	if err != nil {
+		fmt.Fprintf(stderr, "engine-sim: %v\n", err)
+		return 2
+	}
+	cfg.GPUMemoryUtilization, cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens, cfg.MaxModelLen = *util, *maxSeqs, *maxTokens, *maxLen
+	cfg = cfg.WithDefaults()
+	if *tp == 0 {
+		n, cp, ok := enginesim.MinTP(cfg)
+		if !ok {
+			fmt.Fprintf(stderr, "engine-sim: %s does not fit on 8 × %s: %s\n", cfg.Model.Name, cfg.GPU.Name, cp.Reason)
+			return 1
+		}
+		cfg.TP = n
+	}
+	srv, err := enginesim.NewServer(enginesim.ServerConfig{
+		Engine: cfg, ServedModelName: *served, Time: enginesim.TimeMode(*timeMode), TimeScale: *scale,
+		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "engine-sim: %v\n", err)
+		return 2
+	}
+	c := srv.Config().Engine
+	cp := c.Capacity()
+	fmt.Fprintf(stderr, "engine-sim: %s on %d × %s (%s): weights %.1f GiB/GPU, KV cache %d tokens (%d blocks of %d), prefill ≈ %.0f tokens/s, decode step ≈ %v\n",
+		c.Model.Name, c.TP, c.GPU.Name, c.Quant, float64(cp.WeightBytesPerGPU)/(1<<30), cp.KVTokens, cp.KVBlocks, c.BlockSize,
+		float64(c.MaxNumBatchedTokens)/c.PrefillTime(0, c.MaxNumBatchedTokens).Seconds(), c.DecodeStepTime(1, 1000).Round(time.Microsecond))
+	return serve(ctx, *listen, srv, srv.Run, "engine-sim", stdout, stderr)
+}
+
+// serve runs h on addr and run (the handler's loop) until ctx ends.
+func serve(ctx context.Context, addr string, h http.Handler, run func(context.Context) error, name string, stdout, stderr io.Writer) int {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	fmt.Fprintf(stdout, "%s: listening on http://%s\n", name, ln.Addr())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		run(ctx)
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		code = 1
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	hs.Shutdown(sctx)
+	cancel()
+	wg.Wait()
+	return code
+}
+
+// Gateway is `gangway gateway`: the OpenAI gateway in front of engines.
+func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("gateway", stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "address to serve on")
+	endpoints := fs.String("endpoints", "", "comma-separated engine base URLs (required)")
+	policy := fs.String("policy", gateway.PolicyPrefixAffinity, "routing policy: "+strings.Join(gateway.PolicyNames(), ", "))
+	model := fs.String("engine-model", "", "model the engines run, for sizing (default: learn from their /metrics)")
+	gpu := fs.String("gpu", "H100", "GPU of the engines, with --engine-model")
+	tp := fs.Int("tp", 1, "tensor-parallel size of the engines, with --engine-model")
+	quant := fs.String("quant", "bf16", "quantization of the engines, with --engine-model")
+	refresh := fs.Duration("refresh", 100*time.Millisecond, "how often to read the endpoints' metrics")
+	attempts := fs.Int("max-attempts", 3, "replicas to try when connecting fails")
+	seed := fs.Uint64("seed", 1, "seed of the policies' randomness")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *endpoints == "" {
+		fmt.Fprintln(stderr, "gateway: --endpoints is required")
+		return 2
+	}
+	eps, err := gateway.ParseEndpoints(*endpoints)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: --endpoints: %v\n", err)
+		return 2
+	}
+	if *model != "" {
+		cfg, err := enginesim.NewConfig(*model, *gpu, *tp, *quant)
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway: %v\n", err)
+			return 2
+		}
+		for i := range eps {
+			eps[i].Engine = &cfg
+		}
+	}
+	g, err := gateway.New(gateway.Config{
+		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
+		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "gateway: policy %s over %d endpoints\n", *policy, len(eps))
+	return serve(ctx, *listen, g, g.Run, "gateway", stdout, stderr)
+}
+
+// BenchInference is `gangway bench inference`.
+func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("bench inference", stderr)
+	output := fs.String("o", "text", "output: text or json")
+	scenarios := fs.String("scenario", "", "comma-separated scenarios (default all): "+strings.Join(bench.ScenarioNames(), ", "))
+	policies := fs.String("policy", "", "comma-separated policies (default each scenario's)")
+	quick := fs.Bool("quick", false, "smaller runs: noisier, faster")
+	seed := fs.Uint64("seed", 1, "workload seed")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	failOnCheck := fs.Bool("fail-on-check", false, "exit 1 when a target is missed")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(stderr, "bench inference: -o %q: want text or json\n", *output)
+		return 2
+	}
+	opts := bench.Options{Quick: *quick, Seed: *seed}
+	if *scenarios != "" {
+		opts.Scenarios = strings.Split(*scenarios, ",")
+	}
+	if *policies != "" {
+		opts.Policies = strings.Split(*policies, ",")
+	}
+	if *output == "text" {
+		opts.Progress = stderr
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench inference: %v\n", err)
+		return 1
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "bench inference: %v\n", err)
+			return 1
+		}
+	} else {
+		writeText(stdout, rep)
+	}
+	if *failOnCheck {
+		for _, c := range rep.Checks {
+			if !c.Pass {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+func writeText(w io.Writer, rep bench.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tpolicy\trequests\tttft p50 ms\tttft p90 ms\tttft p99 ms\ttpot p50 ms\te2e p99 ms\tgoodput/s\tslo\tcache hit\tadded p99 ms\t")
+	for _, r := range rep.Results {
+		name := r.Scenario
+		if r.Load != "" {
+			name += " (" + r.Load + ")"
+		}
+		added := ""
+		if r.Scenario == bench.ScenarioOverhead {
+			added = fmt.Sprintf("%.3f", r.AddedP99ms)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.0f\t%.2f\t%.0f%%\t%.0f%%\t%s\t\n",
+			name, r.Policy, r.Requests, r.TTFTp50ms, r.TTFTp90ms, r.TTFTp99ms, r.TPOTp50ms, r.E2Ep99ms, r.Goodput, 100*r.SLOAttainment, 100*r.PrefixHitRate, added)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, c := range rep.Checks {
+		mark := "PASS"
+		if !c.Pass {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%s  %s\n      %s\n", mark, c.Name, c.Detail)
+	}
+}
