@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/scheduler/schedbench"
 )
 
 // benches are the whole-system benchmarks, each a subsystem's own command.
 var benches = map[string]func(context.Context, *Env, []string) int{
 	"scheduler": wrap(schedbench.Main),
+	"inference": func(ctx context.Context, e *Env, args []string) int {
+		return infcli.BenchInference(ctx, args, e.Stdout, e.Stderr)
+	},
 }
 
 func runBench(ctx context.Context, e *Env, args []string) int {
@@ -18,6 +22,6 @@ func runBench(ctx context.Context, e *Env, args []string) int {
 			return b(ctx, e, args[1:])
 		}
 	}
-	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler [-o json]   (run with -h for each benchmark's flags)")
+	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler|inference [-o json]   (-h after the name lists its flags)")
 	return 2
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/planner/plancli"
 )
 
@@ -50,7 +51,9 @@ func commands() []command {
 		{name: "uncordon", args: "NODE", summary: "allow placing on a node again", run: nodeActionCmd("uncordon")},
 		{name: "drain", args: "NODE", summary: "cordon a node and move its gangs elsewhere", run: nodeActionCmd("drain")},
 		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},
-		{name: "bench", args: "scheduler [-o json]", summary: "measure the scheduler (placements/s, decision latency)", run: runBench},
+		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
+		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
+		{name: "bench", args: "scheduler|inference [-o json]", summary: "measure the scheduler or the inference gateway and routing", run: runBench},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", Version)
 			return 0
