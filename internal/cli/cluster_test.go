@@ -30,7 +30,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "task-shim", "train-example":
+		case "agent", "task-shim", "train-example", "engine-sim":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := Main(ctx, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()
@@ -68,11 +68,21 @@ type cluster struct {
 
 func startCluster(t *testing.T, nodes, gpus int) *cluster {
 	t.Helper()
+	return startClusterWith(t, nodes, gpus, nil)
+}
+
+// startClusterWith lets a test adjust the server's configuration.
+func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a cluster; skipped with -short")
 	}
 	dir := t.TempDir()
-	srv, err := server.New(server.Config{DataDir: filepath.Join(dir, "server"), Log: testLogger(t, "server")})
+	cfg := server.Config{DataDir: filepath.Join(dir, "server"), Log: testLogger(t, "server")}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,8 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	nodeTimeout := fs.Duration("node-timeout", 3*time.Second, "a node that misses heartbeats this long is lost")
 	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
+	gwListen := fs.String("gateway-listen", "", "also serve the OpenAI API for every deployment here (e.g. :8080)")
+	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := parse(fs, args); !ok {
 		return code
@@ -44,6 +46,13 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	s, err := server.New(cfg)
 	if err != nil {
 		return fail(e, err)
+	}
+	if *gwListen != "" {
+		gl, err := net.Listen("tcp", *gwListen)
+		if err != nil {
+			return fail(e, fmt.Errorf("--gateway-listen %s: %w", *gwListen, err))
+		}
+		cfg.Gateway, cfg.GatewayPolicy = gl, *gwPolicy
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/planner"
 	"github.com/gangway/gangway/internal/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,6 +41,10 @@ type Config struct {
 	NodeTimeout time.Duration
 	// HeartbeatInterval agents are told to keep. Default 1s.
 	HeartbeatInterval time.Duration
+	// Gateway, if set, serves the OpenAI API for every deployment on this
+	// listener (routing policy GatewayPolicy, default prefix-affinity).
+	Gateway       net.Listener
+	GatewayPolicy string
 	// CheckpointRoot is the shared parent of default checkpoint dirs.
 	// Default DataDir/checkpoints.
 	CheckpointRoot string
@@ -124,7 +129,27 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
+	var gwSrv *http.Server
+	gcancel := func() {}
+	if s.cfg.Gateway != nil {
+		gw, err := gateway.New(gateway.Config{Source: deploymentSource{st: s.st}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("server: gateway: %w", err)
+		}
+		gwSrv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+		var gctx context.Context
+		gctx, gcancel = context.WithCancel(ctx)
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = gw.Run(gctx) }()
+		go func() {
+			defer wg.Done()
+			if err := gwSrv.Serve(s.cfg.Gateway); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("server: gateway: %w", err)
+			}
+		}()
+		s.log.Info("gateway serving the OpenAI API", "addr", s.cfg.Gateway.Addr().String())
+	}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -148,6 +173,10 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)
+	if gwSrv != nil {
+		_ = gwSrv.Shutdown(sctx)
+	}
+	gcancel()
 	wg.Wait()
 	return err
 }

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/server"
+)
+
+// TestGatewayFailsOverAndDeploymentHeals deploys two simulated vLLM
+// replicas through the real scheduler and agents, streams requests
+// through the server's gateway, kills a replica, and checks that requests
+// keep succeeding and the deployment comes back to two ready replicas.
+func TestGatewayFailsOverAndDeploymentHeals(t *testing.T) {
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwURL := "http://" + gl.Addr().String()
+	cl := startClusterWith(t, 2, 2, func(c *server.Config) { c.Gateway = gl })
+	f := filepath.Join(t.TempDir(), "qwen.yaml")
+	os.WriteFile(f, []byte("name: qwen\nengine: sim\nmodel: Qwen3-8B\nreplicas: 2\n"), 0o644)
+	if _, errOut, code := cl.run("deploy", f); code != 0 {
+		t.Fatal(errOut)
+	}
+	ready := func(n int) func() bool {
+		return func() bool {
+			d, err := cl.c.Deployment(context.Background(), "qwen")
+			return err == nil && d.Status.Ready == n && len(d.Status.Replicas) == n
+		}
+	}
+	cl.wait(60*time.Second, "2 ready replicas", ready(2))
+	// The gateway learns endpoints on its own refresh.
+	cl.wait(10*time.Second, "the gateway routing", func() bool { return stream(gwURL, "warm up") == nil })
+
+	for i := 0; i < 8; i++ {
+		if err := stream(gwURL, fmt.Sprintf("request %d about the same long shared prefix", i)); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	d, _ := cl.c.Deployment(context.Background(), "qwen")
+	victim := d.Status.Replicas[0].JobID
+	jd := cl.detail(victim)
+	if err := syscall.Kill(-jd.Ranks[len(jd.Ranks)-1].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Requests right after the kill must fail over to the live replica.
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := stream(gwURL, fmt.Sprintf("after the kill %d", i)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("request during failover: %v", err)
+	}
+	cl.wait(60*time.Second, "the deployment healed", func() bool {
+		return ready(2)() && len(cl.detail(victim).Job.Status.Attempts) >= 2
+	})
+	if err := stream(gwURL, "after healing"); err != nil {
+		t.Fatal(err)
+	}
+	if j := cl.detail(victim); j.Job.Status.Phase != api.JobRunning {
+		t.Errorf("healed replica job is %s", j.Job.Status.Phase)
+	}
+}
+
+// stream sends one streamed chat completion and checks the SSE answer.
+func stream(base, prompt string) error {
+	body := fmt.Sprintf(`{"model":"Qwen3-8B","stream":true,"max_tokens":8,"messages":[{"role":"user","content":%q}]}`, prompt)
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	chunks, done := 0, false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "data: [DONE]":
+			done = true
+		case strings.HasPrefix(line, "data: "):
+			chunks++
+		}
+	}
+	if !done || chunks == 0 {
+		return fmt.Errorf("stream ended after %d chunks without [DONE] (err %v)", chunks, sc.Err())
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/gangway/gangway/internal/store"
+)
+
+// deploymentSource feeds the gateway the ready replicas of every
+// deployment, by served model name.
+type deploymentSource struct {
+	st *store.Store
+}
+
+var _ gateway.Source = deploymentSource{}
+
+// Endpoints lists ready, not retiring replicas.
+func (s deploymentSource) Endpoints(ctx context.Context) ([]gateway.Endpoint, error) {
+	ds, _, err := s.st.Deployments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gateway endpoints: %w", err)
+	}
+	var out []gateway.Endpoint
+	for _, d := range ds {
+		if d.Status.Deleting {
+			continue
+		}
+		for _, r := range d.Status.Replicas {
+			if r.Ready && !r.Retiring && r.Endpoint != "" {
+				out = append(out, gateway.Endpoint{URL: r.Endpoint, Model: d.Spec.ServedModelName})
+			}
+		}
+	}
+	return out, nil
+}
