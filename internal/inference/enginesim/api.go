@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // API paths the engine serves.
@@ -16,6 +18,19 @@ const (
 	PathHealth          = "/health"
 	PathMetrics         = "/metrics"
 )
+
+// ReadBody reads a request body of at most limit bytes, sized from its
+// Content-Length when known.
+func ReadBody(r io.Reader, contentLength, limit int64) ([]byte, error) {
+	if contentLength > 0 && contentLength <= limit {
+		b := make([]byte, contentLength)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(io.LimitReader(r, limit+1))
+}
 
 // PromptRequest is what the engine and the gateway need from an OpenAI
 // completions or chat-completions body.
@@ -47,12 +62,12 @@ func (p PromptRequest) NumTokens() int {
 }
 
 type wireRequest struct {
-	Model               string          `json:"model"`
-	Prompt              json.RawMessage `json:"prompt"`
-	Messages            []wireMessage   `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Stream              bool            `json:"stream"`
+	Model               string        `json:"model"`
+	Prompt              rawLiteral    `json:"prompt"`
+	Messages            []wireMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Stream              bool          `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -61,8 +76,36 @@ type wireRequest struct {
 }
 
 type wireMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role    string     `json:"role"`
+	Content rawLiteral `json:"content"`
+}
+
+// rawLiteral keeps a JSON value's bytes, already validated by the outer
+// Unmarshal, so that prompts (often hundreds of KB) are scanned once
+// more at most rather than validated again.
+type rawLiteral []byte
+
+func (r *rawLiteral) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...) // json.Unmarshaler must not keep b
+	return nil
+}
+
+// quickString decodes a JSON string literal. Strings without escapes,
+// the common case for prompts, are copied without a second scan by
+// encoding/json.
+func quickString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	inner := b[1 : len(b)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // ParsePrompt decodes a request body for path (PathCompletions or
@@ -122,13 +165,12 @@ func ParsePrompt(path string, body []byte) (PromptRequest, error) {
 
 // setPrompt accepts a string, a one-string list, a token-id list, or a
 // one-list list of token ids.
-func (p *PromptRequest) setPrompt(raw json.RawMessage) error {
+func (p *PromptRequest) setPrompt(raw []byte) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return errors.New("required")
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if s, ok := quickString(raw); ok {
 		if s == "" {
 			return errors.New("empty")
 		}
@@ -159,13 +201,12 @@ func (p *PromptRequest) setPrompt(raw json.RawMessage) error {
 	return errors.New("want a string, a list of one string, or a list of token ids")
 }
 
-func messageContent(raw json.RawMessage) (string, error) {
+func messageContent(raw []byte) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
+	if s, ok := quickString(raw); ok {
 		return s, nil
 	}
 	var parts []struct {

@@ -451,6 +451,11 @@ func chainBlock(prev uint64, toks []uint32) uint64 {
 	return mix64(h)
 }
 
+// GeneratedToken is the token the engine generates at output position i
+// for a request with Seed seed: what a client would send back as the
+// assistant's turn of a conversation.
+func GeneratedToken(seed uint64, i int) uint32 { return genToken(seed, i) }
+
 // genToken is the deterministic "sampled" token i of a request.
 func genToken(seed uint64, i int) uint32 {
 	return uint32(mix64(seed*0x2545f4914f6cdd1d+uint64(i)+1) >> 33)

@@ -234,7 +234,7 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := ReadBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return

@@ -18,15 +18,19 @@ func Tokenize(text string, vocab int) []uint32 {
 	if vocab > 0 {
 		mod = uint32(vocab)
 	}
-	for i := range n {
-		lo := i * BytesPerToken
-		hi := min(lo+BytesPerToken, len(text))
-		h := uint32(2166136261) // FNV-1a
-		for j := lo; j < hi; j++ {
-			h ^= uint32(text[j])
-			h *= 16777619
+	full := len(text) / BytesPerToken
+	for i := range full {
+		j := i * BytesPerToken
+		v := uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24
+		out[i] = uint32(mix64(uint64(v))>>32) % mod
+	}
+	if full < n {
+		// The short last chunk: its length is part of its identity.
+		v := uint64(len(text) - full*BytesPerToken)
+		for j := full * BytesPerToken; j < len(text); j++ {
+			v = v<<8 | uint64(text[j])
 		}
-		out[i] = h % mod
+		out[full] = uint32(mix64(v|1<<40)>>32) % mod
 	}
 	return out
 }

@@ -36,7 +36,10 @@ type Config struct {
 	// DefaultMaxTokens is the output length assumed for load accounting
 	// when a request does not say; default 256.
 	DefaultMaxTokens int
-	Router           RouterOptions // Seed is taken from Seed above
+	// MaxConnsPerEngine bounds the gateway's connections to one engine
+	// (a streamed answer holds one for its whole length); default 1024.
+	MaxConnsPerEngine int
+	Router            RouterOptions // Seed is taken from Seed above
 	// Transport carries requests to the engines; nil means a pooled
 	// transport tuned for many concurrent streams.
 	Transport http.RoundTripper
@@ -98,6 +101,9 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.DefaultMaxTokens == 0 {
 		cfg.DefaultMaxTokens = 256
 	}
+	if cfg.MaxConnsPerEngine == 0 {
+		cfg.MaxConnsPerEngine = 1024
+	}
 	if cfg.RefreshInterval < 0 || cfg.ScrapeTimeout < 0 || cfg.MaxAttempts < 1 || cfg.MaxBodyBytes < 1 || cfg.DefaultMaxTokens < 1 {
 		return nil, errors.New("gateway config: refresh interval, scrape timeout, max attempts, max body bytes and default max tokens must be positive")
 	}
@@ -112,7 +118,8 @@ func New(cfg Config) (*Gateway, error) {
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        0,
-			MaxIdleConnsPerHost: 1024,
+			MaxIdleConnsPerHost: cfg.MaxConnsPerEngine,
+			MaxConnsPerHost:     cfg.MaxConnsPerEngine,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
 			WriteBufferSize:     64 << 10,
@@ -334,7 +341,7 @@ func retryableStatus(code int) bool {
 
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+	body, err := enginesim.ReadBody(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
 	if err != nil {
 		g.metrics.request("", http.StatusBadRequest)
 		enginesim.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))

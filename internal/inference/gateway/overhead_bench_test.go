@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gangway/gangway/internal/inference/enginesim"
+)
+
+// BenchmarkProxyOverhead measures the CPU cost of one small streamed
+// request straight to a zero-latency engine and through the gateway.
+func BenchmarkProxyOverhead(b *testing.B) { benchProxy(b, 1000) }
+
+// BenchmarkProxyOverheadLarge is the same with 220 KB prompts.
+func BenchmarkProxyOverheadLarge(b *testing.B) { benchProxy(b, 220_000) }
+
+func benchProxy(b *testing.B, promptBytes int) {
+	cfg, _ := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	cfg.MaxModelLen = 131072
+	var eps Static
+	for range 8 {
+		s, _ := enginesim.NewServer(enginesim.ServerConfig{Engine: cfg, Time: enginesim.TimeZero, ServedModelName: "sim"})
+		hs := httptest.NewServer(s)
+		defer hs.Close()
+		eps = append(eps, Endpoint{URL: hs.URL, Model: "sim", Engine: &cfg})
+	}
+	g, _ := New(Config{Source: eps})
+	g.Refresh(context.Background())
+	gw := httptest.NewServer(g)
+	defer gw.Close()
+	body := fmt.Appendf(nil, `{"model":"sim","prompt":%q,"max_tokens":16,"stream":true,"ignore_eos":true}`, strings.Repeat("word ", promptBytes/5))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	for _, tc := range []struct {
+		name string
+		url  func(int) string
+	}{
+		{"direct", func(i int) string { return eps[i%8].URL }},
+		{"gateway", func(int) string { return gw.URL }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i++
+					resp, err := client.Post(tc.url(i)+enginesim.PathCompletions, "application/json", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		})
+	}
+}
