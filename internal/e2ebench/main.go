@@ -1,0 +1,118 @@
+package e2ebench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Main is `gangway bench e2e [-o json] [--jobs 1000] [--gangs 100] [--nodes
+// 16] ...`: it runs the benchmark and prints the result, a table or JSON, on
+// stdout; progress goes to stderr. It returns the exit status: 0 when every
+// job succeeded, 1 when the run failed, 2 for bad flags.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench e2e", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: gangway bench e2e [-o json] [--jobs 1000] [--gangs 100] [--nodes 16] [flags]\n\n"+
+			"Starts a server in this process and NODES agents with fake GPUs as subprocesses, runs\n"+
+			"JOBS one-GPU jobs and then GANGS gangs of GANG-NODES nodes × GPUS-PER-NODE GPUs, and prints\n"+
+			"jobs/s and submit→start latency per phase.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	var cfg Config
+	out := fs.String("o", "table", "result format: table or json")
+	fs.IntVar(&cfg.Nodes, "nodes", 16, "emulated nodes (one agent process each)")
+	fs.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "fake GPUs per node")
+	fs.IntVar(&cfg.Jobs, "jobs", 1000, "one-GPU jobs in the first phase (0 skips it)")
+	fs.IntVar(&cfg.Gangs, "gangs", 100, "gangs in the second phase (0 skips it)")
+	fs.IntVar(&cfg.GangNodes, "gang-nodes", 2, "nodes per gang; each rank holds a whole node")
+	fs.IntVar(&cfg.Warmup, "warmup", 20, "one-GPU jobs run before measuring")
+	fs.IntVar(&cfg.Submitters, "submitters", 1, "concurrent submit clients")
+	command := fs.String("command", "true", "what each rank runs (split on spaces)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
+	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the working directory (agent logs, etcd data)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (server, etcd, client) over the run to `file`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gangway bench e2e: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *out != "table" && *out != "json" {
+		fmt.Fprintf(stderr, "gangway bench e2e: -o %q: want table or json\n", *out)
+		return 2
+	}
+	cfg.Command = strings.Fields(*command)
+	if len(cfg.Command) == 0 {
+		fmt.Fprintln(stderr, "gangway bench e2e: --command is empty")
+		return 2
+	}
+	if cfg.Jobs == 0 && cfg.Gangs == 0 {
+		fmt.Fprintln(stderr, "gangway bench e2e: --jobs and --gangs are both 0: nothing to measure")
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "gangway bench e2e: %v\n", err)
+		return 2
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "gangway bench e2e: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "gangway bench e2e: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, err := Run(ctx, cfg, stderr)
+	if res != nil {
+		if *out == "json" {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(res)
+		} else {
+			PrintTable(stdout, res)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gangway bench e2e: FAILED: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// PrintTable writes r for a person.
+func PrintTable(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "gangway end to end: %d nodes × %d GPUs, %d submitter(s), %d warm-up jobs, setup %.1fs\n\n",
+		r.Nodes, r.GPUsPerNode, r.Submitters, r.Warmup, r.SetupS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tjobs\tranks×GPUs\tok\tsubmit/s\twall s\tjobs/s\tstart p50 ms\tp90\tp99\tmax\tserver CPU s\tagents CPU s\tstore writes/job\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%d×%d\t%d\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n",
+			p.Name, p.Jobs, p.RanksPerJob, p.GPUsPerRank, p.Succeeded, p.SubmitPerS, p.WallS, p.JobsPerS,
+			p.SubmitToStartP50Ms, p.SubmitToStartP90Ms, p.SubmitToStartP99Ms, p.SubmitToStartMaxMs, p.ServerCPUS, p.AgentsCPUS, float64(p.StoreWrites)/float64(max(p.Jobs, 1)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\nmedians (ms): submit→placed, placed→last rank started, last rank exited→job done")
+	for _, p := range r.Phases {
+		fmt.Fprintf(w, "  %-7s %8.1f %8.1f %8.1f\n", p.Name, p.SubmitToPlacedP50Ms, p.PlacedToStartP50Ms, p.ExitToDoneP50Ms)
+	}
+}
