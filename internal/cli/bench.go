@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gangway/gangway/internal/e2ebench"
 	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/scheduler/schedbench"
 )
@@ -11,6 +12,7 @@ import (
 // benches are the whole-system benchmarks, each a subsystem's own command.
 var benches = map[string]func(context.Context, *Env, []string) int{
 	"scheduler": wrap(schedbench.Main),
+	"e2e":       wrap(e2ebench.Main),
 	"inference": func(ctx context.Context, e *Env, args []string) int {
 		return infcli.BenchInference(ctx, args, e.Stdout, e.Stderr)
 	},
@@ -22,6 +24,6 @@ func runBench(ctx context.Context, e *Env, args []string) int {
 			return b(ctx, e, args[1:])
 		}
 	}
-	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler|inference [-o json]   (-h after the name lists its flags)")
+	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler|inference|e2e [-o json]   (-h after the name lists its flags)")
 	return 2
 }

@@ -53,7 +53,7 @@ func commands() []command {
 		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},
 		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
-		{name: "bench", args: "scheduler|inference [-o json]", summary: "measure the scheduler or the inference gateway and routing", run: runBench},
+		{name: "bench", args: "scheduler|inference|e2e [-o json]", summary: "measure the scheduler, the gateway and routing, or a live cluster", run: runBench},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", Version)
 			return 0
