@@ -56,6 +56,20 @@ type Config struct {
 	BatchGPUs int
 	// MaxPasses stops the run early; 0 runs until every job has started.
 	MaxPasses int
+	// GangLevels, when true, makes gangs that fit a leaf require one leaf
+	// and bigger gangs require one spine.
+	GangLevels bool
+}
+
+// GangLevel returns the topology level a gang of size GPUs requires.
+func (c Config) GangLevel(size int) topology.Level {
+	if !c.GangLevels {
+		return topology.LevelNone
+	}
+	if size <= c.NodesPerLeaf*c.GPUsPerNode {
+		return topology.LevelLeaf
+	}
+	return topology.LevelSpine
 }
 
 // DefaultConfig is the issue's benchmark: 4,096 nodes × 8 GPUs, leaves of
@@ -127,6 +141,19 @@ type Result struct {
 	TopologyBlocked int `json:"topology_blocked_decisions"`
 	// MeanUtilization is the busy share of GPUs after each pass.
 	MeanUtilization float64 `json:"mean_utilization"`
+	// HeadBlockedShare is the share of simulated time in which the first
+	// gang left waiting in a pass had enough free GPUs in total but not
+	// in its shape (BENCHMARKS.md's fragmentation figure).
+	HeadBlockedShare float64 `json:"head_blocked_share"`
+	// MeanWholeFreeNodes and MeanWholeFreeLeaves are the idle nodes and
+	// leaves after each pass; MeanStrandedShare is the share of free GPUs
+	// on partly used nodes.
+	MeanWholeFreeNodes  float64 `json:"mean_whole_free_nodes"`
+	MeanWholeFreeLeaves float64 `json:"mean_whole_free_leaves"`
+	MeanStrandedShare   float64 `json:"mean_stranded_share"`
+	// MeanLeaves and MeanSpines are what multi-node gangs span.
+	MeanLeaves float64 `json:"mean_leaves_per_multinode_gang"`
+	MeanSpines float64 `json:"mean_spines_per_multinode_gang"`
 
 	Mode       string      `json:"mode"`
 	Strategy   string      `json:"strategy"`
@@ -210,6 +237,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if len(cfg.GangSizes) > 0 && rng.Float64() < cfg.GangShare {
 			j.size = cfg.GangSizes[rng.IntN(len(cfg.GangSizes))]
 			r.Ranks, r.TP = j.size, 8
+			r.Required = cfg.GangLevel(j.size)
 			j.left = int64(time.Hour) + rng.Int64N(int64(11*time.Hour))
 			bl.Gangs++
 		} else {
@@ -268,6 +296,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		delete(running, rj.run.JobID)
 	}
 	var schedNs int64
+	var multi int
+	var headBlocked, elapsed float64 // simulated ns
+	var leavesSum, spinesSum, wholeNodesSum, wholeLeavesSum, strandedSum float64
 	for pass := 0; cfg.MaxPasses == 0 || pass < cfg.MaxPasses; pass++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -297,6 +328,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		snap := scheduler.Snapshot{Now: now, Nodes: nodes, Topology: topo, Running: runs, Queues: queues}
 
 		opts := scheduler.Options{Mode: cfg.Mode, Strategy: cfg.Strategy}
+		var headKind scheduler.PendingKind // of the first gang left waiting
 		t0 := time.Now()
 		p := scheduler.NewPass(snap, reqs, opts)
 		t1 := time.Now()
@@ -323,6 +355,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			if d.Kind == scheduler.PendingTopology {
 				res.TopologyBlocked++
+			}
+			if !d.Placed && headKind == 0 {
+				headKind = d.Kind
 			}
 		}
 		s := time.Now()
@@ -365,6 +400,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			heap.Push(ends, rj)
 			started[pl.JobID] = true
 			res.Placements++
+			if pl.Nodes > 1 {
+				multi++
+				leavesSum += float64(pl.Leaves)
+				spinesSum += float64(pl.Spines)
+			}
 			if j.size == 1024 {
 				res.Gangs1024++
 			}
@@ -373,6 +413,30 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Reserved += len(plan.Reservations)
 		pending = slices.DeleteFunc(pending, func(j *benchJob) bool { return started[j.req.JobID] })
 		utilSum += float64(busy) / float64(gpusTotal)
+		wholeNodes, stranded, freeGPUs := 0, 0, 0
+		for l := range topo.NumLeaves() {
+			idle := true
+			for _, n := range topo.LeafNodes(topology.LeafID(l)) {
+				k := popcount(free[n])
+				freeGPUs += k
+				switch {
+				case free[n] == full:
+					wholeNodes++
+				case k > 0:
+					stranded += k
+					idle = false
+				default:
+					idle = false
+				}
+			}
+			if idle {
+				wholeLeavesSum++
+			}
+		}
+		wholeNodesSum += float64(wholeNodes)
+		if freeGPUs > 0 {
+			strandedSum += float64(stranded) / float64(freeGPUs)
+		}
 
 		// Preempted jobs stop now and wait again with the work they have
 		// left (they checkpointed on the signal).
@@ -394,7 +458,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if ends.Len() == 0 && len(plan.Placements) == 0 && len(requeue) == 0 {
 			break // nothing runs and nothing more will start
 		}
-		freed := 0
+		freed, was := 0, now
 		for ends.Len() > 0 && freed < batch {
 			rj := heap.Pop(ends).(*runningJob)
 			now = max(now, rj.end)
@@ -402,6 +466,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				freed += popcount(m)
 			}
 			release(rj)
+		}
+		elapsed += float64(now - was)
+		if headKind == scheduler.PendingTopology {
+			headBlocked += float64(now - was)
 		}
 	}
 	res.SchedulerS = float64(schedNs) / 1e9
@@ -414,7 +482,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.MaxDecisionMs = all.maxMs()
 	res.P50SnapshotMs, res.P99SnapshotMs = build.quantile(0.5), build.quantile(0.99)
 	if res.Passes > 0 {
-		res.MeanUtilization = utilSum / float64(res.Passes)
+		n := float64(res.Passes)
+		res.MeanUtilization = utilSum / n
+		if elapsed > 0 {
+			res.HeadBlockedShare = headBlocked / elapsed
+		}
+		res.MeanWholeFreeNodes = wholeNodesSum / n
+		res.MeanWholeFreeLeaves = wholeLeavesSum / n
+		res.MeanStrandedShare = strandedSum / n
+	}
+	if multi > 0 {
+		res.MeanLeaves, res.MeanSpines = leavesSum/float64(multi), spinesSum/float64(multi)
 	}
 	return res, nil
 }

@@ -39,6 +39,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "random seed for the backlog")
 	fs.IntVar(&cfg.BatchGPUs, "batch-gpus", cfg.BatchGPUs, "GPUs freed between passes (0: 2% of the cluster)")
 	fs.IntVar(&cfg.MaxPasses, "max-passes", cfg.MaxPasses, "stop after this many passes (0: until every job has started)")
+	fs.BoolVar(&cfg.GangLevels, "gang-levels", cfg.GangLevels, "gangs that fit a leaf require one leaf, bigger ones one spine")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -144,5 +145,9 @@ func writeText(w io.Writer, r Result) {
 	fmt.Fprintf(w, "  1024 GPUs p99 %.4f ms (placed: p99 %.4f ms, %d gangs)\n", r.P99Gang1024Ms, r.P99Gang1024PlacedMs, r.Gangs1024)
 	fmt.Fprintf(w, "  new pass  p50 %.3f ms, p99 %.3f ms\n", r.P50SnapshotMs, r.P99SnapshotMs)
 	fmt.Fprintf(w, "  heap      peak %.1f MiB\n", float64(r.PeakHeapBytes)/(1<<20))
-	fmt.Fprintf(w, "  fragmentation: %d pending decisions had enough free GPUs in the wrong shape\n", r.TopologyBlocked)
+	fmt.Fprintf(w, "  shape     multi-node gangs span %.2f leaves, %.2f spines on average\n", r.MeanLeaves, r.MeanSpines)
+	fmt.Fprintf(w, "  fragmentation: head blocked with enough GPUs free in %.1f%% of passes; %d waiting decisions had GPUs in the wrong shape;\n",
+		100*r.HeadBlockedShare, r.TopologyBlocked)
+	fmt.Fprintf(w, "            after a pass on average %.0f idle nodes, %.1f idle leaves, %.1f%% of free GPUs on partly used nodes\n",
+		r.MeanWholeFreeNodes, r.MeanWholeFreeLeaves, 100*r.MeanStrandedShare)
 }

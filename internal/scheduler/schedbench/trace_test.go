@@ -138,3 +138,30 @@ func TestMainFlagsAndJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestTopologyBeatsBestFit runs the same backlogs with both strategies on
+// a small cluster and checks what the Topology strategy is for: gangs
+// span fewer leaves and spines than with plain best fit.
+func TestTopologyBeatsBestFit(t *testing.T) {
+	run := func(st scheduler.Strategy) (leaves, spines float64) {
+		for seed := range uint64(3) {
+			cfg := tiny()
+			cfg.Nodes, cfg.NodesPerLeaf, cfg.LeavesPerSpine = 128, 8, 4
+			cfg.Backlog, cfg.GangShare, cfg.GangSizes = 800, 0.05, []int{16, 32, 64, 128}
+			cfg.Seed, cfg.Queues, cfg.Strategy = seed+1, 1, st
+			res, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leaves += res.MeanLeaves
+			spines += res.MeanSpines
+		}
+		return leaves / 3, spines / 3
+	}
+	tl, ts := run(scheduler.Topology)
+	bl, bs := run(scheduler.BestFit)
+	t.Logf("multi-node gangs span %.2f leaves, %.2f spines with topology; %.2f, %.2f with bestfit", tl, ts, bl, bs)
+	if tl >= bl || ts >= bs {
+		t.Errorf("topology does not span fewer leaves and spines than bestfit")
+	}
+}
