@@ -269,6 +269,14 @@ func (p *pass) stop(ctx context.Context, m *api.Job, outcome api.Outcome, reason
 	a.Outcome = outcome
 	a.Reason = reason
 	a.StoppingAt = p.now
+	if p.allExited(m, a) {
+		// Nothing can still run: end now, in the transaction that removes
+		// the assignments, without waiting for the agents' acknowledgement.
+		p.end(m)
+		rev, err := p.c.st.StopAttempt(ctx, m, a.Number, a.Nodes())
+		p.wrote(rev, err)
+		return
+	}
 	m.Status.Phase = api.JobStopping
 	m.Status.Reason = fmt.Sprintf("stopping attempt %d: %s", a.Number, reason)
 	rev, err := p.c.st.StopAttempt(ctx, m, a.Number, a.Nodes())
@@ -278,6 +286,21 @@ func (p *pass) stop(ctx context.Context, m *api.Job, outcome api.Outcome, reason
 	p.c.log.Info("stopping attempt", "job_id", m.ID, "attempt", a.Number, "reason", reason)
 	a.StopRevision = rev
 	p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+}
+
+// allExited reports whether every process of the attempt has reported a
+// terminal state (or its node is lost, so its agent fenced it).
+func (p *pass) allExited(j *api.Job, a *api.Attempt) bool {
+	for _, r := range launch.Processes(j, a) {
+		rp := a.Placement[r]
+		if n := p.v.Nodes[rp.Node]; n == nil || n.Status.State == api.NodeLost {
+			continue
+		}
+		if rs := p.rank(j.ID, a.Number, r); rs == nil || !rs.State.Terminal() {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *pass) stopping(ctx context.Context, j *api.Job) {
@@ -294,28 +317,39 @@ func (p *pass) stopping(ctx context.Context, j *api.Job) {
 		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
 		return
 	}
-	for _, node := range a.Nodes() {
-		n := p.v.Nodes[node]
-		if n == nil || n.Status.State == api.NodeLost {
-			continue // a lost node's agent has fenced itself
-		}
-		if _, ack := p.c.live.Get(node); ack < a.StopRevision {
-			return
+	if !p.allExited(j, a) {
+		for _, node := range a.Nodes() {
+			n := p.v.Nodes[node]
+			if n == nil || n.Status.State == api.NodeLost {
+				continue // a lost node's agent has fenced itself
+			}
+			if _, ack := p.c.live.Get(node); ack < a.StopRevision {
+				return
+			}
 		}
 	}
+	p.end(m)
+	p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+}
+
+// end marks the current attempt Ended and moves the job on: finished,
+// requeued or restarting with backoff. It writes nothing.
+func (p *pass) end(m *api.Job) {
+	ma := m.Status.Current()
 	ma.Phase = api.AttemptEnded
 	ma.EndedAt = p.now
 	st := &m.Status
+	done := func(phase api.JobPhase, reason string) {
+		st.Phase, st.Reason, st.FinishedAt = phase, reason, p.now
+		p.c.log.Info("job finished", "job_id", m.ID, "phase", phase, "reason", reason)
+	}
 	switch {
 	case ma.Outcome == api.OutcomeSucceeded:
-		p.finish(ctx, m, api.JobSucceeded, "")
-		return
+		done(api.JobSucceeded, "")
 	case st.CancelRequested || ma.Outcome == api.OutcomeCancelled:
-		p.finish(ctx, m, api.JobCancelled, "cancelled by user")
-		return
+		done(api.JobCancelled, "cancelled by user")
 	case ma.Outcome == api.OutcomeTimedOut:
-		p.finish(ctx, m, api.JobFailed, fmt.Sprintf("attempt %d %s", ma.Number, ma.Reason))
-		return
+		done(api.JobFailed, fmt.Sprintf("attempt %d %s", ma.Number, ma.Reason))
 	case ma.Outcome == api.OutcomeInterrupted, ma.Outcome == api.OutcomePreempted:
 		st.Phase = api.JobRestarting
 		st.NotBefore = p.now
@@ -326,7 +360,7 @@ func (p *pass) stopping(ctx context.Context, j *api.Job) {
 			maxR = *m.Spec.MaxRestarts
 		}
 		if st.Restarts >= maxR {
-			p.finish(ctx, m, api.JobFailed, fmt.Sprintf("attempt %d failed: %s; no restarts left (maxRestarts %d)", ma.Number, ma.Reason, maxR))
+			done(api.JobFailed, fmt.Sprintf("attempt %d failed: %s; no restarts left (maxRestarts %d)", ma.Number, ma.Reason, maxR))
 			return
 		}
 		backoff := m.Spec.RestartBackoff.D() << st.Restarts
@@ -338,7 +372,6 @@ func (p *pass) stopping(ctx context.Context, j *api.Job) {
 		st.NotBefore = p.now.Add(backoff)
 		st.Reason = fmt.Sprintf("attempt %d failed: %s; restart %d of %d after %s", ma.Number, ma.Reason, st.Restarts, maxR, backoff)
 	}
-	p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
 }
 
 func (p *pass) finish(ctx context.Context, m *api.Job, phase api.JobPhase, reason string) {

@@ -172,6 +172,9 @@ func (d *Exec) Start(spec Spec) (*Handle, error) {
 		if readJSONFile(filepath.Join(h.dir, "exit.json"), &rec) == nil {
 			e = rec
 		}
+		// Whatever the rank left behind in its group dies with it, so that
+		// "exited" means nothing of the rank runs.
+		_ = syscall.Kill(-h.state.PID, syscall.SIGKILL)
 		h.finish(e)
 	}()
 	return h, nil
@@ -194,6 +197,7 @@ func (d *Exec) Adopt(stateDir string) (h *Handle, ok bool, err error) {
 			for alive(st) {
 				time.Sleep(200 * time.Millisecond)
 			}
+			_ = syscall.Kill(-st.PID, syscall.SIGKILL)
 			h.finish(h.readExit())
 		}()
 		return h, true, nil

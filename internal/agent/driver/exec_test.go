@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,6 +142,30 @@ func waitFile(t *testing.T, path, want string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never contained %q", path, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestExitKillsLeftoverGroupMembers(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "bg.pid")
+	// The rank starts a background child in its group and exits at once.
+	h, _ := start(t, newExec(t), "sleep 60 & echo $! > "+pidFile+"; exit 0")
+	if e := wait(t, h); e.Code != 0 {
+		t.Fatalf("exit = %+v", e)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("background child %d outlived its rank", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
