@@ -255,6 +255,12 @@ func (p *Pass) indexRunning(running []Running, warn func(string)) {
 			rj.lost = int64(min(float64(p.now-since)*float64(rj.usage)/1000, math.MaxInt64/2))
 		}
 		p.sh.use(rj.q, rj.usage, r.CPUMillis, r.MemoryBytes)
+		if (r.Preemptible || r.Stopping) && len(rj.frac) == 0 && len(rj.parts) > 0 {
+			if rj.q.preemptible == 0 || r.Priority < rj.q.minPrio {
+				rj.q.minPrio = r.Priority
+			}
+			rj.q.preemptible++
+		}
 		p.run = append(p.run, rj)
 	}
 }
@@ -363,6 +369,9 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 		}
 		if p.searches < max {
 			if why, ok := p.preempt(q, g, within); ok {
+				if p.opts.Mode == Strict {
+					p.blockedBy = r.JobID
+				}
 				return p.pending(i, q, PendingPreempting, why)
 			}
 		}
@@ -436,6 +445,7 @@ func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 // Plan returns the decisions so far. Call it once, after the last Step;
 // requests not yet decided are left out.
 func (p *Pass) Plan() Plan {
+	slices.Sort(p.plan.Warnings)
 	for _, q := range p.sh.queues {
 		ahead := 0
 		for _, i := range q.order {

@@ -65,6 +65,9 @@ func (a *victimSet) better(b *victimSet) bool {
 // GPUs of the slot for the rest of the pass, and returns g's pending
 // reason.
 func (p *Pass) preempt(q *queueState, g *gang, within bool) (string, bool) {
+	if !p.mayPreempt(q, g, within) {
+		return "", false
+	}
 	p.searches++
 	c := p.c
 	var cands []int
@@ -155,6 +158,11 @@ func (p *Pass) preempt(q *queueState, g *gang, within bool) (string, bool) {
 	}
 	c.undo(vlog)
 	c.undo(stopLog)
+	if picks == nil {
+		// The strategy would not use the room the search found (it
+		// placed by capacity); stopping anyone would be for nothing.
+		return "", false
+	}
 	p.hold(masks)
 
 	slices.SortFunc(best.jobs, func(a, b int) int { return cmp.Compare(p.run[a].r.JobID, p.run[b].r.JobID) })
@@ -179,6 +187,24 @@ func (p *Pass) preempt(q *queueState, g *gang, within bool) (string, bool) {
 	return fmt.Sprintf("%s; preempting %d %s (%s) in %s to free %d GPUs; it starts when they have stopped",
 		p.needText(g), len(best.jobs), plural(len(best.jobs), "job", "jobs"), strings.Join(names, ", "),
 		c.groupName(best.level, best.grp), freed), true
+}
+
+// mayPreempt is a cheap test that some running job could be g's victim:
+// a preemptible job of lower priority in g's queue, or, when g stays
+// within its guarantee, a preemptible job of a queue that borrows.
+func (p *Pass) mayPreempt(q *queueState, g *gang, within bool) bool {
+	if q.preemptible > 0 && g.req.Priority > q.minPrio {
+		return true
+	}
+	if !within {
+		return false
+	}
+	for _, o := range p.sh.queues {
+		if o != q && o.preemptible > 0 && o.borrowing() {
+			return true
+		}
+	}
+	return false
 }
 
 // searchGroup finds the fewest candidates js whose GPUs inside group grp

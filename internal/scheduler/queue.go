@@ -28,6 +28,10 @@ type queueState struct {
 	tier      int
 	share     float64
 	head      gangSlot // the shape of order[next]
+	// preemptible counts its running jobs that may be preempted or are
+	// stopping already; minPrio is the lowest priority among them.
+	preemptible int
+	minPrio     int
 }
 
 // cohortState is a cohort during a pass; a queue without a cohort is a
