@@ -35,11 +35,16 @@ type overheadCase struct {
 func overheadCases(quick bool) []overheadCase {
 	if quick {
 		return []overheadCase{
+			{name: "one at a time, ~1 KB prompts", concurrency: 1, requests: 500, promptBytes: 1000},
 			{name: "open-loop 300 req/s, ~1 KB prompts", rate: 300, requests: 600, promptBytes: 1000},
 			{name: "closed-loop 20 concurrent, 220 KB prompts", concurrency: 20, requests: 100, promptBytes: 220_000},
 		}
 	}
 	return []overheadCase{
+		// Without load: what the gateway adds to one request.
+		{name: "one at a time, ~1 KB prompts", concurrency: 1, requests: 2000, promptBytes: 1000},
+		{name: "one at a time, 220 KB prompts", concurrency: 1, requests: 200, promptBytes: 220_000},
+		// The targets.
 		{name: "open-loop 5000 req/s, ~1 KB prompts", rate: 5000, requests: 15_000, promptBytes: 1000, limitMS: 1},
 		{name: "open-loop 500 req/s, ~1 KB prompts", rate: 500, requests: 5000, promptBytes: 1000},
 		{name: "closed-loop 150 concurrent, 220 KB prompts", concurrency: 150, requests: 1500, promptBytes: 220_000, limitMS: 20},
