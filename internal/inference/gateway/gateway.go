@@ -281,6 +281,18 @@ func (g *Gateway) decisionsLocked() int64 {
 	return n
 }
 
+// Replicas returns the gateway's view of each replica of model (nil when
+// it knows none): its in-flight requests and tokens, pending prefill,
+// last scraped engine load and capacity. It is what the autoscaler
+// samples (autoscale.Replica) besides the engine's own metrics.
+func (g *Gateway) Replicas(model string, now time.Time) []Candidate {
+	rt := g.pool(model)
+	if rt == nil {
+		return nil
+	}
+	return rt.Snapshot(now)
+}
+
 func (g *Gateway) pool(model string) *Router {
 	g.mu.Lock()
 	defer g.mu.Unlock()

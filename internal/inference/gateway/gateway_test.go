@@ -314,6 +314,18 @@ func TestGatewayMetrics(t *testing.T) {
 	}
 }
 
+func TestReplicasView(t *testing.T) {
+	e := startEngine(t)
+	g, _ := startGateway(t, "", e.URL)
+	got := g.Replicas("Qwen3-8B", time.Now())
+	if len(got) != 1 || got[0].ID != e.URL || got[0].Capacity.KVTokens == 0 || got[0].InFlight != 0 {
+		t.Errorf("Replicas = %+v", got)
+	}
+	if g.Replicas("nope", time.Now()) != nil {
+		t.Error("unknown model has replicas")
+	}
+}
+
 func TestCapacityFromEngineMetrics(t *testing.T) {
 	e := startEngine(t)
 	g, _ := startGateway(t, "", e.URL)
