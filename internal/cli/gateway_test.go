@@ -110,3 +110,51 @@ func stream(base, prompt string) error {
 	}
 	return nil
 }
+
+// TestAutoscaleUnderLoad: an autoscaled deployment of simulated engines
+// with a small KV cache grows when a burst of long requests saturates it.
+func TestAutoscaleUnderLoad(t *testing.T) {
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwURL := "http://" + gl.Addr().String()
+	cl := startClusterWith(t, 1, 4, func(c *server.Config) { c.Gateway = gl })
+	f := filepath.Join(t.TempDir(), "d.yaml")
+	// 30% of an H100's memory leaves about 60k KV tokens beside the weights.
+	os.WriteFile(f, []byte("name: q\nengine: sim\nmodel: Qwen3-8B\nautoscale: true\nminReplicas: 1\nmaxReplicas: 3\nextraArgs: [--gpu-memory-utilization, \"0.3\"]\n"), 0o644)
+	if _, errOut, code := cl.run("deploy", f); code != 0 {
+		t.Fatal(errOut)
+	}
+	cl.wait(60*time.Second, "one ready replica", func() bool {
+		d, err := cl.c.Deployment(context.Background(), "q")
+		return err == nil && d.Status.Ready == 1
+	})
+	cl.wait(10*time.Second, "the gateway routing", func() bool { return stream(gwURL, "warm up") == nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	long := strings.Repeat("tell me a long story about GPUs and schedulers ", 200)
+	for i := 0; i < 48; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"model":"Qwen3-8B","max_tokens":1500,"prompt":%q}`, fmt.Sprint(i)+long)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gwURL+"/v1/completions", strings.NewReader(body))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	var d *api.Deployment
+	cl.wait(45*time.Second, "the autoscaler to add replicas", func() bool {
+		d, _ = cl.c.Deployment(context.Background(), "q")
+		return d != nil && d.Status.Desired > 1
+	})
+	if d.Status.Reason == "" || len(d.Status.Replicas) < 2 {
+		t.Errorf("after scaling up: %+v", d.Status)
+	}
+	t.Logf("scaled to %d: %s", d.Status.Desired, d.Status.Reason)
+	cancel()
+}

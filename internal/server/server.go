@@ -86,6 +86,8 @@ type Server struct {
 	st *store.Store
 	// catalog is the planner's models and GPUs, for admission.
 	catalog *planner.Catalog
+	// scaler sizes autoscaled deployments; set by Run before leading.
+	scaler controller.Scaler
 
 	mu      sync.Mutex                // guards written, leader and live
 	written map[string]api.RankStatus // last rank status stored, by task key
@@ -130,18 +132,20 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
+	// The gateway always runs: it watches every deployment's replicas,
+	// which the autoscaler needs; it serves requests only with a listener.
+	gw, err := gateway.New(gateway.Config{Source: deploymentSource{st: s.st}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("server: gateway: %w", err)
+	}
+	s.scaler = newGatewayScaler(gw)
+	gctx, gcancel := context.WithCancel(ctx)
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = gw.Run(gctx) }()
 	var gwSrv *http.Server
-	gcancel := func() {}
 	if s.cfg.Gateway != nil {
-		gw, err := gateway.New(gateway.Config{Source: deploymentSource{st: s.st}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
-		if err != nil {
-			return fmt.Errorf("server: gateway: %w", err)
-		}
 		gwSrv = &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
-		var gctx context.Context
-		gctx, gcancel = context.WithCancel(ctx)
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = gw.Run(gctx) }()
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := gwSrv.Serve(s.cfg.Gateway); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -164,7 +168,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			errc <- err
 		}
 	}()
-	var err error
+	err = nil
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -216,7 +220,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		}()
 		cache := store.NewCache(s.st, s.log)
 		ctl := controller.New(s.st, cache, s.liveness(), controller.Config{
-			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot,
+			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 		}, s.log)
 		var wg sync.WaitGroup
 		wg.Add(2)
