@@ -13,6 +13,7 @@ import (
 	"github.com/gangway/gangway/internal/agent/cgroup"
 	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/agent/gpu"
+	"github.com/gangway/gangway/internal/controller"
 	"github.com/gangway/gangway/internal/server"
 )
 
@@ -26,6 +27,8 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	nodeTimeout := fs.Duration("node-timeout", 3*time.Second, "a node that misses heartbeats this long is lost")
 	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
+	var topoFiles stringList
+	fs.Var(&topoFiles, "topology-file", "Slurm topology.conf (tree or block form) describing leaves, spines and NVLink blocks (repeatable)")
 	gwListen := fs.String("gateway-listen", "", "also serve the OpenAI API for every deployment here (e.g. :8080)")
 	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -47,6 +50,17 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	for _, f := range topoFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fail(e, fmt.Errorf("--topology-file: %w", err))
+		}
+		tf, err := controller.ParseTopologyFile(f, b)
+		if err != nil {
+			return fail(e, fmt.Errorf("--topology-file: %w", err))
+		}
+		cfg.TopologyFiles = append(cfg.TopologyFiles, tf)
+	}
 	if *gwListen != "" {
 		gl, err := net.Listen("tcp", *gwListen)
 		if err != nil {
@@ -64,6 +78,12 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	}
 	return 0
 }
+
+// stringList collects a repeated flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // labelFlags collects repeated --label k=v.
 type labelFlags map[string]string

@@ -36,6 +36,9 @@ type Config struct {
 	Now func() time.Time
 	// Scaler sizes autoscaled deployments; nil holds them at their minimum.
 	Scaler Scaler
+	// TopologyFiles describe the fabric (leaves, spines, NVLink blocks)
+	// beyond what the nodes' labels say.
+	TopologyFiles []TopologyFile
 }
 
 // Controller reconciles nodes and jobs. Create with New; Run drives it.
@@ -62,7 +65,8 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler}
+	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler,
+		topo: topoCache{files: cfg.TopologyFiles}}
 }
 
 // Run reconciles after every cache change and at least every Tick until

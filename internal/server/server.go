@@ -45,6 +45,9 @@ type Config struct {
 	// listener (routing policy GatewayPolicy, default prefix-affinity).
 	Gateway       net.Listener
 	GatewayPolicy string
+	// TopologyFiles are Slurm topology.conf files (tree or block form)
+	// describing the fabric.
+	TopologyFiles []controller.TopologyFile
 	// CheckpointRoot is the shared parent of default checkpoint dirs.
 	// Default DataDir/checkpoints.
 	CheckpointRoot string
@@ -221,6 +224,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		cache := store.NewCache(s.st, s.log)
 		ctl := controller.New(s.st, cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
+			TopologyFiles: s.cfg.TopologyFiles,
 		}, s.log)
 		var wg sync.WaitGroup
 		wg.Add(2)
