@@ -122,7 +122,10 @@ type Result struct {
 	P99Gang1024Ms       float64 `json:"p99_decision_ms_1024_gpu_gang"`
 	P99Gang1024PlacedMs float64 `json:"p99_placed_decision_ms_1024_gpu_gang"`
 	MaxDecisionMs       float64 `json:"max_decision_ms"`
-	PeakHeapBytes       uint64  `json:"peak_heap_bytes"`
+	// CPU counts the same in CPU time of the scheduling thread (Linux):
+	// time spent descheduled on a busy machine is left out.
+	CPU           *CPUFigures `json:"cpu,omitempty"`
+	PeakHeapBytes uint64      `json:"peak_heap_bytes"`
 	// NewPass, which builds the counters from the snapshot, per pass.
 	P50SnapshotMs float64 `json:"p50_new_pass_ms"`
 	P99SnapshotMs float64 `json:"p99_new_pass_ms"`
@@ -160,6 +163,18 @@ type Result struct {
 	Cluster    ClusterInfo `json:"cluster"`
 	Backlog    BacklogInfo `json:"backlog"`
 	GoMaxProcs int         `json:"gomaxprocs"`
+}
+
+// CPUFigures are decision costs in thread CPU time.
+type CPUFigures struct {
+	PlacementsPerS      float64 `json:"placements_per_s"`
+	P50DecisionMs       float64 `json:"p50_decision_ms"`
+	P99DecisionMs       float64 `json:"p99_decision_ms"`
+	P99PlacedMs         float64 `json:"p99_placed_decision_ms"`
+	P99Gang1024Ms       float64 `json:"p99_decision_ms_1024_gpu_gang"`
+	P99Gang1024PlacedMs float64 `json:"p99_placed_decision_ms_1024_gpu_gang"`
+	MaxDecisionMs       float64 `json:"max_decision_ms"`
+	SchedulerS          float64 `json:"scheduler_seconds"`
 }
 
 type benchJob struct {
@@ -295,7 +310,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		delete(running, rj.run.JobID)
 	}
-	var schedNs int64
+	var schedNs, schedCPU int64
+	var cpuAll, cpuPlaced, cpuGang, cpuGangPlaced hist
+	_, haveCPU := threadCPU()
+	if haveCPU {
+		// The thread CPU clock must follow this goroutine.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	var multi int
 	var headBlocked, elapsed float64 // simulated ns
 	var leavesSum, spinesSum, wholeNodesSum, wholeLeavesSum, strandedSum float64
@@ -329,28 +351,39 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 		opts := scheduler.Options{Mode: cfg.Mode, Strategy: cfg.Strategy}
 		var headKind scheduler.PendingKind // of the first gang left waiting
+		c0, _ := threadCPU()
 		t0 := time.Now()
 		p := scheduler.NewPass(snap, reqs, opts)
 		t1 := time.Now()
+		c1, _ := threadCPU()
 		build.add(t1.Sub(t0))
-		var passNs int64 = int64(t1.Sub(t0))
+		passNs := int64(t1.Sub(t0))
+		passCPU := int64(c1 - c0)
 		for {
+			cs, _ := threadCPU()
 			s := time.Now()
 			d, more := p.Step()
 			el := time.Since(s)
+			ce, _ := threadCPU()
 			if !more {
 				break
 			}
+			cel := ce - cs
 			passNs += int64(el)
+			passCPU += int64(cel)
 			res.Decisions++
 			all.add(el)
+			cpuAll.add(cel)
 			if d.Placed {
 				placed.add(el)
+				cpuPlaced.add(cel)
 			}
 			if d.GPUs == 1024 {
 				gang.add(el)
+				cpuGang.add(cel)
 				if d.Placed {
 					gangPlaced.add(el)
+					cpuGangPlaced.add(cel)
 				}
 			}
 			if d.Kind == scheduler.PendingTopology {
@@ -360,10 +393,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				headKind = d.Kind
 			}
 		}
+		cs, _ := threadCPU()
 		s := time.Now()
 		plan := p.Plan()
 		passNs += int64(time.Since(s))
+		ce, _ := threadCPU()
+		passCPU += int64(ce - cs)
 		schedNs += passNs
+		schedCPU += passCPU
 		sampleHeap()
 		res.Passes++
 
@@ -481,6 +518,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.P99Gang1024Ms, res.P99Gang1024PlacedMs = gang.quantile(0.99), gangPlaced.quantile(0.99)
 	res.MaxDecisionMs = all.maxMs()
 	res.P50SnapshotMs, res.P99SnapshotMs = build.quantile(0.5), build.quantile(0.99)
+	if haveCPU && schedCPU > 0 {
+		res.CPU = &CPUFigures{
+			PlacementsPerS: float64(res.Placements) / (float64(schedCPU) / 1e9),
+			P50DecisionMs:  cpuAll.quantile(0.5), P99DecisionMs: cpuAll.quantile(0.99),
+			P99PlacedMs:   cpuPlaced.quantile(0.99),
+			P99Gang1024Ms: cpuGang.quantile(0.99), P99Gang1024PlacedMs: cpuGangPlaced.quantile(0.99),
+			MaxDecisionMs: cpuAll.maxMs(), SchedulerS: float64(schedCPU) / 1e9,
+		}
+	}
 	if res.Passes > 0 {
 		n := float64(res.Passes)
 		res.MeanUtilization = utilSum / n
