@@ -51,8 +51,11 @@ type Config struct {
 	Labels  map[string]string
 	// GPUs discovers devices.
 	GPUs gpu.Discoverer
-	// ShimPath is the gangway executable (for the task shim). Default:
-	// this process's executable.
+	// Executable is the gangway binary; a rank command that starts with
+	// "gangway" runs it. Default: this process's executable.
+	Executable string
+	// ShimPath runs `ShimPath task-shim ...` in front of every rank: a
+	// small gangway-shim binary when installed, else Executable.
 	ShimPath string
 	// Cgroups describes resource-limit support, reported to the server.
 	Cgroups string
@@ -113,12 +116,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.GPUs == nil {
 		cfg.GPUs = gpu.NewNVML()
 	}
-	if cfg.ShimPath == "" {
+	if cfg.Executable == "" {
 		p, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("agent: find own executable for the task shim: %w", err)
+			return nil, fmt.Errorf("agent: find own executable: %w", err)
 		}
-		cfg.ShimPath = p
+		cfg.Executable = p
+	}
+	if cfg.ShimPath == "" {
+		cfg.ShimPath = cfg.Executable
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

@@ -195,7 +195,7 @@ func (a *Agent) start(asg api.Assignment) {
 		cmd[i] = expand(c)
 	}
 	if len(cmd) > 0 && cmd[0] == "gangway" {
-		cmd[0] = a.cfg.ShimPath // this agent's own binary
+		cmd[0] = a.cfg.Executable
 	}
 	wd := asg.WorkingDir
 	if wd == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -144,8 +145,17 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		cg = m.Describe()
 		release = m.Remove
 	}
+	// The small task shim, when installed next to gangway, starts ranks
+	// without initialising the whole gangway program.
+	shim := ""
+	if exe, err := os.Executable(); err == nil {
+		if p := filepath.Join(filepath.Dir(exe), "gangway-shim"); fileExists(p) {
+			shim = p
+		}
+	}
 	a, err := agent.New(agent.Config{
-		Server: strings.TrimRight(*srv, "/"), Name: n, Address: *addr, Listen: *listen, DataDir: dir,
+		ShimPath: shim,
+		Server:   strings.TrimRight(*srv, "/"), Name: n, Address: *addr, Listen: *listen, DataDir: dir,
 		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log,
 	})
 	if err != nil {
@@ -170,3 +180,5 @@ func runShim(ctx context.Context, e *Env, args []string) int {
 func runTrainExample(ctx context.Context, e *Env, args []string) int {
 	return trainer.Main(ctx, args, e.Getenv, e.Stdout, e.Stderr)
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

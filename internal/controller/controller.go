@@ -51,6 +51,9 @@ type Controller struct {
 	topo   topoCache // used by the Run goroutine only
 	ready  *readiness
 	scaler Scaler
+
+	rmu      sync.Mutex // guards reasonAt
+	reasonAt map[string]time.Time
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -113,11 +116,28 @@ type pass struct {
 	c      *Controller
 	v      store.View
 	now    time.Time
+	mu     sync.Mutex // guards maxRev and errs
 	maxRev int64
 	errs   []error
+	sem    chan struct{}
+	wg     sync.WaitGroup
+}
+
+// async runs fn, one job's writes, beside the other jobs' writes so that
+// etcd commits them in shared batches (one fsync for many). Each job is
+// handled by one fn at most per pass, and fns only read the pass's view.
+func (p *pass) async(fn func()) {
+	p.wg.Add(1)
+	p.sem <- struct{}{}
+	go func() {
+		defer func() { <-p.sem; p.wg.Done() }()
+		fn()
+	}()
 }
 
 func (p *pass) wrote(rev int64, err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			p.errs = append(p.errs, err)
@@ -130,7 +150,7 @@ func (p *pass) wrote(rev int64, err error) bool {
 
 // Reconcile runs one pass and returns the newest revision it wrote.
 func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
-	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now()}
+	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
 	p.nodes(ctx)
 	ids := make([]*api.Job, 0, len(p.v.Jobs))
 	for _, j := range p.v.Jobs {
@@ -144,20 +164,21 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 		switch j.Status.Phase {
 		case api.JobPending, api.JobRestarting:
 			if j.Status.CancelRequested {
-				p.finish(ctx, j.Clone(), api.JobCancelled, "cancelled before it ran")
+				p.async(func() { p.finish(ctx, j.Clone(), api.JobCancelled, "cancelled before it ran") })
 				continue
 			}
 			if !j.Status.NotBefore.After(p.now) {
 				pending = append(pending, j)
 			}
 		case api.JobRunning:
-			p.running(ctx, j)
+			p.async(func() { p.running(ctx, j) })
 		case api.JobStopping:
-			p.stopping(ctx, j)
+			p.async(func() { p.stopping(ctx, j) })
 		}
 	}
 	p.schedule(ctx, pending)
 	p.deployments(ctx)
+	p.wg.Wait()
 	return p.maxRev, errors.Join(p.errs...)
 }
 
@@ -514,17 +535,41 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	}
 	for _, pe := range plan.Pending {
 		j := byID[pe.JobID]
-		reason := pe.Reason
+		reason := pe.Text()
 		if j.Status.Phase == api.JobRestarting {
 			reason = "restarting: " + reason
 		}
-		if j.Status.Reason == reason {
+		if j.Status.Reason == reason || !p.c.reasonDue(j.ID, j.Status.Reason, p.now) {
 			continue
 		}
 		m := j.Clone()
 		m.Status.Reason = reason
-		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+		p.async(func() { p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m)) })
 	}
+}
+
+// reasonEvery bounds how often one pending job's reason is rewritten: its
+// counts ("40 free", "3 gangs wait ahead") change on almost every pass, and
+// rewriting every waiting job each pass would cost a store write per job
+// per pass.
+const reasonEvery = 5 * time.Second
+
+// reasonDue reports whether a job's pending reason may be rewritten now
+// (at once when it had none), and records that it was.
+func (c *Controller) reasonDue(job, current string, now time.Time) bool {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if c.reasonAt == nil {
+		c.reasonAt = map[string]time.Time{}
+	}
+	if at, ok := c.reasonAt[job]; ok && now.Sub(at) < reasonEvery && current != "" && current != "waiting for the scheduler" {
+		return false
+	}
+	c.reasonAt[job] = now
+	if len(c.reasonAt) > 100000 {
+		clear(c.reasonAt) // forget finished jobs now and then
+	}
+	return true
 }
 
 // schedRequest is a pending job as the scheduler sees it.
@@ -603,14 +648,17 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 		m.Status.StartedAt = p.now
 	}
 	ma := m.Status.Current()
-	rev, err := p.c.st.StartAttempt(ctx, m, p.assignments(m, ma))
-	if p.wrote(rev, err) {
-		resume := int64(-1)
-		if a.ResumeFrom != nil {
-			resume = a.ResumeFrom.Step
+	asg := p.assignments(m, ma)
+	p.async(func() {
+		rev, err := p.c.st.StartAttempt(ctx, m, asg)
+		if p.wrote(rev, err) {
+			resume := int64(-1)
+			if a.ResumeFrom != nil {
+				resume = a.ResumeFrom.Step
+			}
+			p.c.log.Info("placed attempt", "job_id", m.ID, "attempt", a.Number, "nodes", ma.Nodes(), "resume_step", resume)
 		}
-		p.c.log.Info("placed attempt", "job_id", m.ID, "attempt", a.Number, "nodes", ma.Nodes(), "resume_step", resume)
-	}
+	})
 }
 
 // assignments are the processes of an attempt with everything their

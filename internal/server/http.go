@@ -104,7 +104,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	nodes, _, err := s.st.Nodes(r.Context())
+	nodes, err := s.capacityNodes(r.Context())
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -531,3 +531,21 @@ func copyFlush(w http.ResponseWriter, src io.Reader) {
 }
 
 func jsonBytes(v any) ([]byte, error) { return json.Marshal(v) }
+
+// capacityNodes returns the node list for the submit-time capacity check,
+// re-read at most once a second: the check is advisory (the scheduler has
+// the final word), and reading every node per submission costs more than
+// the submission itself.
+func (s *Server) capacityNodes(ctx context.Context) ([]*api.Node, error) {
+	s.capMu.Lock()
+	defer s.capMu.Unlock()
+	if s.capNodes != nil && time.Since(s.capAt) < time.Second {
+		return s.capNodes, nil
+	}
+	nodes, _, err := s.st.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.capNodes, s.capAt = nodes, time.Now()
+	return nodes, nil
+}

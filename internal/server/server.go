@@ -95,6 +95,10 @@ type Server struct {
 	mu      sync.Mutex                // guards written, leader and live
 	written map[string]api.RankStatus // last rank status stored, by task key
 	leader  bool
+
+	capMu    sync.Mutex // guards capNodes and capAt
+	capNodes []*api.Node
+	capAt    time.Time
 }
 
 // New checks cfg and returns a server; Run starts it.

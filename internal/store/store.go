@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -40,6 +41,44 @@ const (
 // Store is typed access to gangway's state. Safe for concurrent use.
 type Store struct {
 	c *clientv3.Client
+
+	idMu   sync.Mutex // guards idNext and idEnd
+	idNext int64      // next job ID of the reserved block
+	idEnd  int64      // first ID past the block
+}
+
+// idBlock is how many job IDs one sequence update reserves.
+const idBlock = 128
+
+// nextJobID hands out IDs from a block reserved with one compare-and-swap
+// on the sequence key, so concurrent submissions do not collide on it.
+func (s *Store) nextJobID(ctx context.Context) (int64, error) {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	for s.idNext >= s.idEnd {
+		resp, err := s.c.Get(ctx, seqJobs)
+		if err != nil {
+			return 0, fmt.Errorf("store: read job sequence: %w", err)
+		}
+		var cur int64
+		cmp := clientv3.Compare(clientv3.CreateRevision(seqJobs), "=", 0)
+		if len(resp.Kvs) > 0 {
+			if cur, err = strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64); err != nil {
+				return 0, fmt.Errorf("store: corrupt job sequence %q: %w", resp.Kvs[0].Value, err)
+			}
+			cmp = clientv3.Compare(clientv3.ModRevision(seqJobs), "=", resp.Kvs[0].ModRevision)
+		}
+		tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(seqJobs, strconv.FormatInt(cur+idBlock, 10))).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("store: reserve job IDs: %w", err)
+		}
+		if tr.Succeeded {
+			s.idNext, s.idEnd = cur+1, cur+idBlock+1
+		}
+	}
+	id := s.idNext
+	s.idNext++
+	return id, nil
 }
 
 // New wraps an etcd client. The caller keeps ownership of c.
@@ -69,21 +108,9 @@ func assignNodePrefix(node string) string { return assignPrefix + node + "/" }
 // CreateJob stores a new job with the next sequential ID, in Pending.
 func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) (*api.Job, error) {
 	for {
-		resp, err := s.c.Get(ctx, seqJobs)
+		next, err := s.nextJobID(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("store: read job sequence: %w", err)
-		}
-		var next int64 = 1
-		var cmp clientv3.Cmp
-		if len(resp.Kvs) == 0 {
-			cmp = clientv3.Compare(clientv3.CreateRevision(seqJobs), "=", 0)
-		} else {
-			cur, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("store: corrupt job sequence %q: %w", resp.Kvs[0].Value, err)
-			}
-			next = cur + 1
-			cmp = clientv3.Compare(clientv3.ModRevision(seqJobs), "=", resp.Kvs[0].ModRevision)
+			return nil, err
 		}
 		j := &api.Job{
 			ID:          strconv.FormatInt(next, 10),
@@ -95,8 +122,8 @@ func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) 
 		if err != nil {
 			return nil, fmt.Errorf("store: encode job: %w", err)
 		}
-		tr, err := s.c.Txn(ctx).If(cmp, clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
-			Then(clientv3.OpPut(seqJobs, j.ID), clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
+		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
+			Then(clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
 		if err != nil {
 			return nil, fmt.Errorf("store: create job: %w", err)
 		}
