@@ -105,7 +105,7 @@ if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
   if [ -z "${GANGWAY:-}" ]; then
     GANGWAY="$WORK/gangway"
     say "building gangway"
-    (cd "$REPO" && go build -o "$GANGWAY" ./cmd/gangway)
+    (cd "$REPO" && go build -o "$GANGWAY" ./cmd/gangway && go build -o "$(dirname "$GANGWAY")/gangway-shim" ./cmd/gangway-shim)
   fi
   say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs"
   "$GANGWAY" bench e2e -o json --nodes "$NODES" --gpus-per-node 8 --jobs "$JOBS" --gangs "$GANGS" \
