@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // heliosColumns are the columns of Helios' cluster_log.csv the reader
@@ -95,7 +97,45 @@ type LogRecord struct {
 	Queue       float64
 	JCT         float64
 	Preemptions int
-	Line        int
+	// Nodes is the last placement: node index → GPUs, in log order.
+	Nodes []NodeGPUs
+	Line  int
+}
+
+// NodeGPUs is part of a placement in a Helios log.
+type NodeGPUs struct {
+	Node, GPUs int
+}
+
+// parseHeliosNodes parses Helios' placement column, a Python list of
+// one-entry dicts: "[{21: 8}, {22: 8}]".
+func parseHeliosNodes(s string) ([]NodeGPUs, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "[]" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, "]") {
+		return nil, fmt.Errorf("%q is not a list like [{0: 1}]", truncate(s, 40))
+	}
+	var out []NodeGPUs
+	for _, part := range strings.Split(s[1:len(s)-1], "}") {
+		part = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(part), ","))
+		if part == "" {
+			continue
+		}
+		part = strings.TrimPrefix(part, "{")
+		k, v, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: want {node: gpus}", truncate(part, 40))
+		}
+		n, err1 := strconv.Atoi(strings.TrimSpace(k))
+		g, err2 := strconv.Atoi(strings.TrimSpace(v))
+		if err1 != nil || err2 != nil || n < 0 || g < 0 {
+			return nil, fmt.Errorf("%q: want {node: gpus} with non-negative integers", truncate(part, 40))
+		}
+		out = append(out, NodeGPUs{Node: n, GPUs: g})
+	}
+	return out, nil
 }
 
 // ReadHeliosJobLog reads a Helios simulator job log (columns jobname,
@@ -103,7 +143,7 @@ type LogRecord struct {
 // ckpt_times; others ignored). Rows keep file order.
 func ReadHeliosJobLog(r io.Reader, src string) ([]LogRecord, error) {
 	t, err := newTable(r, src, []string{"jobname", "gpu_num", "submit_time", "duration", "start_time", "end_time"},
-		[]string{"queue", "jct", "ckpt_times"}, false)
+		[]string{"queue", "jct", "ckpt_times", "nodes"}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +186,9 @@ func ReadHeliosJobLog(r io.Reader, src string) ([]LogRecord, error) {
 			return nil, err
 		}
 		rec.Preemptions = int(c)
+		if rec.Nodes, err = parseHeliosNodes(t.str("nodes")); err != nil {
+			return nil, t.fail("nodes", "%v", err)
+		}
 		out = append(out, rec)
 	}
 }

@@ -1,0 +1,12 @@
+// Package sim is gangway's trace-driven simulator: a discrete-event replay
+// of a GPU-cluster trace (arrivals, starts, completions, preemptions with a
+// checkpoint-and-restore cost, node and GPU failures and repairs) in
+// virtual time, placing every gang through internal/scheduler, the same
+// code the server's controller runs. Policies (FIFO, backfill, SJF, SRTF,
+// Tiresias, gangway's own) only order requests and choose preemptions;
+// placement is the scheduler's. See README.md for the design, the trace
+// formats and the validation against published runs.
+//
+// It imports the standard library, internal/scheduler, internal/sim/trace
+// and github.com/goccy/go-yaml.
+package sim

@@ -1,0 +1,444 @@
+package sim
+
+// This file is the simulator's only door to internal/scheduler: every
+// placement (and the gangway policy's choice of preemption victims) goes
+// through scheduler.ScheduleWith, the entry point the server's controller
+// calls. Policies reach it only as request order and priority; the
+// scheduler decides where.
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/topology"
+)
+
+// Placement names how gangs are laid onto nodes.
+type Placement uint8
+
+const (
+	// GangwayPlacement is what gangway itself does: the scheduler's
+	// Topology strategy (tightest NVLink domain, leaf or spine, best fit).
+	GangwayPlacement Placement = iota
+	// Consolidate puts a gang of up to one node's GPUs on one node (best
+	// fit) and bigger gangs on whole idle nodes: the Helios reference's
+	// "consolidate".
+	Consolidate
+	// BestFit ignores leaves: one node with the fewest free GPUs that fit,
+	// else the fewest nodes.
+	BestFit
+	// Random offers the scheduler, for each gang, only randomly chosen
+	// nodes that can hold it (seeded).
+	Random
+)
+
+// PlacementNames lists the placements ParsePlacement knows.
+func PlacementNames() []string { return []string{"gangway", "consolidate", "bestfit", "random"} }
+
+// ParsePlacement parses a placement name.
+func ParsePlacement(s string) (Placement, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "gangway", "default", "topology", "":
+		return GangwayPlacement, nil
+	case "consolidate", "fewest-nodes":
+		return Consolidate, nil
+	case "bestfit", "best-fit":
+		return BestFit, nil
+	case "random":
+		return Random, nil
+	}
+	return 0, fmt.Errorf("unknown placement %q (known: %s)", s, strings.Join(PlacementNames(), ", "))
+}
+
+func (p Placement) String() string {
+	if int(p) < len(PlacementNames()) {
+		return PlacementNames()[p]
+	}
+	return fmt.Sprintf("placement(%d)", p)
+}
+
+func (p Placement) strategy() scheduler.Strategy {
+	switch p {
+	case Consolidate:
+		return scheduler.Consolidate
+	case BestFit, Random:
+		return scheduler.BestFit
+	}
+	return scheduler.Topology
+}
+
+// placed is one gang the scheduler placed.
+type placed struct {
+	j     *job
+	slots []slot
+}
+
+// outcome is what one scheduling call decided.
+type outcome struct {
+	placed []placed
+	// victims are running jobs the scheduler wants stopped so that a
+	// pending gang can start.
+	victims []*job
+	// blocked: some candidate did not start.
+	blocked bool
+}
+
+// call describes one scheduling call.
+type call struct {
+	now  float64
+	mode QueueMode
+	// preempt lets the scheduler choose victims among running, by
+	// priority.
+	preempt bool
+	// running are the jobs holding GPUs; they are sent only when the
+	// scheduler needs them (backfill, preemption).
+	running []*job
+	// estimates fills estimated durations and ends from the trace (an
+	// oracle; backfill needs them).
+	estimates bool
+	prio      func(*job, float64) int
+	protected func(*job, float64) bool
+}
+
+// placer builds scheduler snapshots from the simulated cluster and turns
+// plans back into GPU masks. It reuses its buffers across calls.
+type placer struct {
+	strategy Placement
+	topo     *topology.Topology
+	rng      *rand.Rand
+	ids      []string // job index → scheduler JobID
+	snap     []scheduler.Node
+	reqs     []scheduler.Request
+	byID     map[string]*job
+	calls    int
+}
+
+func newPlacer(c *cluster, strategy Placement, seed uint64, njobs int) (*placer, error) {
+	b := topology.NewBuilder()
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		if err := b.AddNode(topology.NodeSpec{Name: n.name, GPUs: n.total, NVLink: true}); err != nil {
+			return nil, fmt.Errorf("topology: %w", err)
+		}
+		if err := b.AddLabels(n.name, n.labels); err != nil {
+			return nil, fmt.Errorf("topology: %w", err)
+		}
+	}
+	topo, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("topology: %w", err)
+	}
+	return &placer{
+		strategy: strategy, topo: topo,
+		rng:  rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		ids:  make([]string, njobs),
+		byID: map[string]*job{},
+	}, nil
+}
+
+// snapshot fills p.snap with every up node; keep, when set, filters
+// nodes.
+func (p *placer) snapshot(c *cluster, keep func(*node) bool) {
+	p.snap = p.snap[:0]
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		if !n.up || (keep != nil && !keep(n)) {
+			continue
+		}
+		free := c.freeIndices(i)
+		var shared []scheduler.SharedGPU
+		for g, used := range n.share {
+			if used > 0 && used < 1000 {
+				shared = append(shared, scheduler.SharedGPU{Index: g, UsedMilli: int(used)})
+			}
+		}
+		// Full nodes are listed too, as the controller lists every
+		// schedulable node: preemption may free them.
+		p.snap = append(p.snap, scheduler.Node{Name: n.name, Free: free, Shared: shared, Total: n.total, Labels: n.labels})
+	}
+}
+
+func (p *placer) jobID(j *job) string {
+	if p.ids[j.idx] == "" {
+		p.ids[j.idx] = strconv.Itoa(int(j.idx))
+	}
+	return p.ids[j.idx]
+}
+
+func nanos(s float64) int64 {
+	if s >= math.MaxInt64/1e9 {
+		return math.MaxInt64
+	}
+	return int64(math.Round(s * 1e9))
+}
+
+func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
+	r := scheduler.Request{JobID: p.jobID(j), Order: order, Ranks: j.gpus, GPUsPerRank: 1}
+	if j.milli > 0 && j.milli < 1000 {
+		r.GPUsPerRank, r.GPUMilli = 0, j.milli
+	}
+	if o.prio != nil {
+		r.Priority = o.prio(j, o.now)
+	}
+	if ms := j.t.GPUModels; len(ms) == 1 {
+		r.NodeSelector = map[string]string{LabelGPUModel: ms[0]}
+	}
+	if o.estimates {
+		r.EstimatedDuration = time.Duration(nanos(max(j.remainingAt(o.now), 1e-6)))
+	}
+	return r
+}
+
+func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
+	if len(o.running) == 0 || (!o.preempt && o.mode != Backfill) {
+		return nil
+	}
+	out := make([]scheduler.Running, 0, len(o.running))
+	for _, j := range o.running {
+		if j.ranks == nil {
+			// The segment's slots do not change while it runs.
+			for _, s := range j.slots {
+				sl := scheduler.Slot{Node: c.nodes[s.node].name}
+				for m := s.mask; m != 0; m &= m - 1 {
+					sl.GPUs = append(sl.GPUs, bits.TrailingZeros64(m))
+				}
+				if s.milli > 0 {
+					sl.Milli = int(s.milli)
+				}
+				j.ranks = append(j.ranks, sl)
+			}
+		}
+		r := scheduler.Running{JobID: p.jobID(j), StartedAt: nanos(j.segStart), Ranks: j.ranks}
+		if o.estimates {
+			r.EstimatedEnd = nanos(j.segEnd)
+		}
+		if o.preempt {
+			if o.prio != nil {
+				r.Priority = o.prio(j, o.now)
+			}
+			r.Preemptible = o.protected == nil || !o.protected(j, o.now)
+			// A preempted job is told to checkpoint first and loses no
+			// work (its checkpoint-and-restore cost is charged instead).
+			r.LastCheckpoint = nanos(o.now)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// maxSearches bounds victim searches per call: the gangs that cannot get
+// victims now will try again at the next event.
+const maxSearches = 2
+
+func (p *placer) options(o *call) scheduler.Options {
+	opts := scheduler.Options{Strategy: p.strategy.strategy(), NoPreemption: !o.preempt, MaxPreemptionSearches: maxSearches}
+	switch o.mode {
+	case Strict:
+		opts.Mode = scheduler.Strict
+	case Backfill:
+		opts.Mode = scheduler.Backfill
+	default:
+		opts.Mode = scheduler.Greedy
+	}
+	return opts
+}
+
+// place asks the scheduler to decide cands, in this order, and takes the
+// GPUs of the gangs it placed; the caller starts them and stops victims.
+func (p *placer) place(c *cluster, cands []*job, o call) (outcome, error) {
+	if len(cands) == 0 {
+		return outcome{}, nil
+	}
+	if p.strategy == Random {
+		return p.placeRandom(c, cands, &o)
+	}
+	filtered := false
+	for _, j := range cands {
+		if c.needsFilter(j) {
+			filtered = true
+			break
+		}
+	}
+	if filtered {
+		return p.placeEach(c, cands, &o)
+	}
+	p.snapshot(c, nil)
+	out, err := p.schedule(c, cands, &o)
+	if err != nil {
+		return outcome{}, err
+	}
+	for _, pl := range out.placed {
+		if err := c.apply(pl); err != nil {
+			return outcome{}, err
+		}
+	}
+	return out, nil
+}
+
+func (p *placer) schedule(c *cluster, cands []*job, o *call) (outcome, error) {
+	p.reqs = p.reqs[:0]
+	clear(p.byID)
+	for k, j := range cands {
+		r := p.request(j, int64(k), o)
+		p.reqs = append(p.reqs, r)
+		p.byID[r.JobID] = j
+	}
+	for _, j := range o.running {
+		p.byID[p.jobID(j)] = j
+	}
+	snap := scheduler.Snapshot{Now: nanos(o.now), Nodes: p.snap, Topology: p.topo, Running: p.runningList(c, o)}
+	p.calls++
+	plan := scheduler.ScheduleWith(snap, p.reqs, p.options(o))
+	return p.collect(c, plan)
+}
+
+func (p *placer) collect(c *cluster, plan scheduler.Plan) (outcome, error) {
+	var out outcome
+	out.blocked = len(plan.Pending) > 0
+	for _, pl := range plan.Placements {
+		j, ok := p.byID[pl.JobID]
+		if !ok {
+			return outcome{}, fmt.Errorf("scheduler placed unknown job %q", pl.JobID)
+		}
+		slots, err := toSlots(c, pl)
+		if err != nil {
+			return outcome{}, fmt.Errorf("placement of job %s: %w", j.t.ID, err)
+		}
+		out.placed = append(out.placed, placed{j: j, slots: slots})
+	}
+	seen := map[*job]bool{}
+	for _, pe := range plan.Preemptions {
+		j, ok := p.byID[pe.JobID]
+		if !ok || j.phase != phaseRunning {
+			return outcome{}, fmt.Errorf("scheduler preempts unknown or idle job %q", pe.JobID)
+		}
+		if !seen[j] {
+			seen[j] = true
+			out.victims = append(out.victims, j)
+		}
+	}
+	return out, nil
+}
+
+func toSlots(c *cluster, pl scheduler.Placement) ([]slot, error) {
+	var slots []slot
+	for _, r := range pl.Ranks {
+		i, ok := c.byName[r.Node]
+		if !ok {
+			return nil, fmt.Errorf("unknown node %q", r.Node)
+		}
+		var m uint64
+		for _, g := range r.GPUs {
+			if g < 0 || g >= c.nodes[i].total {
+				return nil, fmt.Errorf("node %s has no GPU %d", r.Node, g)
+			}
+			m |= 1 << uint(g)
+		}
+		if r.Milli > 0 {
+			if len(r.GPUs) != 1 {
+				return nil, fmt.Errorf("fractional rank on %s with %d GPUs", r.Node, len(r.GPUs))
+			}
+			slots = append(slots, slot{node: int32(i), mask: m, milli: int16(r.Milli)})
+			continue
+		}
+		merged := false
+		for k := range slots {
+			if slots[k].node == int32(i) && slots[k].milli == 0 {
+				if slots[k].mask&m != 0 {
+					return nil, fmt.Errorf("GPU given twice on node %s", r.Node)
+				}
+				slots[k].mask |= m
+				merged = true
+				break
+			}
+		}
+		if !merged {
+			slots = append(slots, slot{node: int32(i), mask: m})
+		}
+	}
+	return slots, nil
+}
+
+// placeEach decides candidates one call each, offering only the nodes
+// that meet what the scheduler does not check itself: host CPU and
+// memory, and a choice among several GPU models.
+func (p *placer) placeEach(c *cluster, cands []*job, o *call) (outcome, error) {
+	var all outcome
+	for _, j := range cands {
+		p.snapshot(c, func(n *node) bool { return c.fits(n, j) })
+		out, err := p.schedule(c, []*job{j}, o)
+		if err != nil {
+			return outcome{}, err
+		}
+		all.victims = append(all.victims, out.victims...)
+		if len(out.placed) == 0 {
+			all.blocked = true
+			if o.mode == Strict {
+				break
+			}
+			continue
+		}
+		if err := c.apply(out.placed[0]); err != nil {
+			return outcome{}, err
+		}
+		all.placed = append(all.placed, out.placed[0])
+	}
+	return all, nil
+}
+
+// placeRandom offers the scheduler, for each gang, only randomly chosen
+// nodes that can hold it, one gang per call, so the choice of nodes is
+// random while the GPU assignment stays the scheduler's.
+func (p *placer) placeRandom(c *cluster, cands []*job, o *call) (outcome, error) {
+	var all outcome
+	var elig []int
+	for _, j := range cands {
+		elig = elig[:0]
+		for i := range c.nodes {
+			n := &c.nodes[i]
+			if n.up && c.fits(n, j) && (n.free != 0 || n.hasShareRoom(j.milli)) {
+				elig = append(elig, i)
+			}
+		}
+		p.rng.Shuffle(len(elig), func(a, b int) { elig[a], elig[b] = elig[b], elig[a] })
+		pick := map[int]bool{}
+		need := j.gpus
+		for _, i := range elig {
+			if need <= 0 {
+				break
+			}
+			pick[i] = true
+			if j.milli > 0 && j.milli < 1000 {
+				need--
+			} else {
+				need -= bits.OnesCount64(c.nodes[i].free)
+			}
+		}
+		var out outcome
+		if need <= 0 {
+			p.snapshot(c, func(n *node) bool { return pick[c.byName[n.name]] })
+			var err error
+			if out, err = p.schedule(c, []*job{j}, o); err != nil {
+				return outcome{}, err
+			}
+		}
+		if len(out.placed) == 0 {
+			all.blocked = true
+			if o.mode == Strict {
+				break
+			}
+			continue
+		}
+		if err := c.apply(out.placed[0]); err != nil {
+			return outcome{}, err
+		}
+		all.placed = append(all.placed, out.placed[0])
+	}
+	return all, nil
+}

@@ -1,0 +1,362 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/gangway/gangway/internal/sim/trace"
+)
+
+func pool(nodes, gpus int) Shape { return Shape{Pools: []Pool{{Nodes: nodes, GPUsPerNode: gpus}}} }
+
+func jobs(specs ...[3]float64) []trace.Job {
+	out := make([]trace.Job, len(specs))
+	for i, s := range specs {
+		out[i] = trace.Job{ID: string(rune('A' + i)), Submit: s[0], Duration: s[1], GPUs: int(s[2]), GPUMilli: 1000}
+	}
+	return out
+}
+
+type got struct {
+	Start, End float64
+	Pre        int
+}
+
+func results(r *Result) map[string]got {
+	m := map[string]got{}
+	for _, j := range r.Jobs {
+		m[j.ID] = got{j.Start, j.End, j.Preemptions}
+	}
+	return m
+}
+
+func mustPolicy(t *testing.T, name string) Policy {
+	t.Helper()
+	p, err := ParsePolicy(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPolicies(t *testing.T) {
+	tests := []struct {
+		name      string
+		policy    string
+		placement Placement
+		shape     Shape
+		jobs      []trace.Job
+		want      map[string]got
+	}{
+		{
+			name:   "strict FIFO blocks behind the head",
+			policy: "fifo", placement: Consolidate, shape: pool(1, 8),
+			jobs: jobs([3]float64{0, 100, 6}, [3]float64{1, 10, 4}, [3]float64{2, 10, 1}),
+			want: map[string]got{"A": {0, 100, 0}, "B": {100, 110, 0}, "C": {100, 110, 0}},
+		},
+		{
+			name:   "backfill starts a job that ends before the head's reservation",
+			policy: "fifo-backfill", placement: Consolidate, shape: pool(1, 8),
+			jobs: jobs([3]float64{0, 100, 6}, [3]float64{1, 10, 4}, [3]float64{2, 50, 2}, [3]float64{3, 500, 2}),
+			// C ends at 52, before B's reservation at 100. D would run
+			// past it, but on GPUs the reservation leaves alone (B
+			// gets A's GPUs at 100), so it starts when C ends.
+			want: map[string]got{"A": {0, 100, 0}, "B": {100, 110, 0}, "C": {2, 52, 0}, "D": {52, 552, 0}},
+		},
+		{
+			name:   "SJF runs the shortest first",
+			policy: "sjf", placement: Consolidate, shape: pool(1, 1),
+			jobs: jobs([3]float64{0, 100, 1}, [3]float64{1, 50, 1}, [3]float64{2, 10, 1}),
+			want: map[string]got{"A": {0, 100, 0}, "B": {110, 160, 0}, "C": {100, 110, 0}},
+		},
+		{
+			name:   "SRTF preempts and the victim owes its restore cost",
+			policy: "srtf", placement: Consolidate, shape: pool(1, 1),
+			jobs: jobs([3]float64{0, 100, 1}, [3]float64{5, 10, 1}),
+			// A resumes at 15 with 95 s left plus 7 s to restore.
+			want: map[string]got{"A": {0, 117, 1}, "B": {5, 15, 0}},
+		},
+		{
+			name:   "Tiresias demotes after 3,600 GPU-seconds",
+			policy: "tiresias", placement: Consolidate, shape: pool(1, 1),
+			jobs: jobs([3]float64{0, 5000, 1}, [3]float64{100, 50, 1}, [3]float64{4000, 50, 1}),
+			// B arrives while A is still in queue 0 and waits (first
+			// come first served within a queue) until A's demotion at
+			// 3,600 s; C preempts A again at 4,000 s. A owes 7 s per
+			// preemption: 3,650+7 → 4,000 does 343 s, 4,050+7+1,057.
+			want: map[string]got{"A": {0, 5114, 2}, "B": {3600, 3650, 0}, "C": {4000, 4050, 0}},
+		},
+		{
+			name:   "gangway policy preempts a long job for a new one",
+			policy: "gangway", placement: GangwayPlacement, shape: pool(1, 1),
+			jobs: jobs([3]float64{0, 20000, 1}, [3]float64{10000, 60, 1}),
+			want: map[string]got{"A": {0, 20067, 1}, "B": {10000, 10060, 0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Run(context.Background(), Config{Shape: tt.shape, Policy: mustPolicy(t, tt.policy), Placement: tt.placement}, tt.jobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, results(r)); d != "" {
+				t.Errorf("jobs (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	r, err := Run(context.Background(), Config{Shape: pool(1, 2), Policy: mustPolicy(t, "fifo"), Placement: Consolidate},
+		jobs([3]float64{0, 100, 1}, [3]float64{0, 300, 1}, [3]float64{50, 100, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Summary{
+		Policy: "fifo", Placement: "consolidate", Jobs: 3,
+		AvgJCT: (100 + 300 + 350) / 3.0, P50JCT: 300, P95JCT: 345, P99JCT: 349,
+		AvgQueue: 250 / 3.0, MaxQueue: 250, MaxWait: 250, Makespan: 400,
+		// 100 + 300 + 200 GPU-seconds over 2 GPUs × 400 s.
+		GPUUtilization: 600.0 / 800, Goodput: 1,
+		// C waits from 100 to 300 with one GPU free of the two it needs:
+		// not blocked by fragmentation.
+		FragBlocked: 0,
+	}
+	if d := cmp.Diff(want, r.Summary, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreFields(Summary{}, "SchedulerCalls")); d != "" {
+		t.Errorf("summary (-want +got):\n%s", d)
+	}
+}
+
+func TestFragBlocked(t *testing.T) {
+	// Two nodes with 4 GPUs each; two 3-GPU jobs leave one GPU free on
+	// each node, so a 2-GPU job waits with 2 GPUs free in total.
+	r, err := Run(context.Background(), Config{Shape: pool(2, 4), Policy: mustPolicy(t, "fifo"), Placement: Consolidate},
+		jobs([3]float64{0, 100, 3}, [3]float64{0, 100, 3}, [3]float64{0, 10, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Summary.FragBlocked != 1 {
+		t.Errorf("frag-blocked share = %v, want 1", r.Summary.FragBlocked)
+	}
+}
+
+func TestPercentileMatchesNumpy(t *testing.T) {
+	xs := []float64{1, 2, 3, 4}
+	// numpy.percentile([1,2,3,4], [50,95,99]) = [2.5, 3.85, 3.97]
+	for p, want := range map[float64]float64{0: 1, 50: 2.5, 95: 3.85, 99: 3.97, 100: 4} {
+		if got := Percentile(xs, p); math.Abs(got-want) > 1e-12 {
+			t.Errorf("Percentile(%v) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestFractionalSharing(t *testing.T) {
+	in := []trace.Job{
+		{ID: "a", Submit: 0, Duration: 100, GPUs: 1, GPUMilli: 300},
+		{ID: "b", Submit: 0, Duration: 100, GPUs: 1, GPUMilli: 300},
+		{ID: "c", Submit: 0, Duration: 100, GPUs: 1, GPUMilli: 300},
+		{ID: "d", Submit: 0, Duration: 100, GPUs: 1, GPUMilli: 300},
+	}
+	r, err := Run(context.Background(), Config{Shape: pool(1, 1), Policy: mustPolicy(t, "fifo"), Placement: GangwayPlacement}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]got{"a": {0, 100, 0}, "b": {0, 100, 0}, "c": {0, 100, 0}, "d": {100, 200, 0}}
+	if d := cmp.Diff(want, results(r)); d != "" {
+		t.Errorf("jobs (-want +got):\n%s", d)
+	}
+}
+
+func TestStuck(t *testing.T) {
+	_, err := Run(context.Background(), Config{Shape: pool(1, 8), Policy: mustPolicy(t, "fifo")}, jobs([3]float64{0, 1, 16}))
+	if !errors.Is(err, ErrStuck) {
+		t.Fatalf("err = %v, want ErrStuck", err)
+	}
+	in := jobs([3]float64{0, 1, 1})
+	in[0].GPUModels = []string{"B200"}
+	_, err = Run(context.Background(), Config{Shape: Shape{Pools: []Pool{{Nodes: 1, GPUsPerNode: 8, GPUModel: "H100"}}}, Policy: mustPolicy(t, "fifo")}, in)
+	if !errors.Is(err, ErrStuck) {
+		t.Fatalf("model mismatch: err = %v, want ErrStuck", err)
+	}
+}
+
+func TestProgressAndCheckpoints(t *testing.T) {
+	j := &job{remaining: 1000, ckptEvery: 100, ckptCost: 10, segStart: 0, segRestart: 5}
+	for _, tt := range []struct{ t, done, committed float64 }{
+		{3, 0, 0},       // restoring
+		{55, 50, 0},     // first interval
+		{105, 100, 0},   // writing the first checkpoint
+		{115, 100, 100}, // committed
+		{5 + 4*110 + 30, 430, 400},
+	} {
+		d, c := j.progress(tt.t)
+		if math.Abs(d-tt.done) > 1e-9 || math.Abs(c-tt.committed) > 1e-9 {
+			t.Errorf("progress(%v) = %v, %v; want %v, %v", tt.t, d, c, tt.done, tt.committed)
+		}
+	}
+	// 1000 s of work in intervals of 100 writes 9 checkpoints.
+	if n := nCkpt(1000, 100); n != 9 {
+		t.Errorf("nCkpt = %v, want 9", n)
+	}
+}
+
+func TestDalyInterval(t *testing.T) {
+	// For a small cost Daly's interval approaches Young's sqrt(2δM).
+	delta, m := 2.0, 10000.0
+	young := math.Sqrt(2 * delta * m)
+	got := DalyInterval(delta, m)
+	if got < young-delta-1e-9 || got > young*1.02 {
+		t.Errorf("DalyInterval = %v, want about %v", got, young)
+	}
+	if DalyInterval(30000, 10000) != 10000 {
+		t.Error("DalyInterval with cost ≥ 2·MTBF should be the MTBF")
+	}
+	// The expected goodput peaks at Daly's interval.
+	best := ExpectedGoodput(got, delta, 60, m)
+	for _, f := range []float64{0.5, 0.8, 1.25, 2} {
+		if g := ExpectedGoodput(got*f, delta, 60, m); g > best {
+			t.Errorf("goodput at %v× the interval (%v) beats the interval's (%v)", f, g, best)
+		}
+	}
+}
+
+func TestFailuresAccounting(t *testing.T) {
+	f := Llama3Failures()
+	f.Interruptions *= 2000 // frequent enough to hit a small cluster
+	in := jobs([3]float64{0, 86400, 8}, [3]float64{0, 86400, 8}, [3]float64{3600, 40000, 4})
+	cfg := Config{Shape: pool(4, 8), Policy: mustPolicy(t, "gangway"), Failures: &f,
+		Checkpoint: Checkpointing{Auto: true, Cost: 5}, Seed: 7}
+	r, err := Run(context.Background(), cfg, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Summary
+	if s.Jobs != 3 || s.Unfinished != 0 {
+		t.Fatalf("jobs %d unfinished %d", s.Jobs, s.Unfinished)
+	}
+	n := 0
+	for _, v := range s.Interruptions {
+		n += v
+	}
+	if n == 0 || s.GPUHoursLost["restart"] == 0 || s.GPUHoursLost["checkpoint"] == 0 {
+		t.Fatalf("no failures simulated: %+v", s)
+	}
+	if !(s.Goodput > 0.5 && s.Goodput < 1) || !(s.ETTR > 0.3 && s.ETTR < 1) {
+		t.Errorf("goodput %v, ETTR %v out of range", s.Goodput, s.ETTR)
+	}
+	// Useful GPU-hours are the jobs' work; with the lost hours they make
+	// the hours held: check the books balance.
+	useful := (86400*8*2 + 40000*4) / 3600.0
+	var lost float64
+	for _, v := range s.GPUHoursLost {
+		lost += v
+	}
+	held := s.GPUUtilization * 32 * s.Makespan / 3600
+	if math.Abs(useful+lost-held) > 1e-6*held {
+		t.Errorf("useful %v + lost %v != held %v", useful, lost, held)
+	}
+	if math.Abs(s.Goodput-useful/held) > 1e-9 {
+		t.Errorf("goodput %v != useful/held %v", s.Goodput, useful/held)
+	}
+	// The same seed gives the same run.
+	r2, err := Run(context.Background(), cfg, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(r.Summary, r2.Summary); d != "" {
+		t.Errorf("not deterministic (-first +second):\n%s", d)
+	}
+}
+
+func TestRandomPlacementDeterministic(t *testing.T) {
+	var in []trace.Job
+	for i := range 200 {
+		in = append(in, trace.Job{ID: string(rune('a'+i%26)) + string(rune('0'+i/26)), Submit: float64(i * 10), Duration: float64(300 + i%7*100), GPUs: 1 << (i % 4), GPUMilli: 1000})
+	}
+	run := func(seed uint64) Summary {
+		r, err := Run(context.Background(), Config{Shape: pool(4, 8), Policy: mustPolicy(t, "fifo"), Placement: Random, Seed: seed}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Summary
+	}
+	a, b := run(1), run(1)
+	if d := cmp.Diff(a, b); d != "" {
+		t.Errorf("same seed, different runs:\n%s", d)
+	}
+}
+
+func TestParseShape(t *testing.T) {
+	s, err := ParseShape([]byte("pools:\n  - name: a\n    nodes: 4\n    gpusPerNode: 8\n    gpuModel: H100\n    nodesPerLeaf: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.GPUs() != 32 || s.String() != "4×8 H100" {
+		t.Errorf("shape %+v: %d GPUs, %q", s, s.GPUs(), s.String())
+	}
+	for _, tt := range []struct{ in, want string }{
+		{"pools:\n  - nodes: 4\n    gpusPerNode: 8\n    gpus: 3\n", `cluster file: [4:5] unknown field "gpus"`},
+		{"pools:\n  - nodes: 0\n    gpusPerNode: 8\n", "cluster file: pools[0]: nodes must be at least 1 (got 0)"},
+		{"pools:\n  - nodes: 2\n    gpusPerNode: 65\n", "cluster file: pools[0]: gpusPerNode must be in 1..64 (got 65)"},
+	} {
+		_, err := ParseShape([]byte(tt.in))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("ParseShape(%q) error = %v, want %s", tt.in, err, tt.want)
+		}
+	}
+}
+
+func FuzzParseShape(f *testing.F) {
+	f.Add([]byte("pools:\n  - nodes: 4\n    gpusPerNode: 8\n"))
+	f.Add([]byte(`{"pools":[{"nodes":2,"gpusPerNode":4,"nodesPerLeaf":1}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseShape(data)
+		if err != nil {
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("parsed shape does not validate: %v", err)
+		}
+		if s.GPUs() > 0 && s.GPUs() <= 4096 {
+			if _, err := newCluster(s); err != nil {
+				t.Fatalf("valid shape, no cluster: %v", err)
+			}
+		}
+	})
+}
+
+func TestNodesForLoad(t *testing.T) {
+	in := jobs([3]float64{0, 3600, 8}, [3]float64{3600, 3600, 8})
+	// 57,600 GPU-seconds over a 3,600 s span at load 0.5 needs 32 GPUs.
+	n, err := NodesForLoad(in, 0.5, 8)
+	if err != nil || n != 4 {
+		t.Errorf("NodesForLoad = %d, %v; want 4", n, err)
+	}
+}
+
+// dataDir finds shared/data/traces beside the repository.
+func dataDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p := filepath.Join(dir, "shared", "data", "traces")
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("trace data not found: expected shared/data/traces beside the repository (../shared/data/traces from the repo root)")
+		}
+		dir = parent
+	}
+}
