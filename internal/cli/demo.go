@@ -20,6 +20,7 @@ import (
 	"github.com/gangway/gangway/examples/train-go/trainer"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/wait"
 )
 
 // DemoSummary is what `gangway demo -o json` prints.
@@ -164,7 +165,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 			a.stop()
 		}
 	}()
-	if err := waitFor(ctx, func() (bool, error) {
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		l, err := c.Nodes(ctx)
 		if err != nil {
 			return false, nil
@@ -209,7 +210,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 		finalLoss  *float64
 		finalPhase api.JobPhase
 	)
-	err = waitFor(ctx, func() (bool, error) {
+	err = wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		d, err := c.Job(ctx, j.ID)
 		if err != nil {
 			return false, nil
@@ -291,7 +292,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 	say("reference: the same job again (job %s) without a failure", ref.ID)
 	var refLoss *float64
-	err = waitFor(ctx, func() (bool, error) {
+	err = wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		d, err := c.Job(ctx, ref.ID)
 		if err != nil || !d.Job.Status.Phase.Final() {
 			return false, nil
@@ -337,26 +338,6 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 	sum.OK = true
 	return sum, nil
-}
-
-// waitFor polls cond every 100ms until it is true, fails, or ctx ends.
-func waitFor(ctx context.Context, cond func() (bool, error)) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 type demoAgent struct {

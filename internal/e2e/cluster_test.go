@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gangway/gangway/internal/wait"
 	"io"
 	"net"
 	"net/http"
@@ -144,7 +145,7 @@ func startCluster(t *testing.T, hosts int) *cluster {
 			c.dump()
 		}
 	})
-	if err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		if c.server.exited() {
 			return false, fmt.Errorf("server exited: %v", c.server.err)
 		}
@@ -176,7 +177,7 @@ func startCluster(t *testing.T, hosts int) *cluster {
 			}
 		})
 	}
-	if err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		nodes, err := c.api.nodes(ctx)
 		if err != nil {
 			return false, nil
@@ -343,27 +344,6 @@ func tail(path string, n int) string {
 		lines = append([]string{fmt.Sprintf("[... %d lines before]", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
-}
-
-// poll calls cond every interval until it returns true or an error, or ctx
-// ends.
-func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // client reads the server's /v1 API.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/gangway/gangway/internal/wait"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,7 +88,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 
 	// 1. Wait for progress and a checkpoint to resume from.
 	var d *api.JobDetail
-	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+	err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		var err error
 		if d, err = c.api.job(ctx, id); err != nil {
 			return false, nil
@@ -161,7 +162,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 
 	// 3. Wait for the node to be lost and a new attempt to run.
 	var lostAt time.Time
-	err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+	err = wait.Until(ctx, 50*time.Millisecond, func() (bool, error) {
 		if lostAt.IsZero() {
 			if n, err := c.api.node(ctx, victimNode); err == nil && n.Status.State == api.NodeLost {
 				lostAt = n.Status.LostAt
@@ -207,7 +208,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 	}
 
 	// 4. Wait for the job to end.
-	err = poll(ctx, 100*time.Millisecond, func() (bool, error) {
+	err = wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		var err error
 		if d, err = c.api.job(ctx, id); err != nil {
 			return false, nil
@@ -339,7 +340,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 func checkFencedReports(ctx context.Context, t *testing.T, c *cluster, id, node string, old []oldRank, firstStart time.Time) {
 	var readyAt time.Time
 	var d *api.JobDetail
-	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+	err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		if readyAt.IsZero() {
 			n, err := c.api.node(ctx, node)
 			if err != nil || n.Status.State != api.NodeReady {

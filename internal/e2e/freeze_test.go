@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/gangway/gangway/internal/wait"
 	"strconv"
 	"syscall"
 	"testing"
@@ -30,7 +31,7 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 `, strconv.Quote(gangwayBin)))
 
 	var d *api.JobDetail
-	if err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		var err error
 		if d, err = c.api.job(ctx, id); err != nil {
 			return false, nil
@@ -62,7 +63,7 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		if err := wait.Until(ctx, 10*time.Millisecond, func() (bool, error) {
 			n, err := c.api.node(ctx, p.Node)
 			return err == nil && n.Status.LastHeartbeat.After(n0.Status.LastHeartbeat), nil
 		}); err != nil {
@@ -91,7 +92,7 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 	// A stop takes at most the grace period (5s) and a heartbeat; an
 	// attempt Stopping for twice that on a Ready node is stuck.
 	const stuck = 10 * time.Second
-	err = poll(ctx, 200*time.Millisecond, func() (bool, error) {
+	err = wait.Until(ctx, 200*time.Millisecond, func() (bool, error) {
 		var err error
 		if d, err = c.api.job(ctx, id); err != nil {
 			return false, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gangway/gangway/internal/wait"
 	"io"
 	"log/slog"
 	"net"
@@ -534,7 +535,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 }
 
 func (c *client) waitNodes(ctx context.Context, nodes, gpus int, poll time.Duration) error {
-	return pollUntil(ctx, poll, func() (bool, error) {
+	return wait.Until(ctx, poll, func() (bool, error) {
 		var l server.NodeList
 		if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l); err != nil {
 			return false, nil // the server may still be starting
@@ -623,7 +624,7 @@ func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Dura
 		return nil
 	}
 	last := subs[len(subs)-1].id
-	err := pollUntil(ctx, poll, func() (bool, error) {
+	err := wait.Until(ctx, poll, func() (bool, error) {
 		var d api.JobDetail
 		if err := c.do(ctx, http.MethodGet, "/v1/jobs/"+last, nil, &d); err != nil {
 			return false, err
@@ -637,7 +638,7 @@ func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Dura
 	for _, s := range subs {
 		want[s.id] = true
 	}
-	return pollUntil(ctx, poll, func() (bool, error) {
+	return wait.Until(ctx, poll, func() (bool, error) {
 		var l server.JobList
 		if err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &l); err != nil {
 			return false, err
@@ -720,24 +721,4 @@ func (c *client) details(ctx context.Context, subs []submitted, par int) ([]*api
 		return nil, fmt.Errorf("read job details: %w", err)
 	}
 	return out, nil
-}
-
-// pollUntil calls cond every interval until it is true, fails, or ctx ends.
-func pollUntil(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
