@@ -112,6 +112,12 @@ func New(cfg Config) (*Server, error) {
 // Run opens the store, serves HTTP on ln and campaigns for leadership
 // until ctx ends; then it shuts everything down and returns.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	// Close the listeners whatever happens: a Run that fails before it
+	// serves must not leave clients connected to a socket nobody reads.
+	defer ln.Close()
+	if s.cfg.Gateway != nil {
+		defer s.cfg.Gateway.Close()
+	}
 	var cli *clientv3.Client
 	if len(s.cfg.EtcdEndpoints) > 0 {
 		c, err := store.Dial(ctx, s.cfg.EtcdEndpoints)

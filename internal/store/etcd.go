@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,6 +44,19 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if c.Dir == "" {
 		return nil, errors.New("store: embedded etcd needs a data directory")
 	}
+	// Ports picked here may be taken by someone else before etcd binds
+	// them; pick again a few times before giving up.
+	picked := c.ClientAddr == "" || c.PeerAddr == ""
+	for try := 0; ; try++ {
+		e, err := startEmbedded(ctx, c)
+		inUse := err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
+		if err == nil || !picked || try == 4 || !inUse {
+			return e, err
+		}
+	}
+}
+
+func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create etcd dir: %w", err)
 	}
