@@ -117,6 +117,7 @@ type placer struct {
 	reqs     []scheduler.Request
 	byID     map[string]*job
 	calls    int
+	perNode  int // GPUs of the widest node
 }
 
 func newPlacer(c *cluster, strategy Placement, seed uint64, njobs int) (*placer, error) {
@@ -135,7 +136,7 @@ func newPlacer(c *cluster, strategy Placement, seed uint64, njobs int) (*placer,
 		return nil, fmt.Errorf("topology: %w", err)
 	}
 	return &placer{
-		strategy: strategy, topo: topo,
+		strategy: strategy, topo: topo, perNode: c.perNode,
 		rng:  rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
 		ids:  make([]string, njobs),
 		byID: map[string]*job{},
@@ -180,6 +181,12 @@ func nanos(s float64) int64 {
 
 func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
 	r := scheduler.Request{JobID: p.jobID(j), Order: order, Ranks: j.gpus, GPUsPerRank: 1}
+	if per := p.perNode; p.strategy != BestFit && per > 0 && j.gpus > per && j.gpus%per == 0 {
+		// A gang of whole nodes asks for one rank of a node's GPUs per
+		// node, as a multi-node training job runs: same placement (whole
+		// nodes), a node's worth of fewer ranks to lay out.
+		r.Ranks, r.GPUsPerRank = j.gpus/per, per
+	}
 	if j.milli > 0 && j.milli < 1000 {
 		r.GPUsPerRank, r.GPUMilli = 0, j.milli
 	}
@@ -328,6 +335,7 @@ func (p *placer) collect(c *cluster, plan scheduler.Plan) (outcome, error) {
 
 func toSlots(c *cluster, pl scheduler.Placement) ([]slot, error) {
 	var slots []slot
+	at := map[int32]int{} // node → index of its whole-GPU slot
 	for _, r := range pl.Ranks {
 		i, ok := c.byName[r.Node]
 		if !ok {
@@ -347,20 +355,15 @@ func toSlots(c *cluster, pl scheduler.Placement) ([]slot, error) {
 			slots = append(slots, slot{node: int32(i), mask: m, milli: int16(r.Milli)})
 			continue
 		}
-		merged := false
-		for k := range slots {
-			if slots[k].node == int32(i) && slots[k].milli == 0 {
-				if slots[k].mask&m != 0 {
-					return nil, fmt.Errorf("GPU given twice on node %s", r.Node)
-				}
-				slots[k].mask |= m
-				merged = true
-				break
+		if k, ok := at[int32(i)]; ok {
+			if slots[k].mask&m != 0 {
+				return nil, fmt.Errorf("GPU given twice on node %s", r.Node)
 			}
+			slots[k].mask |= m
+			continue
 		}
-		if !merged {
-			slots = append(slots, slot{node: int32(i), mask: m})
-		}
+		at[int32(i)] = len(slots)
+		slots = append(slots, slot{node: int32(i), mask: m})
 	}
 	return slots, nil
 }

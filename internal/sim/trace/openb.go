@@ -60,14 +60,14 @@ func ReadOpenbNodes(r io.Reader, src string) ([]Node, error) {
 // ReadOpenbPods reads an Alibaba openb pod list: name, cpu_milli,
 // memory_mib, num_gpu, gpu_milli (per GPU, 0..1000), gpu_spec (allowed
 // models separated by '|', empty or "nan" for any), qos, pod_phase,
-// creation_time, deletion_time and scheduled_time (seconds). A pod's
-// Submit is its creation time and Duration its deletion minus scheduled
-// time (creation time when unscheduled). Pods asking for no GPU are kept
+// creation_time, deletion_time and scheduled_time (seconds; optional). A
+// pod's Submit is its creation time (its row number when the list has no
+// times) and Duration its deletion minus scheduled time. Pods asking for no GPU are kept
 // only with opt.KeepCPUJobs.
 func ReadOpenbPods(r io.Reader, src string, opt Options) (*Trace, error) {
 	t, err := newTable(r, src,
-		[]string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time"},
-		[]string{"gpu_spec", "qos", "pod_phase", "deletion_time", "scheduled_time"}, false)
+		[]string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"},
+		[]string{"gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time"}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +117,12 @@ func ReadOpenbPods(r io.Reader, src string, opt Options) (*Trace, error) {
 				j.GPUModels = append(j.GPUModels, s)
 			}
 		}
-		created, err := t.int("creation_time", 0, 1<<50)
-		if err != nil {
-			return nil, err
+		// Lists without times (the multigpu variants) keep file order.
+		created := int64(len(out.Jobs) + out.Skipped)
+		if t.has("creation_time") {
+			if created, err = t.int("creation_time", 0, 1<<50); err != nil {
+				return nil, err
+			}
 		}
 		start := created
 		if t.str("scheduled_time") != "" {
