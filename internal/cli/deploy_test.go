@@ -138,3 +138,43 @@ func TestDeploymentValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainingBorrowsInferenceQuotaAndIsPreemptedBack: a training job in a
+// queue without a guarantee borrows the idle GPUs guaranteed to the
+// inference queue; when a deployment in that queue needs them, the
+// scheduler reclaims them by preempting the trainer, which is requeued.
+func TestTrainingBorrowsInferenceQuotaAndIsPreemptedBack(t *testing.T) {
+	if _, err := os.Stat(pyHTTP); err != nil {
+		t.Skip("needs Debian's python3 at /usr/bin/python3 (apt-get install python3)")
+	}
+	cl := startCluster(t, 1, 4)
+	for _, args := range [][]string{
+		{"queue", "set", "serving", "--guarantee", "4", "--cohort", "org"},
+		{"queue", "set", "research", "--guarantee", "0", "--cohort", "org"},
+	} {
+		if _, errOut, code := cl.run(args...); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	train := cl.submitYAML("queue: research\nranks: 4\npreemptionGracePeriod: 1s\ncommand: [sh, -c, 'sleep 60']\n")
+	cl.waitPhase(train, api.JobRunning, 15*time.Second)
+	f := filepath.Join(t.TempDir(), "d.yaml")
+	os.WriteFile(f, []byte(fmt.Sprintf("name: svc\nqueue: serving\nmodel: m\ngpusPerReplica: 2\nreplicas: 1\nreadinessPath: /\ncommand: [%s, -m, http.server, \"${MASTER_PORT}\", --bind, \"${GANGWAY_NODE_ADDR}\"]\n", pyHTTP)), 0o644)
+	if _, errOut, code := cl.run("deploy", f); code != 0 {
+		t.Fatal(errOut)
+	}
+	cl.wait(40*time.Second, "the replica serving", func() bool {
+		d, err := cl.c.Deployment(context.Background(), "svc")
+		return err == nil && d.Status.Ready == 1
+	})
+	d := cl.detail(train)
+	a := d.Job.Status.Attempts[0]
+	if a.Outcome != api.OutcomePreempted || a.PreemptedFor == "" {
+		t.Fatalf("the borrowing trainer's first attempt: outcome %q, preempted for %q (%s)", a.Outcome, a.PreemptedFor, a.Reason)
+	}
+	if ph := d.Job.Status.Phase; ph != api.JobRestarting && ph != api.JobPending && ph != api.JobRunning {
+		t.Errorf("trainer is %s after preemption; want it requeued", ph)
+	}
+	cl.run("delete", "deployment", "svc")
+	cl.run("cancel", train)
+}
