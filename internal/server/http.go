@@ -18,6 +18,9 @@ import (
 // maxBody bounds request bodies.
 const maxBody = 4 << 20
 
+// maxWritten bounds the memory of rank statuses already stored.
+const maxWritten = 200000
+
 // Handler returns the HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -410,6 +413,11 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 		return err
 	}
 	s.mu.Lock()
+	if len(s.written)+len(changed) > maxWritten {
+		// Forget it all now and then; the cost is one rewrite of each
+		// rank status agents still report.
+		clear(s.written)
+	}
 	for _, rs := range changed {
 		s.written[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)] = rs
 	}
