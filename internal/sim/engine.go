@@ -255,7 +255,9 @@ func (e *engine) handle(ev event) bool {
 			e.pol.rekey(j, e.now)
 			e.insertPending(j)
 		} else {
-			e.runDirty = true
+			// Its old entry in runSorted goes stale; add it anew.
+			j.rankVer++
+			e.addSorted(j)
 		}
 		e.scheduleRekey(j)
 		return true
@@ -600,7 +602,7 @@ func (e *engine) rank() (starts, victims []*job) {
 	run := e.runTmp[:0]
 	for _, r := range e.runSorted {
 		j := r.j
-		if j.phase != phaseRunning || j.epoch != r.epoch {
+		if !r.live() {
 			continue
 		}
 		if e.pol.protected(j, now) {
@@ -771,11 +773,17 @@ func (e *engine) failure() {
 	}
 }
 
-// rk is a running job under the key it had when it was ranked.
+// rk is a running job under the key it had when it was ranked; the entry
+// is stale once the job stopped (epoch) or was ranked again (ver).
 type rk struct {
 	k     key
 	j     *job
 	epoch uint32
+	ver   uint32
+}
+
+func (r rk) live() bool {
+	return r.j.phase == phaseRunning && r.j.epoch == r.epoch && r.j.rankVer == r.ver
 }
 
 func cmpRK(a, b rk) int {
@@ -795,14 +803,14 @@ func cmpRK(a, b rk) int {
 func (e *engine) sortRunning() {
 	live := 0
 	for _, r := range e.runSorted {
-		if r.j.phase == phaseRunning && r.j.epoch == r.epoch {
+		if r.live() {
 			live++
 		}
 	}
 	if !e.pol.stableKeys() || e.runDirty || live != len(e.run) || len(e.runSorted) > 2*len(e.run)+64 {
 		e.runSorted = e.runSorted[:0]
 		for _, j := range e.run {
-			e.runSorted = append(e.runSorted, rk{e.pol.key(j, e.now), j, j.epoch})
+			e.runSorted = append(e.runSorted, rk{e.pol.key(j, e.now), j, j.epoch, j.rankVer})
 		}
 		slices.SortFunc(e.runSorted, cmpRK)
 		e.runDirty = false
@@ -815,7 +823,7 @@ func (e *engine) addSorted(j *job) {
 		e.runDirty = true
 		return
 	}
-	r := rk{e.pol.key(j, e.now), j, j.epoch}
+	r := rk{e.pol.key(j, e.now), j, j.epoch, j.rankVer}
 	i, _ := slices.BinarySearchFunc(e.runSorted, r, cmpRK)
 	e.runSorted = slices.Insert(e.runSorted, i, r)
 }

@@ -64,6 +64,7 @@ type job struct {
 	preemptions  int
 	failures     int
 	epoch        uint32 // bumps when the segment ends; stale events carry old epochs
+	rankVer      uint32 // bumps when a running job's key changes
 	slots        []slot
 	ranks        []scheduler.Slot // slots as the scheduler wants them in Running; nil until needed
 	runPos       int              // index in engine.running

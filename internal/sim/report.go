@@ -55,12 +55,12 @@ func WriteTable(w io.Writer, sums []Summary) error {
 		if s.Unfinished > 0 {
 			fmt.Fprintf(w, "%s: %d jobs unfinished at the horizon\n", s.Policy, s.Unfinished)
 		}
-		if len(s.Interruptions) > 0 || len(s.GPUHoursLost) > 0 {
-			fmt.Fprintf(w, "%s: interruptions %s; GPU-hours lost %s", s.Policy, fmtCounts(s.Interruptions), fmtHours(s.GPUHoursLost))
-			if s.ETTR > 0 {
-				fmt.Fprintf(w, "; effective training time %.2f%%", 100*s.ETTR)
-			}
-			fmt.Fprintln(w)
+		switch {
+		case s.Interruptions != nil:
+			fmt.Fprintf(w, "%s: interruptions %s; GPU-hours lost %s; effective training time %.2f%%\n",
+				s.Policy, fmtCounts(s.Interruptions), fmtHours(s.GPUHoursLost), 100*s.ETTR)
+		case len(s.GPUHoursLost) > 0:
+			fmt.Fprintf(w, "%s: GPU-hours lost %s\n", s.Policy, fmtHours(s.GPUHoursLost))
 		}
 	}
 	return nil
