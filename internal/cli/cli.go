@@ -18,6 +18,7 @@ import (
 
 	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/planner/plancli"
+	"github.com/gangway/gangway/internal/sim/simcli"
 )
 
 // Env is the process environment the commands see.
@@ -51,6 +52,7 @@ func commands() []command {
 		{name: "uncordon", args: "NODE", summary: "allow placing on a node again", run: nodeActionCmd("uncordon")},
 		{name: "drain", args: "NODE", summary: "cordon a node and move its gangs elsewhere", run: nodeActionCmd("drain")},
 		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},
+		{name: "simulate", args: "--trace FILE [--policy P ...]", summary: "replay a cluster trace through the real scheduler in virtual time", run: wrap(simcli.Main)},
 		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "scheduler|inference|e2e [-o json]", summary: "measure the scheduler, the gateway and routing, or a live cluster", run: runBench},
