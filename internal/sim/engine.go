@@ -672,7 +672,14 @@ func (e *engine) passPriority() error {
 			break
 		}
 		o := call{now: e.now, mode: Greedy, prio: e.pol.priority}
-		victims = lowest(victims, starts)
+		if head := e.pq.first(); head != nil && e.pol.starving(head, e.now) {
+			// A starving head may preempt any job ranked below it, even
+			// when GPUs are free by count: a wide gang needs whole nodes
+			// that neither the quota's victims nor the free GPUs give.
+			victims = e.below(head)
+		} else {
+			victims = lowest(victims, starts)
+		}
 		starts = e.reachable(starts, victims)
 		if len(starts) == 0 {
 			break
@@ -878,18 +885,34 @@ func (e *engine) reachable(starts, victims []*job) []*job {
 		}
 	}
 	strat := e.cfg.Placement
+	per := e.c.perNode
 	out := starts[:0]
 	for _, j := range starts {
 		ok := j.gpus <= total
-		if ok && j.milli >= 1000 && (strat == Consolidate || strat == BestFit) {
-			if j.gpus <= e.c.perNode {
-				ok = j.gpus <= widest
-			} else if strat == Consolidate {
-				ok = (j.gpus+e.c.perNode-1)/e.c.perNode <= whole
-			}
+		switch {
+		case !ok || j.milli < 1000:
+		case j.gpus > per && j.gpus%per == 0 && strat != BestFit:
+			// Asked for as whole nodes (schedule.go).
+			ok = j.gpus/per <= whole
+		case j.gpus > per && strat == Consolidate:
+			ok = (j.gpus+per-1)/per <= whole
+		case j.gpus <= per && (strat == Consolidate || strat == BestFit):
+			ok = j.gpus <= widest
 		}
 		if ok {
 			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// below lists the running jobs that rank after j and are not protected.
+func (e *engine) below(j *job) []*job {
+	e.sortRunning()
+	var out []*job
+	for _, r := range e.runSorted {
+		if r.live() && j.lastKey.less(r.k) && !e.pol.protected(r.j, e.now) {
+			out = append(out, r.j)
 		}
 	}
 	return out

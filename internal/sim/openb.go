@@ -748,7 +748,7 @@ func MeanCurve(cs []*AllocCurve) []float64 {
 // AllocationChart plots allocation ratio against arrived GPU requests:
 // ours solid, published dashed.
 func AllocationChart(title string, ours map[string][]float64, published map[string][]float64) Chart {
-	c := Chart{Title: title, XLabel: "arrived GPU requests, % of capacity", YLabel: "GPU allocation ratio, %", YMin: 0, YMax: 100}
+	c := Chart{Title: title, XLabel: "arrived GPU requests, % of capacity", YLabel: "GPU allocation ratio, %", YMin: 80, YMax: 97}
 	add := func(m map[string][]float64, suffix string, dashed bool) {
 		var names []string
 		for k := range m {
@@ -756,7 +756,11 @@ func AllocationChart(title string, ours map[string][]float64, published map[stri
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			l := Line{Name: name + suffix, Dashed: dashed}
+			label := name
+			if i := strings.Index(label, "-"); i >= 0 && i <= 3 {
+				label = label[i+1:] // FGD's "06-FGD"
+			}
+			l := Line{Name: label + suffix, Dashed: dashed}
 			for i, v := range m[name] {
 				l.X = append(l.X, float64(i))
 				l.Y = append(l.Y, v)
@@ -765,6 +769,6 @@ func AllocationChart(title string, ours map[string][]float64, published map[stri
 		}
 	}
 	add(ours, "", false)
-	add(published, " (FGD paper)", true)
+	add(published, " (paper)", true)
 	return c
 }

@@ -151,3 +151,33 @@ func TestHeliosOrderFromEighty(t *testing.T) {
 		t.Errorf("64-node order agrees with the 80-node run on %d of %d pairs, want 98%%", agree, pairs)
 	}
 }
+
+// TestDefaultPolicyQuality checks gangway's default policy, which knows no
+// durations, against oracle SRTF and FIFO on the reference slice: average
+// JCT within 1.3× SRTF's and p99 no worse than FIFO's. (The October loads
+// are a benchmark: see README.md.)
+func TestDefaultPolicyQuality(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 10,650 jobs three times")
+	}
+	jobs, _ := phillySlice(t)
+	run := func(name string) Summary {
+		r, err := Run(context.Background(), Config{Shape: pool(64, 8), Policy: mustPolicy(t, name), Placement: GangwayPlacement}, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Summary
+	}
+	g, s, f := run("gangway"), run("srtf"), run("fifo")
+	t.Logf("avg JCT: gangway %.0f, SRTF %.0f (%.2f×); p99: gangway %.0f, FIFO %.0f; max queue gangway %.0f",
+		g.AvgJCT, s.AvgJCT, g.AvgJCT/s.AvgJCT, g.P99JCT, f.P99JCT, g.MaxQueue)
+	if g.AvgJCT > 1.3*s.AvgJCT {
+		t.Errorf("gangway avg JCT %.0f > 1.3 × SRTF's %.0f", g.AvgJCT, s.AvgJCT)
+	}
+	if g.P99JCT > f.P99JCT {
+		t.Errorf("gangway p99 JCT %.0f > FIFO's %.0f", g.P99JCT, f.P99JCT)
+	}
+	if g.Unfinished != 0 || g.Jobs != len(jobs) {
+		t.Errorf("gangway finished %d of %d jobs", g.Jobs, len(jobs))
+	}
+}

@@ -50,6 +50,8 @@ type Policy interface {
 	// stableKeys reports that a running job's key changes only at its
 	// rekey events.
 	stableKeys() bool
+	// starving reports a pending job that has waited too long.
+	starving(j *job, now float64) bool
 }
 
 // PolicyNames lists the policies ParsePolicy knows.
@@ -84,6 +86,7 @@ func (never) protected(*job, float64) bool    { return false }
 func (never) schedPreempt() bool              { return false }
 func (never) priority(*job, float64) int      { return 0 }
 func (never) stableKeys() bool                { return true }
+func (never) starving(*job, float64) bool     { return false }
 
 // fifo starts jobs in submit order; without backfill a job that does not
 // fit blocks every job behind it (the Helios reference's FIFO).
@@ -190,6 +193,10 @@ type GangwayPolicy struct {
 	MinAging    float64 // seconds
 	StarveAfter float64 // seconds
 	MinRun      float64 // seconds
+	// MaxQuantum, when set, protects a job at level L for
+	// min(MaxQuantum, MinRun·2^L) after it starts: longer-running jobs get
+	// longer slices, as in multi-level feedback queues.
+	MaxQuantum float64 // seconds
 }
 
 // Gangway returns the default policy with its default settings: level
@@ -199,7 +206,7 @@ func Gangway() *GangwayPolicy {
 	for t := 3600.0; t <= 3600*4096; t *= 2 {
 		th = append(th, t)
 	}
-	return &GangwayPolicy{Thresholds: th, AgingFactor: 2, MinAging: 4 * 3600, StarveAfter: 24 * 3600, MinRun: 300}
+	return &GangwayPolicy{Thresholds: th, AgingFactor: 2, MinAging: 4 * 3600, StarveAfter: 24 * 3600, MinRun: 120}
 }
 
 func (*GangwayPolicy) Name() string       { return "gangway" }
@@ -208,8 +215,13 @@ func (*GangwayPolicy) preemptive() bool   { return false }
 func (*GangwayPolicy) mode() QueueMode    { return Greedy }
 func (*GangwayPolicy) schedPreempt() bool { return true }
 
-// priority maps the level to a scheduler priority: level 0 is highest.
+// priority maps the level to a scheduler priority: level 0 is highest,
+// and a starving job ranks above every level, so that it may preempt
+// jobs of its own level too.
 func (p *GangwayPolicy) priority(j *job, now float64) int {
+	if p.starving(j, now) {
+		return len(p.Thresholds) + 1
+	}
 	return len(p.Thresholds) - p.level(j, now)
 }
 
@@ -263,7 +275,15 @@ func (p *GangwayPolicy) rekey(j *job, now float64) {
 }
 
 func (p *GangwayPolicy) protected(j *job, now float64) bool {
-	return now-j.segStart < p.MinRun
+	q := p.MinRun
+	if p.MaxQuantum > q {
+		q = min(p.MaxQuantum, p.MinRun*math.Exp2(float64(p.level(j, now))))
+	}
+	return now-j.segStart < q
 }
 
 func (*GangwayPolicy) stableKeys() bool { return true }
+
+func (p *GangwayPolicy) starving(j *job, now float64) bool {
+	return p.StarveAfter > 0 && j.phase == phasePending && now-j.pendSince >= p.StarveAfter
+}

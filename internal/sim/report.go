@@ -120,11 +120,11 @@ func Thousands(v float64) string {
 // WriteJobsCSV writes one row per job.
 func WriteJobsCSV(w io.Writer, jobs []JobResult) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintln(bw, "id,gpus,submit_s,duration_s,start_s,end_s,jct_s,queue_s,preemptions,failures,nodes")
+	fmt.Fprintln(bw, "id,gpus,submit_s,duration_s,start_s,end_s,jct_s,queue_s,max_wait_s,preemptions,failures,nodes")
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, j := range jobs {
-		fmt.Fprintf(bw, "%s,%d,%s,%s,%s,%s,%s,%s,%d,%d,%s\n", csvField(j.ID), j.GPUs, f(j.Submit), f(j.Duration),
-			f(j.Start), f(j.End), f(j.JCT()), f(j.Queue), j.Preemptions, j.Failures, csvField(j.Nodes))
+		fmt.Fprintf(bw, "%s,%d,%s,%s,%s,%s,%s,%s,%s,%d,%d,%s\n", csvField(j.ID), j.GPUs, f(j.Submit), f(j.Duration),
+			f(j.Start), f(j.End), f(j.JCT()), f(j.Queue), f(j.MaxWait), j.Preemptions, j.Failures, csvField(j.Nodes))
 	}
 	return bw.Flush()
 }

@@ -54,6 +54,7 @@ type JobResult struct {
 	Start       float64 `json:"start_s"`
 	End         float64 `json:"end_s"`
 	Queue       float64 `json:"queue_s"`
+	MaxWait     float64 `json:"max_wait_s"`
 	Preemptions int     `json:"preemptions"`
 	Failures    int     `json:"failures"`
 	// Nodes is where the job first started: node:GPUs pairs.
@@ -158,14 +159,14 @@ func (e *engine) result() *Result {
 	r.Jobs = make([]JobResult, len(e.jobs))
 	for i := range e.jobs {
 		j := &e.jobs[i]
-		q := j.queued
+		q, w := j.queued, j.maxWait
 		if j.phase == phasePending {
 			q += e.now - j.pendSince
-			s.MaxWait = max(s.MaxWait, e.now-j.pendSince)
+			w = max(w, e.now-j.pendSince)
 		}
-		s.MaxWait = max(s.MaxWait, j.maxWait)
+		s.MaxWait = max(s.MaxWait, w)
 		jr := JobResult{ID: j.t.ID, GPUs: j.gpus, Submit: j.submit - e.ranSince, Duration: j.dur,
-			Start: -1, End: -1, Queue: q, Preemptions: j.preemptions, Failures: j.failures, Nodes: j.firstNodes}
+			Start: -1, End: -1, Queue: q, MaxWait: w, Preemptions: j.preemptions, Failures: j.failures, Nodes: j.firstNodes}
 		if j.firstStart >= 0 {
 			jr.Start = j.firstStart - e.ranSince
 		}

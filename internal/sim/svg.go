@@ -26,10 +26,14 @@ type Chart struct {
 	LogX bool
 	// XFormat formats an x tick value; nil prints the number.
 	XFormat func(float64) string
+	// DurationTicks puts log-scale x ticks at round durations (seconds).
+	DurationTicks bool
 	// YMin and YMax fix the y range when YMax > YMin.
 	YMin, YMax float64
 	Lines      []Line
 }
+
+var durationTicks = []float64{1, 10, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400, 30 * 86400, 100 * 86400}
 
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
 
@@ -82,9 +86,28 @@ func (c Chart) WriteSVG(w io.Writer) error {
 	}
 	var xt []float64
 	if c.LogX {
-		xmin, xmax = math.Floor(xmin), math.Ceil(xmax)
-		for e := xmin; e <= xmax; e++ {
-			xt = append(xt, e)
+		if c.DurationTicks {
+			for _, d := range durationTicks {
+				if v := math.Log10(d); v >= xmin-0.05 && v <= xmax+0.05 {
+					xt = append(xt, v)
+				}
+			}
+			for len(xt) > 9 {
+				var thin []float64
+				for i := 0; i < len(xt); i += 2 {
+					thin = append(thin, xt[i])
+				}
+				xt = thin
+			}
+		}
+		if len(xt) < 2 {
+			xt = xt[:0]
+			xmin, xmax = math.Floor(xmin), math.Ceil(xmax)
+			for e := xmin; e <= xmax; e++ {
+				xt = append(xt, e)
+			}
+		} else {
+			xmin, xmax = min(xmin-0.05, xt[0]), max(xmax+0.05, xt[len(xt)-1])
 		}
 	} else {
 		xt = niceTicks(xmin, xmax, 6)
@@ -210,7 +233,7 @@ func FormatSeconds(s float64) string {
 // JCTCDF is the chart of each run's job-completion-time distribution.
 func JCTCDF(title string, runs []*Result) Chart {
 	c := Chart{Title: title, XLabel: "job completion time (log scale)", YLabel: "fraction of jobs", LogX: true,
-		XFormat: FormatSeconds, YMin: 0, YMax: 1}
+		XFormat: FormatSeconds, DurationTicks: true, YMin: 0, YMax: 1}
 	for _, r := range runs {
 		var jct []float64
 		for _, j := range r.Jobs {

@@ -394,7 +394,7 @@ func writeGoodput(dir string, res *sim.GoodputResult) error {
 		return err
 	}
 	ch := sim.Chart{Title: fmt.Sprintf("Effective training time vs checkpoint interval (recommended %s)", sim.FormatSeconds(res.Recommended)),
-		XLabel: "checkpoint interval (log scale)", YLabel: "effective training time, %", LogX: true, XFormat: sim.FormatSeconds,
+		XLabel: "checkpoint interval (log scale)", YLabel: "effective training time, %", LogX: true, XFormat: sim.FormatSeconds, DurationTicks: true,
 		Lines: []sim.Line{l, m}}
 	g, err := os.Create(filepath.Join(dir, "goodput.svg"))
 	if err != nil {
