@@ -239,6 +239,11 @@ func (p *pass) running(ctx context.Context, j *api.Job) {
 		switch {
 		case rs.State == api.RankFailedStart && reason == "":
 			outcome, reason = api.OutcomeFailed, fmt.Sprintf("rank %d on %s could not start: %s", rp.Rank, rp.Node, rs.Message)
+		case rs.State == api.RankExited && rs.ExitCode != 0 && reason == "" && !a.PreemptedAt.IsZero():
+			// Being preempted: a rank that dies of the checkpoint signal
+			// (or exits after saving) is stopping as asked, not failing.
+			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s; rank %d exited with code %d%s after the checkpoint signal",
+				a.PreemptedFor, rp.Rank, rs.ExitCode, sigSuffix(rs.Signal))
 		case rs.State == api.RankExited && rs.ExitCode != 0 && reason == "":
 			outcome, reason = api.OutcomeFailed, fmt.Sprintf("rank %d on %s exited with code %d%s", rp.Rank, rp.Node, rs.ExitCode, sigSuffix(rs.Signal))
 		case rs.State == api.RankExited:
