@@ -41,7 +41,9 @@ type GoodputRow struct {
 	Interval float64 `json:"interval_s"`
 	// ETTR is the job's effective training time: useful work over wall
 	// time, in [0, 1]; Min and Max over seeds.
-	ETTR, ETTRMin, ETTRMax float64
+	ETTR    float64 `json:"ettr"`
+	ETTRMin float64 `json:"ettr_min"`
+	ETTRMax float64 `json:"ettr_max"`
 	// Expected is the first-order model's effective training time.
 	Expected      float64 `json:"expected"`
 	Interruptions float64 `json:"interruptions"`

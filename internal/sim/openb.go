@@ -748,7 +748,8 @@ func MeanCurve(cs []*AllocCurve) []float64 {
 // AllocationChart plots allocation ratio against arrived GPU requests:
 // ours solid, published dashed.
 func AllocationChart(title string, ours map[string][]float64, published map[string][]float64) Chart {
-	c := Chart{Title: title, XLabel: "arrived GPU requests, % of capacity", YLabel: "GPU allocation ratio, %", YMin: 80, YMax: 97}
+	c := Chart{Title: title, XLabel: "arrived GPU requests, % of capacity", YLabel: "GPU allocation ratio, %",
+		XMin: 70, XMax: 130, YMin: 80, YMax: 97}
 	add := func(m map[string][]float64, suffix string, dashed bool) {
 		var names []string
 		for k := range m {
@@ -757,7 +758,7 @@ func AllocationChart(title string, ours map[string][]float64, published map[stri
 		sort.Strings(names)
 		for _, name := range names {
 			label := name
-			if i := strings.Index(label, "-"); i >= 0 && i <= 3 {
+			if i := strings.Index(label, "-"); i > 0 && strings.Trim(label[:i], "0123456789") == "" {
 				label = label[i+1:] // FGD's "06-FGD"
 			}
 			l := Line{Name: label + suffix, Dashed: dashed}

@@ -430,6 +430,8 @@ func (p *placer) placeRandom(c *cluster, cands []*job, o *call) (outcome, error)
 			if out, err = p.schedule(c, []*job{j}, o); err != nil {
 				return outcome{}, err
 			}
+			// Victims, if any, can only be on the nodes offered.
+			all.victims = append(all.victims, out.victims...)
 		}
 		if len(out.placed) == 0 {
 			all.blocked = true

@@ -28,7 +28,9 @@ type Chart struct {
 	XFormat func(float64) string
 	// DurationTicks puts log-scale x ticks at round durations (seconds).
 	DurationTicks bool
+	// XMin and XMax fix the x range when XMax > XMin (linear x only);
 	// YMin and YMax fix the y range when YMax > YMin.
+	XMin, XMax float64
 	YMin, YMax float64
 	Lines      []Line
 }
@@ -108,6 +110,12 @@ func (c Chart) WriteSVG(w io.Writer) error {
 			}
 		} else {
 			xmin, xmax = min(xmin-0.05, xt[0]), max(xmax+0.05, xt[len(xt)-1])
+		}
+	} else if c.XMax > c.XMin {
+		xmin, xmax = c.XMin, c.XMax
+		xt = niceTicks(xmin, xmax, 6)
+		for len(xt) > 0 && xt[0] < xmin {
+			xt = xt[1:]
 		}
 	} else {
 		xt = niceTicks(xmin, xmax, 6)

@@ -221,7 +221,11 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 		}
 	}
 	if o.outDir != "" {
-		if err := writeResults(o.outDir, filepath.Base(o.trace), results); err != nil {
+		label := fmt.Sprintf("%s on %s GPUs", filepath.Base(o.trace), shape)
+		if o.from != "" || o.to != "" {
+			label = fmt.Sprintf("%s %s..%s on %s GPUs", filepath.Base(o.trace), o.from, o.to, shape)
+		}
+		if err := writeResults(o.outDir, label, results); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "results in %s\n", o.outDir)
