@@ -43,8 +43,22 @@ type ParityRow struct {
 	PlainSame, HeliosSame, Jobs int
 }
 
-// ParityPolicies are the policies the reference covers.
-var ParityPolicies = []string{"fifo", "sjf", "srtf"}
+// ParityCase is one reference run: a pool size and a policy.
+type ParityCase struct {
+	Nodes  int
+	Policy string
+}
+
+// ParityCases are the runs the reference covers.
+func ParityCases() []ParityCase {
+	var out []ParityCase
+	for _, n := range []int{64, 80} {
+		for _, p := range []string{"fifo", "sjf", "srtf"} {
+			out = append(out, ParityCase{n, p})
+		}
+	}
+	return out
+}
 
 // ReadReference reads one reference job log (gzip or plain CSV).
 func ReadReference(path string) ([]trace.LogRecord, error) {
@@ -283,9 +297,9 @@ func matchReference(jobs []trace.Job, ref []trace.LogRecord, rank map[string]int
 }
 
 // Parity replays the reference slice (jobs: Philly 2017-10-01..07 as the
-// trace reader returns it) for each pool and policy and compares with the
-// reference logs in dir.
-func Parity(ctx context.Context, jobs []trace.Job, dir string, pools []int) ([]ParityRow, error) {
+// trace reader returns it) for each case and compares with the reference
+// logs in dir.
+func Parity(ctx context.Context, jobs []trace.Job, dir string, cases []ParityCase) ([]ParityRow, error) {
 	// The order is recovered once, from the 64-node FIFO log (where the
 	// queue is long and the order shows); the 80-node runs are then an
 	// independent check.
@@ -302,8 +316,9 @@ func Parity(ctx context.Context, jobs []trace.Job, dir string, pools []int) ([]P
 		return nil, err
 	}
 	var rows []ParityRow
-	for _, nodes := range pools {
-		for _, pol := range ParityPolicies {
+	for _, pc := range cases {
+		nodes, pol := pc.Nodes, pc.Policy
+		{
 			ref, err := ReadReference(ReferencePath(dir, nodes, pol))
 			if err != nil {
 				return nil, err

@@ -44,12 +44,18 @@ func TestParityHelios(t *testing.T) {
 		t.Skip("replays 12 runs of 10,650 jobs")
 	}
 	jobs, ref := phillySlice(t)
-	rows, err := Parity(context.Background(), jobs, ref, []int{64, 80})
+	cases := ParityCases()
+	if raceEnabled {
+		// The simulator is one goroutine; under the race detector it runs
+		// ten times slower, so check one pool (run without -race for all).
+		cases = []ParityCase{{80, "sjf"}}
+	}
+	rows, err := Parity(context.Background(), jobs, ref, cases)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 6 {
-		t.Fatalf("%d rows, want 6", len(rows))
+	if len(rows) != len(cases) {
+		t.Fatalf("%d rows, want %d", len(rows), len(cases))
 	}
 	for _, r := range rows {
 		plainErr := r.Plain.AvgJCT/r.Ref.AvgJCT - 1
@@ -157,8 +163,8 @@ func TestHeliosOrderFromEighty(t *testing.T) {
 // JCT within 1.3× SRTF's and p99 no worse than FIFO's. (The October loads
 // are a benchmark: see README.md.)
 func TestDefaultPolicyQuality(t *testing.T) {
-	if testing.Short() {
-		t.Skip("replays 10,650 jobs three times")
+	if testing.Short() || raceEnabled {
+		t.Skip("replays 10,650 jobs three times (run without -short and -race)")
 	}
 	jobs, _ := phillySlice(t)
 	run := func(name string) Summary {

@@ -47,7 +47,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, err)
 	}
-	rows, err := sim.Parity(ctx, tr.Jobs, *ref, []int{64, 80})
+	rows, err := sim.Parity(ctx, tr.Jobs, *ref, sim.ParityCases())
 	if err != nil {
 		return fail(stderr, err)
 	}
