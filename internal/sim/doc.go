@@ -7,6 +7,7 @@
 // placement is the scheduler's. See README.md for the design, the trace
 // formats and the validation against published runs.
 //
-// It imports the standard library, internal/scheduler, internal/sim/trace
-// and github.com/goccy/go-yaml.
+// It imports the standard library, internal/scheduler and
+// internal/topology (only in schedule.go), internal/sim/trace, and
+// github.com/goccy/go-yaml.
 package sim

@@ -39,6 +39,27 @@ func TestReadPhilly(t *testing.T) {
 	}
 }
 
+func TestReadHelios(t *testing.T) {
+	in := "job_id,user,vc,jobname,gpu_num,cpu_num,state,submit_time,duration\n" +
+		"1,u1,vcA,train,8,12,Pass,2020-09-01 00:00:10,600\n" +
+		"2,u2,vcB,cpu,0,4,Pass,2020-09-01 00:00:12,60\n" + // no GPU: skipped
+		"3,u1,vcA,eval,1,2,Failed,2020-09-01 00:00:00,30\n"
+	got, err := ReadHelios(strings.NewReader(in), "cluster_log.csv", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Job{
+		{ID: "3", Submit: 0, Duration: 30, GPUs: 1, GPUMilli: 1000, CPUMilli: 2000, Queue: "vcA", User: "u1", Line: 4},
+		{ID: "1", Submit: 10, Duration: 600, GPUs: 8, GPUMilli: 1000, CPUMilli: 12000, Queue: "vcA", User: "u1", Line: 2},
+	}
+	if d := cmp.Diff(want, got.Jobs); d != "" {
+		t.Errorf("jobs (-want +got):\n%s", d)
+	}
+	if got.Skipped != 1 || !got.Start.Equal(time.Date(2020, 9, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("skipped %d, start %v", got.Skipped, got.Start)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name   string
