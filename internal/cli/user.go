@@ -150,24 +150,10 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		}
 		printJobs(e.Stdout, l.Jobs)
 	case "nodes", "node":
-		var nodes []*api.Node
-		if len(pos) == 2 {
-			n, err := c.Node(ctx, pos[1])
-			if err != nil {
-				return fail(e, err)
-			}
-			nodes = []*api.Node{n}
-		} else {
+		return getKind(ctx, e, *out, pos, c.Node, func() ([]*api.Node, error) {
 			l, err := c.Nodes(ctx)
-			if err != nil {
-				return fail(e, err)
-			}
-			nodes = l.Nodes
-		}
-		if *out != "table" {
-			return exitOn(e, printAs(e, *out, nodes))
-		}
-		printNodes(e.Stdout, nodes)
+			return l.Nodes, err
+		}, printNodes)
 	case "queues", "queue":
 		l, err := c.Queues(ctx)
 		if err != nil {
@@ -178,28 +164,39 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		}
 		printQueues(e.Stdout, l.Queues)
 	case "deployments", "deployment", "deploy":
-		var ds []*api.Deployment
-		if len(pos) == 2 {
-			d, err := c.Deployment(ctx, pos[1])
-			if err != nil {
-				return fail(e, err)
-			}
-			ds = []*api.Deployment{d}
-		} else {
+		return getKind(ctx, e, *out, pos, c.Deployment, func() ([]*api.Deployment, error) {
 			l, err := c.Deployments(ctx)
-			if err != nil {
-				return fail(e, err)
-			}
-			ds = l.Deployments
-		}
-		if *out != "table" {
-			return exitOn(e, printAs(e, *out, ds))
-		}
-		printDeployments(e.Stdout, ds)
+			return l.Deployments, err
+		}, printDeployments)
 	default:
 		fmt.Fprintf(e.Stderr, "gangway get: unknown kind %q (want jobs, nodes, queues or deployments)\n", pos[0])
 		return 2
 	}
+	return 0
+}
+
+// getKind prints one object by name (pos[1]) or all of them, as a table or
+// in the -o format.
+func getKind[T any](ctx context.Context, e *Env, out string, pos []string, one func(context.Context, string) (T, error),
+	all func() ([]T, error), table func(io.Writer, []T)) int {
+	var items []T
+	if len(pos) == 2 {
+		x, err := one(ctx, pos[1])
+		if err != nil {
+			return fail(e, err)
+		}
+		items = []T{x}
+	} else {
+		l, err := all()
+		if err != nil {
+			return fail(e, err)
+		}
+		items = l
+	}
+	if out != "table" {
+		return exitOn(e, printAs(e, out, items))
+	}
+	table(e.Stdout, items)
 	return 0
 }
 
