@@ -28,14 +28,8 @@ func (s *Server) deploymentRoutes(mux *http.ServeMux) {
 // applyDeployment creates a deployment, or updates its spec (a new
 // generation, rolled out replica by replica) if it exists.
 func (s *Server) applyDeployment(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(w, r)
-	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	spec, err := api.DecodeDeploymentSpec(b)
-	if err != nil {
-		writeError(w, statusFor(err), err)
+	spec, ok := decodeBody(w, r, api.DecodeDeploymentSpec)
+	if !ok {
 		return
 	}
 	ctx := r.Context()

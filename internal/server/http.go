@@ -88,6 +88,20 @@ func statusFor(err error) int {
 
 var errConflict = errors.New("conflict")
 
+// decodeBody reads the request body and decodes it with decode; on failure
+// it has written the error response and ok is false.
+func decodeBody[T any](w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (v T, ok bool) {
+	b, err := readBody(w, r)
+	if err == nil {
+		v, err = decode(b)
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return v, false
+	}
+	return v, true
+}
+
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
@@ -97,14 +111,8 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(w, r)
-	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	spec, err := api.DecodeJobSpec(b)
-	if err != nil {
-		writeError(w, statusFor(err), err)
+	spec, ok := decodeBody(w, r, api.DecodeJobSpec)
+	if !ok {
 		return
 	}
 	nodes, err := s.capacityNodes(r.Context())

@@ -20,14 +20,8 @@ func (s *Server) queueRoutes(mux *http.ServeMux) {
 
 // applyQueue creates a queue or replaces its spec.
 func (s *Server) applyQueue(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(w, r)
-	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	spec, err := api.DecodeQueueSpec(b)
-	if err != nil {
-		writeError(w, statusFor(err), err)
+	spec, ok := decodeBody(w, r, api.DecodeQueueSpec)
+	if !ok {
 		return
 	}
 	q := &api.Queue{Spec: spec, CreatedAt: time.Now().UTC()}
