@@ -1,9 +1,12 @@
-// Command gangway-shim is the task shim alone: a small binary the agent runs
-// in front of every rank, so that starting a rank does not pay for
-// initialising the whole gangway program (etcd, gRPC, protobuf registries).
+// Command gangway-shim is the node's rank supervisor alone: a small binary
+// (the driver and cgroup packages only) that the agent runs once per node
+// as `gangway-shim supervise`, and that runs `gangway-shim cg-exec` in
+// front of ranks with resource limits, so neither pays for initialising
+// the whole gangway program (etcd, gRPC, protobuf registries).
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/gangway/gangway/internal/agent/cgroup"
@@ -12,14 +15,16 @@ import (
 
 func main() {
 	args := os.Args[1:]
-	if len(args) > 0 && args[0] == "task-shim" {
-		args = args[1:]
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: gangway-shim supervise --dir DIR | cg-exec [flags] -- CMD...")
+		os.Exit(2)
 	}
-	os.Exit(driver.ShimMain(args, os.Stderr, func(name string, pid int, mem, cpu int64) (string, error) {
-		m, err := cgroup.Detect("/sys/fs/cgroup")
-		if err != nil {
-			return "", err
-		}
-		return m.Apply(name, pid, cgroup.Limits{MemoryBytes: mem, CPUMillis: cpu})
-	}))
+	switch args[0] {
+	case "supervise":
+		os.Exit(driver.SuperviseMain(args[1:], os.Stderr))
+	case "cg-exec":
+		os.Exit(driver.CgExecMain(args[1:], os.Stderr, cgroup.ApplyLimits))
+	}
+	fmt.Fprintf(os.Stderr, "gangway-shim: unknown command %q\n", args[0])
+	os.Exit(2)
 }

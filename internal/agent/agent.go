@@ -54,8 +54,9 @@ type Config struct {
 	// Executable is the gangway binary; a rank command that starts with
 	// "gangway" runs it. Default: this process's executable.
 	Executable string
-	// ShimPath runs `ShimPath task-shim ...` in front of every rank: a
-	// small gangway-shim binary when installed, else Executable.
+	// ShimPath is the binary that runs the node's rank supervisor
+	// (`ShimPath supervise`): a small gangway-shim when installed, else
+	// Executable.
 	ShimPath string
 	// Cgroups describes resource-limit support, reported to the server.
 	Cgroups string
@@ -74,9 +75,10 @@ type Config struct {
 type Agent struct {
 	cfg Config
 	log *slog.Logger
-	drv *driver.Exec
+	drv *driver.Supervisor // set by Run before its loops start
 
-	kick chan struct{} // asks the heartbeat loop to report now
+	kick   chan struct{}  // asks the heartbeat loop to report now
+	awaits sync.WaitGroup // the goroutines watching ranks' exits
 
 	mu         sync.Mutex       // guards the fields below
 	tasks      map[string]*task // by task key
@@ -87,6 +89,7 @@ type Agent struct {
 	fenced     bool
 	registered bool
 	ckptSent   map[string]int64 // newest checkpoint step reported per job
+	ckptDirs   map[string]bool  // checkpoint directories made
 	pendingCk  []api.CheckpointReport
 	pendingPr  []api.Progress
 	listenURL  string
@@ -136,14 +139,17 @@ func New(cfg Config) (*Agent, error) {
 		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
 	}
 	return &Agent{
-		cfg: cfg, log: cfg.Log.With("node", cfg.Name), drv: &driver.Exec{ShimPath: cfg.ShimPath},
-		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{},
+		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
+		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{}, ckptDirs: map[string]bool{},
 	}, nil
 }
 
 // task is one rank this agent runs or ran.
 type task struct {
-	asg     api.Assignment
+	asg api.Assignment
+	// hasAsg: asg is the server's full assignment (a re-attached rank
+	// knows only its key until the first assignment list).
+	hasAsg  bool
 	dir     string
 	h       *driver.Handle // nil if it never started
 	status  api.RankStatus
@@ -178,7 +184,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: listen for logs on %s: %w", listen, err)
 	}
 	a.listenURL = "http://" + ln.Addr().String()
-	a.adopt()
+	drv, err := driver.Connect(ctx, a.cfg.DataDir, a.cfg.ShimPath, a.log)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.drv = drv
+	defer drv.Close()
+	defer a.awaits.Wait()
+	a.adopt(ctx)
 
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
@@ -197,9 +211,10 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) tasksDir() string { return filepath.Join(a.cfg.DataDir, "tasks") }
 
+// taskDir is one flat directory per rank: <job>.<attempt>.<rank>.
 func (a *Agent) taskDir(k string) string {
 	job, att, rank, _ := api.ParseTaskKey(k)
-	return filepath.Join(a.tasksDir(), job, strconv.Itoa(att), strconv.Itoa(rank))
+	return filepath.Join(a.tasksDir(), job+"."+strconv.Itoa(att)+"."+strconv.Itoa(rank))
 }
 
 // routeAddr finds the local IP used to reach the server.
@@ -221,40 +236,34 @@ func routeAddr(server string) (string, error) {
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
-// adopt re-attaches to ranks an earlier agent process started.
-func (a *Agent) adopt() {
-	jobs, _ := os.ReadDir(a.tasksDir())
-	for _, j := range jobs {
-		atts, _ := os.ReadDir(filepath.Join(a.tasksDir(), j.Name()))
-		for _, at := range atts {
-			ranks, _ := os.ReadDir(filepath.Join(a.tasksDir(), j.Name(), at.Name()))
-			for _, r := range ranks {
-				dir := filepath.Join(a.tasksDir(), j.Name(), at.Name(), r.Name())
-				if _, err := os.Stat(filepath.Join(dir, "forgotten")); err == nil {
-					continue
-				}
-				var asg api.Assignment
-				b, err := os.ReadFile(filepath.Join(dir, "assignment.json"))
-				if err != nil || json.Unmarshal(b, &asg) != nil {
-					continue
-				}
-				h, ok, err := a.drv.Adopt(dir)
-				if err != nil || !ok {
-					continue
-				}
-				t := &task{asg: asg, dir: dir, h: h}
-				t.status = a.baseStatus(&asg)
-				t.status.State = api.RankRunning
-				t.status.PID = h.PID()
-				t.status.StartedAt = h.StartedAt()
-				if fi, err := os.Stat(filepath.Join(dir, "progress.jsonl")); err == nil {
-					t.progOff = fi.Size()
-				}
-				a.tasks[asg.TaskKey()] = t
-				go a.await(t)
-				a.log.Info("re-attached to rank", "task", asg.TaskKey(), "pid", h.PID())
-			}
+// adopt re-attaches to the ranks the supervisor runs (or ran and still
+// remembers) for an earlier agent process. Their assignments come with the
+// first assignment list.
+func (a *Agent) adopt(ctx context.Context) {
+	hs, err := a.drv.Tasks(ctx)
+	if err != nil {
+		a.log.Warn("cannot list the supervisor's ranks", "err", err)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, h := range hs {
+		job, att, rank, err := api.ParseTaskKey(h.Key())
+		if err != nil {
+			continue
 		}
+		asg := api.Assignment{JobID: job, Attempt: att, Rank: rank, Node: a.cfg.Name}
+		t := &task{asg: asg, dir: a.taskDir(h.Key()), h: h}
+		t.status = a.baseStatus(&asg)
+		t.status.State = api.RankRunning
+		t.status.PID = h.PID()
+		t.status.StartedAt = h.StartedAt()
+		if fi, err := os.Stat(filepath.Join(t.dir, "progress.jsonl")); err == nil {
+			t.progOff = fi.Size()
+		}
+		a.tasks[h.Key()] = t
+		a.goAwait(ctx, t)
+		a.log.Info("re-attached to rank", "task", h.Key(), "pid", h.PID())
 	}
 }
 
@@ -548,7 +557,9 @@ func (a *Agent) reported(hb api.Heartbeat) {
 	for k, t := range a.tasks {
 		if t.stopped && t.reportedFinal && t.status.State.Terminal() {
 			delete(a.tasks, k)
-			_ = os.WriteFile(filepath.Join(t.dir, "forgotten"), nil, 0o644)
+			if t.h != nil {
+				a.drv.Forget(k)
+			}
 		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -96,6 +98,9 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 			start = append(start, asg)
 			continue
 		}
+		if !t.hasAsg {
+			t.asg, t.hasAsg = asg, true
+		}
 		if asg.SignalSeq > t.signalSeq && asg.Signal != "" {
 			t.signalSeq = asg.SignalSeq
 			if t.h != nil {
@@ -120,7 +125,7 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	}
 	sort.Slice(start, func(i, j int) bool { return start[i].TaskKey() < start[j].TaskKey() })
 	for _, asg := range start {
-		a.start(asg)
+		a.start(ctx, asg)
 	}
 	for _, t := range stop {
 		if t.h != nil {
@@ -134,10 +139,12 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 }
 
 // start launches one rank; a failure to start is reported as its status.
-func (a *Agent) start(asg api.Assignment) {
+// Its file-system work is one directory and the rank's two log files (the
+// supervisor opens those), plus the job's checkpoint directory once.
+func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	k := asg.TaskKey()
 	dir := a.taskDir(k)
-	t := &task{asg: asg, dir: dir, status: a.baseStatus(&asg)}
+	t := &task{asg: asg, hasAsg: true, dir: dir, status: a.baseStatus(&asg)}
 	t.status.State = api.RankStarting
 	fail := func(err error) {
 		t.status.State = api.RankFailedStart
@@ -146,12 +153,24 @@ func (a *Agent) start(asg api.Assignment) {
 		t.status.FinishedAt = time.Now()
 		a.log.Warn("rank failed to start", "task", k, "err", err)
 	}
-	var err error
-	if err = os.MkdirAll(dir, 0o755); err == nil {
-		err = writeJSON(filepath.Join(dir, "assignment.json"), asg)
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		err = nil
 	}
 	if err == nil && asg.CheckpointD != "" {
-		err = os.MkdirAll(asg.CheckpointD, 0o755)
+		a.mu.Lock()
+		made := a.ckptDirs[asg.CheckpointD]
+		a.mu.Unlock()
+		if !made {
+			if err = os.MkdirAll(asg.CheckpointD, 0o755); err == nil {
+				a.mu.Lock()
+				if len(a.ckptDirs) > 10000 {
+					clear(a.ckptDirs)
+				}
+				a.ckptDirs[asg.CheckpointD] = true
+				a.mu.Unlock()
+			}
+		}
 	}
 	for name, content := range asg.Files {
 		if err != nil {
@@ -201,7 +220,7 @@ func (a *Agent) start(asg api.Assignment) {
 	if wd == "" {
 		wd = dir
 	}
-	spec := driver.Spec{Command: cmd, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k)}
+	spec := driver.Spec{Key: k, Command: cmd, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k)}
 	if asg.Resources != nil {
 		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
 	}
@@ -219,13 +238,26 @@ func (a *Agent) start(asg api.Assignment) {
 	a.tasks[k] = t
 	a.mu.Unlock()
 	if t.h != nil {
-		go a.await(t)
+		a.goAwait(ctx, t)
 	}
+}
+
+// goAwait watches t's process until it exits or ctx ends; Run waits for
+// every watcher before it returns.
+func (a *Agent) goAwait(ctx context.Context, t *task) {
+	a.awaits.Add(1)
+	go func() {
+		defer a.awaits.Done()
+		select {
+		case <-t.h.Done():
+			a.await(t)
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // await records a rank's exit.
 func (a *Agent) await(t *task) {
-	<-t.h.Done()
 	e := t.h.Exit()
 	a.mu.Lock()
 	t.status.State = api.RankExited
@@ -373,14 +405,6 @@ func (a *Agent) scanCheckpoints(t *task) {
 		Step: step, Path: path, Attempt: t.asg.Attempt, Time: time.Now(),
 	}})
 	a.log.Info("checkpoint committed", "job_id", t.asg.JobID, "step", step)
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
 }
 
 // expandVars replaces ${NAME} for the names in vars and leaves everything

@@ -60,7 +60,8 @@ func commands() []command {
 			fmt.Fprintln(e.Stdout, "gangway", Version)
 			return 0
 		}},
-		{name: "task-shim", hidden: true, run: runShim},
+		{name: "supervise", hidden: true, run: runSupervise},
+		{name: "cg-exec", hidden: true, run: runCgExec},
 		{name: "train-example", hidden: true, run: runTrainExample},
 	}
 }

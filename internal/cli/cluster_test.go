@@ -25,12 +25,12 @@ import (
 )
 
 // TestMain lets the test binary stand in for the gangway executable: the
-// agent runs ranks through `<exe> task-shim`, and the demo starts agents
+// agent runs ranks through `<exe> supervise`, and the demo starts agents
 // and trainers as `<exe> agent` and `<exe> train-example`.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "task-shim", "train-example", "engine-sim":
+		case "agent", "supervise", "cg-exec", "train-example", "engine-sim":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := Main(ctx, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()

@@ -145,8 +145,8 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		cg = m.Describe()
 		release = m.Remove
 	}
-	// The small task shim, when installed next to gangway, starts ranks
-	// without initialising the whole gangway program.
+	// The small gangway-shim, when installed next to gangway, runs the
+	// rank supervisor without initialising the whole gangway program.
 	shim := ""
 	if exe, err := os.Executable(); err == nil {
 		if p := filepath.Join(filepath.Dir(exe), "gangway-shim"); fileExists(p) {
@@ -167,14 +167,12 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	return 0
 }
 
-func runShim(ctx context.Context, e *Env, args []string) int {
-	return driver.ShimMain(args, e.Stderr, func(name string, pid int, mem, cpu int64) (string, error) {
-		m, err := cgroup.Detect("/sys/fs/cgroup")
-		if err != nil {
-			return "", err
-		}
-		return m.Apply(name, pid, cgroup.Limits{MemoryBytes: mem, CPUMillis: cpu})
-	})
+func runSupervise(ctx context.Context, e *Env, args []string) int {
+	return driver.SuperviseMain(args, e.Stderr)
+}
+
+func runCgExec(ctx context.Context, e *Env, args []string) int {
+	return driver.CgExecMain(args, e.Stderr, cgroup.ApplyLimits)
 }
 
 func runTrainExample(ctx context.Context, e *Env, args []string) int {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
+	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/server"
 	"github.com/gangway/gangway/internal/wait"
@@ -371,25 +372,7 @@ func (a *demoAgent) stop() {
 	KillRanks(a.dir)
 }
 
-// KillRanks sends SIGKILL to the process group of every rank an agent with
-// data directory dir started, and returns how many were alive.
-func KillRanks(dir string) int {
-	n := 0
-	paths, _ := filepath.Glob(filepath.Join(dir, "tasks", "*", "*", "*", "state.json"))
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var st struct {
-			PID int `json:"pid"`
-		}
-		if json.Unmarshal(b, &st) != nil || st.PID <= 0 {
-			continue
-		}
-		if syscall.Kill(-st.PID, syscall.SIGKILL) == nil {
-			n++
-		}
-	}
-	return n
-}
+// KillRanks is the machine dying for an agent with data directory dir:
+// SIGKILL to its rank supervisor and to the process group of every rank
+// still alive. It returns how many rank groups were alive.
+func KillRanks(dir string) int { return driver.KillAll(dir) }

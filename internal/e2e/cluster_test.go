@@ -270,27 +270,35 @@ func (c *cluster) describe(ctx context.Context, id string) *api.JobDetail {
 	return &d
 }
 
-// rankState is what the task shim persisted for one rank: its pid is the
-// rank's process group.
+// rankState is what the agent's rank supervisor recorded for one rank: its
+// pid is the rank's process group.
 type rankState struct {
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"startedAt"`
 }
 
-// readRankState reads the state file of a rank from the agent's data
-// directory: <dir>/tasks/<job>/<attempt>/<rank>/state.json.
+// readRankState reads a rank's start record from the supervisor's journal
+// in the agent's data directory (JSON lines: {"k": task key, "s": state}),
+// an independent record of what the agent reports.
 func (a *agentProc) readRankState(job string, attempt, rank int) (rankState, error) {
-	var st rankState
-	p := filepath.Join(a.dir, "tasks", job, strconv.Itoa(attempt), strconv.Itoa(rank), "state.json")
+	p := filepath.Join(a.dir, "supervisor.journal")
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return st, err
+		return rankState{}, err
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("%s: %w", p, err)
+	key := fmt.Sprintf("%s/%d/%d", job, attempt, rank)
+	var st rankState
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			Key   string     `json:"k"`
+			State *rankState `json:"s"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Key == key && e.State != nil {
+			st = *e.State
+		}
 	}
 	if st.PID <= 0 {
-		return st, fmt.Errorf("%s: no pid", p)
+		return st, fmt.Errorf("%s: no start of %s", p, key)
 	}
 	return st, nil
 }
@@ -324,7 +332,7 @@ func (c *cluster) dump() {
 	for _, a := range c.agents {
 		t.Logf("--- agent %s log (%s):\n%s", a.name, a.log, tail(a.log, 60))
 	}
-	logs, _ := filepath.Glob(filepath.Join(c.dir, "agent-*", "tasks", "*", "*", "*", "std*.log"))
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "agent-*", "tasks", "*", "std*.log"))
 	sort.Strings(logs)
 	for _, l := range logs {
 		if s := tail(l, 15); s != "" {

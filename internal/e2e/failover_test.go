@@ -123,7 +123,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 			t.Fatalf("rank %d of attempt 1 on %s: %v", p.Rank, p.Node, err)
 		}
 		if rs := rankStatus(d.Ranks, 1, p.Rank); rs == nil || rs.PID != st.PID {
-			t.Fatalf("rank %d of attempt 1: the shim's state file says pid %d, the agent reported %+v", p.Rank, st.PID, rs)
+			t.Fatalf("rank %d of attempt 1: the supervisor's journal says pid %d, the agent reported %+v", p.Rank, st.PID, rs)
 		}
 		if gone, _ := groupGone(st.PID); gone {
 			t.Fatalf("rank %d of attempt 1 (process group %d on %s) is not running before the failure", p.Rank, st.PID, p.Node)
@@ -145,7 +145,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 			t.Fatalf("kill host %s: %v", victimNode, err)
 		}
 		killDone = time.Now()
-		t.Logf("at step %d: killed host %s (SIGKILL to its %d processes: the agent, and %d rank(s) with their shims) in %s",
+		t.Logf("at step %d: killed host %s (SIGKILL to its %d processes: the agent, its rank supervisor and %d rank(s)) in %s",
 			res.killedAtStep, victimNode, len(pids), ranksOn(old, victimNode), killDone.Sub(failAt).Round(time.Millisecond))
 		select {
 		case <-victim.done:
@@ -261,7 +261,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 		}
 		// And the trainer did resume there.
 		p0 := a2.Placement[0]
-		out := filepath.Join(c.agentByNode(p0.Node).dir, "tasks", id, "2", "0", "stdout.log")
+		out := filepath.Join(c.agentByNode(p0.Node).dir, "tasks", id+".2.0", "stdout.log")
 		if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), fmt.Sprintf("resumed from step %d", a2.ResumeFrom.Step)) {
 			t.Errorf("rank 0 of attempt 2 did not print \"resumed from step %d\" (%v):\n%s", a2.ResumeFrom.Step, err, b)
 		}

@@ -50,7 +50,7 @@ type Config struct {
 	// Command is what every rank runs. Default ["true"].
 	Command []string
 	// Exe is the gangway executable; agents run as `Exe agent ...` and
-	// ranks under `Exe task-shim`. Default: this process's executable.
+	// ranks under `Exe supervise`. Default: this process's executable.
 	Exe string
 	// Dir holds etcd's data and the agents' task directories. Default: a
 	// temporary directory, removed afterwards unless Keep.
@@ -163,7 +163,7 @@ type Phase struct {
 	ExitToDoneP50Ms     float64 `json:"exit_to_done_p50_ms"`
 	// CPU seconds spent during the phase by this process (server,
 	// embedded etcd and the benchmark's own client) and by the agents
-	// (with the shims and ranks they reaped).
+	// (with their rank supervisors and the ranks those reaped).
 	ServerCPUS float64 `json:"server_cpu_s"`
 	AgentsCPUS float64 `json:"agents_cpu_s"`
 	// StoreWrites is how far the store's revision moved during the phase:
@@ -414,6 +414,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // agentProc is one `gangway agent` subprocess.
 type agentProc struct {
 	name string
+	dir  string // its data directory
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan struct{} // closed when cmd.Wait returned
@@ -427,14 +428,15 @@ func startAgents(exe, base, dir string, nodes, gpus int) ([]*agentProc, error) {
 		if err != nil {
 			return out, fmt.Errorf("agent %s log: %w", name, err)
 		}
+		adir := filepath.Join(dir, "agent-"+name)
 		cmd := exec.Command(exe, "agent", "--server", base, "--name", name, "--address", "127.0.0.1",
-			"--fake-gpus", strconv.Itoa(gpus), "--data-dir", filepath.Join(dir, "agent-"+name), "--log-level", "warn")
+			"--fake-gpus", strconv.Itoa(gpus), "--data-dir", adir, "--log-level", "warn")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			logf.Close()
 			return out, fmt.Errorf("start agent %s (%s agent): %w", name, exe, err)
 		}
-		a := &agentProc{name: name, cmd: cmd, log: logf, done: make(chan struct{})}
+		a := &agentProc{name: name, dir: adir, cmd: cmd, log: logf, done: make(chan struct{})}
 		go func() { _ = cmd.Wait(); close(a.done) }()
 		out = append(out, a)
 	}
@@ -470,12 +472,23 @@ func cpuNow(agents []*agentProc) cpuSample {
 		s.self = tv(ru.Utime) + tv(ru.Stime)
 	}
 	for _, a := range agents {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
-		if err != nil {
-			continue
+		// The agent, and its node's rank supervisor: not the agent's child
+		// (it outlives agent restarts), but the parent that reaps every
+		// rank, so its children's time is the ranks'.
+		pids := []int{a.cmd.Process.Pid}
+		if b, err := os.ReadFile(filepath.Join(a.dir, "supervisor.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				pids = append(pids, pid)
+			}
 		}
-		if st, err := parseProcStat(b); err == nil {
-			s.agents += st.total()
+		for _, pid := range pids {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			if st, err := parseProcStat(b); err == nil {
+				s.agents += st.total()
+			}
 		}
 	}
 	return s

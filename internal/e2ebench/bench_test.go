@@ -19,11 +19,11 @@ import (
 
 // TestMain lets the test binary stand in for the gangway executable: the
 // benchmark starts agents as `<exe> agent` and they run ranks through
-// `<exe> task-shim`.
+// `<exe> supervise`.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "task-shim":
+		case "agent", "supervise", "cg-exec":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()

@@ -480,3 +480,14 @@ func formatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// ApplyLimits detects the host's hierarchies under /sys/fs/cgroup and puts
+// pid into task group name with the given limits: the one call the rank
+// supervisor's cg-exec needs.
+func ApplyLimits(name string, pid int, memoryBytes, cpuMillis int64) (string, error) {
+	m, err := Detect("/sys/fs/cgroup")
+	if err != nil {
+		return "", err
+	}
+	return m.Apply(name, pid, Limits{MemoryBytes: memoryBytes, CPUMillis: cpuMillis})
+}

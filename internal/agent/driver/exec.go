@@ -1,19 +1,25 @@
-// Package driver runs ranks as processes. The exec driver starts each rank
-// under a small shim (the gangway binary's hidden task-shim command) in its
-// own session and process group; the shim waits for the rank and records its
-// exit status in a file, so an agent that restarts can re-attach to ranks it
-// did not start and still learn how they ended.
+// Package driver runs ranks as processes under one supervisor per node: a
+// small long-lived process (`gangway-shim supervise`, or the gangway
+// binary's hidden `supervise` command) that is the parent of every rank the
+// node runs. It starts each rank in a session and process group of its
+// own, reaps it, kills what the rank left behind in its group, and keeps
+// the exit status until the agent has reported it, in memory and in an
+// append-only journal. The supervisor outlives agent restarts, so a new
+// agent re-attaches to live ranks and learns how ranks that ended while it
+// was away exited; a supervisor that dies is replaced by one that reads the
+// journal and watches the ranks it left.
+//
+// One supervisor per node rather than one shim per rank: starting a rank
+// then costs one fork and exec, not a Go runtime start and a handful of
+// files (the per-rank shim was most of an agent's CPU per short rank).
 //
 // It imports the standard library and golang.org/x/sys only.
 package driver
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,14 +29,17 @@ import (
 
 // Spec is one process to run.
 type Spec struct {
+	// Key names the task uniquely on this node (job/attempt/rank).
+	Key     string
 	Command []string
-	// Env is the complete environment, KEY=VALUE.
+	// Env is the complete environment, KEY=VALUE. The command is looked
+	// up in its PATH.
 	Env []string
 	Dir string
-	// StateDir holds stdout.log, stderr.log, state.json and exit.json.
+	// StateDir holds stdout.log and stderr.log.
 	StateDir string
-	// MemoryBytes and CPUMillis are limits the shim applies through
-	// cgroups where it can (0: none).
+	// MemoryBytes and CPUMillis are limits applied through cgroups where
+	// the host can (0: none).
 	MemoryBytes int64
 	CPUMillis   int64
 	// CgroupName names the per-task cgroup.
@@ -41,12 +50,12 @@ type Spec struct {
 type Exit struct {
 	Code   int    `json:"code"`
 	Signal string `json:"signal,omitempty"`
-	// Message explains an exit that is not the process's own (it could
-	// not start, or it vanished while no agent watched it).
+	// Message explains an exit that is not the process's own (it vanished
+	// while no supervisor watched it).
 	Message string `json:"message,omitempty"`
 }
 
-// State is what the driver persists to re-attach.
+// State identifies a started process.
 type State struct {
 	PID       int       `json:"pid"`
 	StartTick uint64    `json:"startTick"`
@@ -55,16 +64,24 @@ type State struct {
 
 // Handle is a running (or finished) process.
 type Handle struct {
-	dir   string
+	key   string
 	state State
-	cmd   *exec.Cmd // nil when adopted
 
 	done chan struct{} // closed when the process has exited
-	mu   sync.Mutex    // guards exit
+	mu   sync.Mutex    // guards exit and ended
 	exit Exit
+	// ended is set by the first finish; later ones are ignored.
+	ended bool
 }
 
-// PID is the shim's pid, which is also the process group id.
+func newHandle(key string, st State) *Handle {
+	return &Handle{key: key, state: st, done: make(chan struct{})}
+}
+
+// Key is the task key the process was started under.
+func (h *Handle) Key() string { return h.key }
+
+// PID is the process's pid, which is also its process group id.
 func (h *Handle) PID() int { return h.state.PID }
 
 // StartedAt is when the process was started.
@@ -113,124 +130,28 @@ func (h *Handle) Kill() {
 	<-h.done
 }
 
-// Exec starts processes through the shim at ShimPath.
-type Exec struct {
-	// ShimPath is the gangway executable; the driver runs
-	// `ShimPath task-shim ...`.
-	ShimPath string
-}
-
-// Start launches spec. An error means nothing is running.
-func (d *Exec) Start(spec Spec) (*Handle, error) {
-	if len(spec.Command) == 0 {
-		return nil, errors.New("driver: empty command")
-	}
-	if err := os.MkdirAll(spec.StateDir, 0o755); err != nil {
-		return nil, fmt.Errorf("driver: state dir: %w", err)
-	}
-	stdout, err := os.OpenFile(filepath.Join(spec.StateDir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("driver: stdout: %w", err)
-	}
-	defer stdout.Close()
-	stderr, err := os.OpenFile(filepath.Join(spec.StateDir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("driver: stderr: %w", err)
-	}
-	defer stderr.Close()
-	args := []string{"task-shim", "--exit-file", filepath.Join(spec.StateDir, "exit.json")}
-	if spec.MemoryBytes > 0 || spec.CPUMillis > 0 {
-		args = append(args, "--cgroup", spec.CgroupName,
-			"--memory-bytes", strconv.FormatInt(spec.MemoryBytes, 10),
-			"--cpu-millis", strconv.FormatInt(spec.CPUMillis, 10))
-	}
-	args = append(args, "--")
-	args = append(args, spec.Command...)
-	cmd := exec.Command(d.ShimPath, args...)
-	cmd.Env = spec.Env
-	cmd.Dir = spec.Dir
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// A session of its own: the rank outlives an agent restart, and one
-	// signal to the group reaches the shim and every child.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("driver: start %s: %w", spec.Command[0], err)
-	}
-	h := &Handle{dir: spec.StateDir, cmd: cmd, done: make(chan struct{})}
-	h.state = State{PID: cmd.Process.Pid, StartTick: startTick(cmd.Process.Pid), StartedAt: time.Now()}
-	if err := writeJSONFile(filepath.Join(spec.StateDir, "state.json"), h.state); err != nil {
-		_ = syscall.Kill(-h.state.PID, syscall.SIGKILL)
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("driver: %w", err)
-	}
-	go func() {
-		err := cmd.Wait()
-		e := exitFromWait(err, cmd.ProcessState)
-		// The shim's record is the rank's own status; without one the shim
-		// itself was killed and the wait status says how.
-		var rec Exit
-		if readJSONFile(filepath.Join(h.dir, "exit.json"), &rec) == nil {
-			e = rec
-		}
-		// Whatever the rank left behind in its group dies with it, so that
-		// "exited" means nothing of the rank runs.
-		_ = syscall.Kill(-h.state.PID, syscall.SIGKILL)
-		h.finish(e)
-	}()
-	return h, nil
-}
-
-// Adopt re-attaches to a process started by an earlier agent, from its
-// state directory. If it has already ended, the handle is done at once.
-// ok is false when the directory holds no started process.
-func (d *Exec) Adopt(stateDir string) (h *Handle, ok bool, err error) {
-	var st State
-	if err := readJSONFile(filepath.Join(stateDir, "state.json"), &st); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("driver: adopt %s: %w", stateDir, err)
-	}
-	h = &Handle{dir: stateDir, state: st, done: make(chan struct{})}
-	if alive(st) {
-		go func() {
-			for alive(st) {
-				time.Sleep(200 * time.Millisecond)
-			}
-			_ = syscall.Kill(-st.PID, syscall.SIGKILL)
-			h.finish(h.readExit())
-		}()
-		return h, true, nil
-	}
-	h.finish(h.readExit())
-	return h, true, nil
-}
-
-func (h *Handle) readExit() Exit {
-	var e Exit
-	if err := readJSONFile(filepath.Join(h.dir, "exit.json"), &e); err != nil {
-		return Exit{Code: -1, Signal: "killed", Message: "ended while no agent watched it and left no exit status"}
-	}
-	return e
-}
-
+// finish records the exit and closes Done; only the first call counts.
 func (h *Handle) finish(e Exit) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended = true
 	h.exit = e
-	h.mu.Unlock()
 	close(h.done)
 }
 
-// exitFromWait turns the shim's wait status into the rank's exit: the shim
-// exits with the rank's code, or dies by a signal sent to the group.
-func exitFromWait(err error, ps *os.ProcessState) Exit {
-	if ps == nil {
-		return Exit{Code: -1, Message: fmt.Sprint(err)}
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+// unknownExit is the exit of a process that ended unwatched.
+var unknownExit = Exit{Code: -1, Signal: "killed", Message: "ended while no supervisor watched it; exit status unknown"}
+
+// exitFromStatus turns a wait status into an exit: the process's code, or
+// 128+N when signal N killed it (as a shell reports it).
+func exitFromStatus(ws syscall.WaitStatus) Exit {
+	if ws.Signaled() {
 		return Exit{Code: 128 + int(ws.Signal()), Signal: ws.Signal().String()}
 	}
-	return Exit{Code: ps.ExitCode()}
+	return Exit{Code: ws.ExitStatus()}
 }
 
 // alive reports whether the process in st still runs (and is the same
@@ -243,7 +164,7 @@ func alive(st State) bool {
 		return false
 	}
 	// A zombie is dead for our purposes.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.PID))
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(st.PID) + "/stat")
 	if err == nil {
 		if f := statFields(string(b)); len(f) > 0 && f[0] == "Z" {
 			return false
@@ -255,7 +176,7 @@ func alive(st State) bool {
 // startTick reads the process start time from /proc/PID/stat (field 22),
 // which tells a live process from a later one with the same pid.
 func startTick(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}
@@ -275,24 +196,4 @@ func statFields(s string) []string {
 		return nil
 	}
 	return strings.Fields(s[i+1:])
-}
-
-func writeJSONFile(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func readJSONFile(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
 }

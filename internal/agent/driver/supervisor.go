@@ -1,0 +1,504 @@
+package driver
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// idleExit is how long a supervisor with no agent connected and no live
+// rank waits before it exits; firstAgent is how long a new one waits for
+// its first agent.
+const (
+	idleExit   = time.Second
+	firstAgent = 10 * time.Second
+)
+
+// SuperviseMain is the hidden `supervise --dir DIR` command the agent runs
+// once per data directory. It detaches (a new session, its output appended
+// to DIR/supervisor.log), returns once the supervisor serves, and the
+// detached process runs until it has neither a live rank nor an agent for
+// idleExit. A second supervisor for the same directory exits at once.
+func SuperviseMain(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "the agent's data directory")
+	fg := fs.Bool("foreground", false, "serve in this process (internal)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "supervise: --dir is required")
+		return 2
+	}
+	if *fg {
+		if err := serve(*dir, stderr); err != nil {
+			fmt.Fprintln(stderr, "supervise:", err)
+			return 1
+		}
+		return 0
+	}
+	if err := detach(*dir); err != nil {
+		fmt.Fprintln(stderr, "supervise:", err)
+		return 1
+	}
+	return 0
+}
+
+// detach starts the serving supervisor in a session of its own and waits
+// until it answers (or dies).
+func detach(dir string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	p, err := os.StartProcess(exe, []string{exe, "supervise", "--foreground", "--dir", dir}, &os.ProcAttr{
+		Dir: "/", Files: []*os.File{devnull, logf, logf}, Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fmt.Errorf("start supervisor: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { _, err := p.Wait(); exited <- err }()
+	deadline := time.After(10 * time.Second)
+	for {
+		if c, err := net.Dial("unix", socketName(dir)); err == nil {
+			c.Close()
+			// The detached supervisor keeps running; its exit is reaped by
+			// whoever inherits it.
+			go func() { <-exited }()
+			return nil
+		}
+		select {
+		case err := <-exited:
+			// It exited: either another supervisor already serves this
+			// directory, or it failed (see supervisor.log).
+			if c, derr := net.Dial("unix", socketName(dir)); derr == nil {
+				c.Close()
+				return nil
+			}
+			return fmt.Errorf("supervisor exited (%v); see %s", err, filepath.Join(dir, "supervisor.log"))
+		case <-deadline:
+			_ = p.Kill()
+			return fmt.Errorf("supervisor did not answer within 10s; see %s", filepath.Join(dir, "supervisor.log"))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// supervisor is the serving process's state.
+type supervisor struct {
+	dir     string
+	log     io.Writer
+	devnull *os.File
+
+	mu        sync.Mutex // guards everything below
+	recs      map[string]*record
+	byPID     map[int]*record // live children
+	conns     map[*sconn]bool
+	journal   *os.File
+	jsize     int64
+	quietFrom time.Time // since when no agent is connected
+	hadAgent  bool
+	exiting   bool
+}
+
+// sconn is one agent connection.
+type sconn struct {
+	c   net.Conn
+	wmu sync.Mutex // serialises writes
+}
+
+func (sc *sconn) send(r *reply) {
+	b := encodeLine(r)
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	_ = sc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = sc.c.Write(b)
+}
+
+// serve is the supervisor itself.
+func serve(dir string, logw io.Writer) error {
+	ln, err := net.Listen("unix", socketName(dir))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil // another supervisor serves dir
+		}
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	// Orphans of the ranks (daemonised children) come to us, not to init,
+	// and are reaped with the rest.
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGCHLD)
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	s := &supervisor{dir: dir, log: logw, devnull: devnull, byPID: map[int]*record{}, conns: map[*sconn]bool{}, quietFrom: time.Now()}
+	if s.recs, err = readJournal(dir); err != nil {
+		return err
+	}
+	for _, r := range s.recs {
+		if !r.Exited {
+			if alive(r.State) {
+				r.watched = true
+			} else {
+				r.Exited, r.Exit = true, unknownExit
+			}
+		}
+	}
+	if s.journal, s.jsize, err = writeJournal(dir, s.recs); err != nil {
+		return err
+	}
+	_ = os.WriteFile(filepath.Join(dir, "supervisor.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	fmt.Fprintf(logw, "%s supervisor %d serving %s (%d tasks from the journal)\n", time.Now().Format(time.RFC3339), os.Getpid(), dir, len(s.recs))
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.accept(ln) }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sigc:
+		case <-tick.C:
+			s.pollWatched()
+		}
+		s.reap()
+		if s.maybeExit() {
+			break
+		}
+	}
+	ln.Close()
+	wg.Wait()
+	fmt.Fprintf(logw, "%s supervisor %d exiting: no ranks and no agent\n", time.Now().Format(time.RFC3339), os.Getpid())
+	return s.journal.Close()
+}
+
+// maybeExit decides, under the lock, to exit once idle long enough.
+func (s *supervisor) maybeExit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) > 0 || len(s.byPID) > 0 || s.watchedLocked() {
+		return false
+	}
+	wait := idleExit
+	if !s.hadAgent {
+		wait = firstAgent
+	}
+	if time.Since(s.quietFrom) < wait {
+		return false
+	}
+	s.exiting = true
+	return true
+}
+
+func (s *supervisor) watchedLocked() bool {
+	for _, r := range s.recs {
+		if r.watched && !r.Exited {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *supervisor) accept(ln net.Listener) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if !sameUser(c) {
+			c.Close()
+			continue
+		}
+		sc := &sconn{c: c}
+		s.mu.Lock()
+		if s.exiting {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
+		s.conns[sc] = true
+		s.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(sc)
+			s.mu.Lock()
+			delete(s.conns, sc)
+			s.quietFrom = time.Now()
+			s.mu.Unlock()
+			c.Close()
+		}()
+	}
+}
+
+// sameUser reports whether the peer runs as this process's user: the
+// supervisor starts any command it is sent.
+func sameUser(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || cerr != nil {
+		return false
+	}
+	return int(cred.Uid) == os.Getuid()
+}
+
+func (s *supervisor) serveConn(sc *sconn) {
+	r := bufio.NewReaderSize(sc.c, 64<<10)
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.hadAgent = true // not before a request: detach's probe is no agent
+		s.mu.Unlock()
+		var req request
+		if err := json.Unmarshal(line, &req); err != nil {
+			sc.send(&reply{Err: "bad request: " + err.Error()})
+			continue
+		}
+		switch req.Op {
+		case "start":
+			st, err := s.start(req.Key, req.Spec)
+			if err != nil {
+				sc.send(&reply{ID: req.ID, Err: err.Error()})
+			} else {
+				sc.send(&reply{ID: req.ID, State: &st})
+			}
+		case "list":
+			sc.send(&reply{ID: req.ID, Tasks: s.list()})
+		case "forget":
+			s.forget(req.Key)
+			sc.send(&reply{ID: req.ID})
+		default:
+			sc.send(&reply{ID: req.ID, Err: fmt.Sprintf("unknown op %q", req.Op)})
+		}
+	}
+}
+
+// appendLocked writes one journal entry, compacting the journal when it
+// has grown large.
+func (s *supervisor) appendLocked(e entry) {
+	b := encodeLine(e)
+	n, err := s.journal.Write(b)
+	s.jsize += int64(n)
+	if err != nil {
+		fmt.Fprintf(s.log, "%s journal write: %v\n", time.Now().Format(time.RFC3339), err)
+	}
+	if s.jsize > compactAt {
+		f, size, err := writeJournal(s.dir, s.recs)
+		if err != nil {
+			fmt.Fprintf(s.log, "%s journal compaction: %v\n", time.Now().Format(time.RFC3339), err)
+			return
+		}
+		s.journal.Close()
+		s.journal, s.jsize = f, size
+	}
+}
+
+func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
+	if key == "" || ws == nil || len(ws.Argv) == 0 {
+		return State{}, errors.New("start: need a key and a command")
+	}
+	path, err := lookPath(ws.Argv[0], ws.Env, ws.Dir)
+	if err != nil {
+		return State{}, err
+	}
+	argv := append([]string{path}, ws.Argv[1:]...)
+	if ws.MemoryBytes > 0 || ws.CPUMillis > 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return State{}, fmt.Errorf("find own executable: %w", err)
+		}
+		argv = append([]string{exe, "cg-exec", "--cgroup", ws.Cgroup,
+			"--memory-bytes", strconv.FormatInt(ws.MemoryBytes, 10),
+			"--cpu-millis", strconv.FormatInt(ws.CPUMillis, 10), "--"}, argv...)
+		path = exe
+	}
+	stdout, err := os.OpenFile(ws.Stdout, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return State{}, fmt.Errorf("stdout: %w", err)
+	}
+	defer stdout.Close()
+	stderr, err := os.OpenFile(ws.Stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return State{}, fmt.Errorf("stderr: %w", err)
+	}
+	defer stderr.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.recs[key]; r != nil && !r.Exited {
+		return State{}, fmt.Errorf("start %s: already running as pid %d", key, r.State.PID)
+	}
+	// Under the lock from fork to record, so the reaper finds the pid.
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+		Dir:   ws.Dir,
+		Env:   ws.Env,
+		Files: []uintptr{s.devnull.Fd(), stdout.Fd(), stderr.Fd()},
+		// A session of its own: one signal to the group reaches the rank
+		// and everything it started, and nothing else.
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return State{}, fmt.Errorf("start %s: %w", ws.Argv[0], err)
+	}
+	r := &record{Key: key, State: State{PID: pid, StartTick: startTick(pid), StartedAt: time.Now()}}
+	s.recs[key] = r
+	s.byPID[pid] = r
+	st := r.State
+	s.appendLocked(entry{Key: key, State: &st})
+	return r.State, nil
+}
+
+// reap collects every child that has exited.
+func (s *supervisor) reap() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+		s.mu.Lock()
+		r := s.byPID[pid]
+		if r == nil {
+			s.mu.Unlock()
+			continue // an orphan of some rank, now reaped
+		}
+		delete(s.byPID, pid)
+		// Whatever the rank left in its group dies with it, so that
+		// "exited" means nothing of the rank runs.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		s.exitedLocked(r, exitFromStatus(ws))
+		s.mu.Unlock()
+	}
+}
+
+// pollWatched notices the end of ranks an earlier supervisor started.
+func (s *supervisor) pollWatched() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.recs {
+		if r.watched && !r.Exited && !alive(r.State) {
+			_ = syscall.Kill(-r.State.PID, syscall.SIGKILL)
+			s.exitedLocked(r, unknownExit)
+		}
+	}
+}
+
+func (s *supervisor) exitedLocked(r *record, e Exit) {
+	r.Exited, r.Exit = true, e
+	x := e
+	s.appendLocked(entry{Key: r.Key, Exit: &x})
+	ev := &reply{Event: "exit", Key: r.Key, Exit: &x}
+	for sc := range s.conns {
+		sc.send(ev)
+	}
+}
+
+func (s *supervisor) list() []record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]record, 0, len(s.recs))
+	for _, r := range s.recs {
+		out = append(out, *r)
+	}
+	return out
+}
+
+func (s *supervisor) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.recs[key]
+	if r == nil || !r.Exited {
+		return // never forget a live rank
+	}
+	delete(s.recs, key)
+	s.appendLocked(entry{Key: key, Gone: true})
+}
+
+// lookPath finds file as a rank's exec would: through the rank's own PATH,
+// relative paths against its working directory.
+func lookPath(file string, env []string, dir string) (string, error) {
+	check := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s: %w", p, fs.ErrPermission)
+		}
+		return nil
+	}
+	rel := func(p string) string {
+		if !filepath.IsAbs(p) && dir != "" {
+			return filepath.Join(dir, p)
+		}
+		return p
+	}
+	if strings.Contains(file, "/") {
+		if err := check(rel(file)); err != nil {
+			return "", fmt.Errorf("cannot start %s: %w", file, err)
+		}
+		return rel(file), nil
+	}
+	path := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if p := rel(filepath.Join(d, file)); check(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("cannot start %s: executable file not found in $PATH", file)
+}

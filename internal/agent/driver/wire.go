@@ -1,0 +1,172 @@
+package driver
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The agent and the supervisor speak JSON lines over a Unix socket in the
+// abstract namespace, named after the data directory, so nothing stale is
+// left on disk when a supervisor dies and every network namespace (every
+// emulated host) has its own. The supervisor accepts only peers with its
+// own user id.
+
+// request is one message from the agent.
+type request struct {
+	ID   int64     `json:"id"`
+	Op   string    `json:"op"` // "start", "list" or "forget"
+	Key  string    `json:"key,omitempty"`
+	Spec *wireSpec `json:"spec,omitempty"`
+}
+
+// wireSpec is Spec as the supervisor needs it.
+type wireSpec struct {
+	Argv        []string `json:"argv"`
+	Env         []string `json:"env"`
+	Dir         string   `json:"dir,omitempty"`
+	Stdout      string   `json:"stdout"`
+	Stderr      string   `json:"stderr"`
+	MemoryBytes int64    `json:"memoryBytes,omitempty"`
+	CPUMillis   int64    `json:"cpuMillis,omitempty"`
+	Cgroup      string   `json:"cgroup,omitempty"`
+}
+
+// reply answers a request (ID set) or tells of an exit (Event "exit").
+type reply struct {
+	ID    int64    `json:"id,omitempty"`
+	Err   string   `json:"err,omitempty"`
+	State *State   `json:"state,omitempty"`
+	Tasks []record `json:"tasks,omitempty"`
+	Event string   `json:"event,omitempty"`
+	Key   string   `json:"key,omitempty"`
+	Exit  *Exit    `json:"exit,omitempty"`
+}
+
+// record is what the supervisor knows of one task.
+type record struct {
+	Key    string `json:"key"`
+	State  State  `json:"state"`
+	Exited bool   `json:"exited,omitempty"`
+	Exit   Exit   `json:"exit"`
+	// watched: not the supervisor's child (left by an earlier supervisor),
+	// so its exit is noticed by polling and its status is unknown.
+	watched bool
+}
+
+// maxMessage bounds one line (a rank's environment can be large).
+const maxMessage = 16 << 20
+
+// readLine reads one newline-terminated message of at most maxMessage bytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > maxMessage {
+			return nil, fmt.Errorf("driver: message over %d bytes", maxMessage)
+		}
+		if err == nil {
+			return buf, nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+func encodeLine(v any) []byte {
+	b, _ := json.Marshal(v) // our own plain structs: cannot fail
+	return append(b, '\n')
+}
+
+// socketName is the supervisor's address for a data directory.
+func socketName(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "@gangway-supervisor-" + hex.EncodeToString(sum[:12])
+}
+
+// ---- journal ----
+
+// The journal is an append-only file of entries, one line each: a start
+// (State set), an exit (Exit set), or a forget (Gone). The newest entry for
+// a key wins. A torn last line (the supervisor died mid-write) is skipped.
+
+const journalName = "supervisor.journal"
+
+// compactAt is the journal size past which the supervisor rewrites it with
+// only what it still holds.
+const compactAt = 1 << 20
+
+type entry struct {
+	Key   string `json:"k"`
+	State *State `json:"s,omitempty"`
+	Exit  *Exit  `json:"x,omitempty"`
+	Gone  bool   `json:"g,omitempty"`
+}
+
+// readJournal returns the records the journal in dir holds, by key.
+func readJournal(dir string) (map[string]*record, error) {
+	out := map[string]*record{}
+	b, err := os.ReadFile(filepath.Join(dir, journalName))
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("driver: read journal: %w", err)
+	}
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		var e entry
+		if len(line) == 0 || json.Unmarshal(line, &e) != nil || e.Key == "" {
+			continue
+		}
+		switch {
+		case e.Gone:
+			delete(out, e.Key)
+		case e.State != nil:
+			out[e.Key] = &record{Key: e.Key, State: *e.State}
+		case e.Exit != nil:
+			if r := out[e.Key]; r != nil {
+				r.Exited, r.Exit = true, *e.Exit
+			}
+		}
+	}
+	return out, nil
+}
+
+// writeJournal replaces the journal with recs, atomically, and returns the
+// new file open for appending and its size.
+func writeJournal(dir string, recs map[string]*record) (*os.File, int64, error) {
+	var buf bytes.Buffer
+	for _, r := range recs {
+		st := r.State
+		buf.Write(encodeLine(entry{Key: r.Key, State: &st}))
+		if r.Exited {
+			x := r.Exit
+			buf.Write(encodeLine(entry{Key: r.Key, Exit: &x}))
+		}
+	}
+	path := filepath.Join(dir, journalName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o600); err != nil {
+		return nil, 0, fmt.Errorf("driver: write journal: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, 0, fmt.Errorf("driver: write journal: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("driver: open journal: %w", err)
+	}
+	return f, int64(buf.Len()), nil
+}
