@@ -421,7 +421,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	if len(pending) == 0 {
 		return
 	}
-	topo, terr := p.c.topo.get(p.v.Nodes)
+	topo, terr := p.c.topo.get(p.v.Nodes, p.v.NodesGen)
 	if terr != nil {
 		p.c.log.Warn("cluster topology unusable; placing without it", "err", terr)
 		topo = nil

@@ -17,6 +17,7 @@ type topoCache struct {
 	// files are the operator's topology files (Slurm tree or block
 	// format), applied after the nodes' own labels.
 	files []TopologyFile
+	gen   int64 // the cache's node generation topo was checked at
 	sig   uint64
 	topo  *topology.Topology
 	err   error
@@ -44,8 +45,13 @@ func ParseTopologyFile(name string, data []byte) (TopologyFile, error) {
 	return tf, err
 }
 
-// get returns the topology of nodes, building it if they changed.
-func (c *topoCache) get(nodes map[string]*api.Node) (*topology.Topology, error) {
+// get returns the topology of nodes, building it if they changed. gen is
+// the cache's node generation: while it stays the same nothing is read.
+func (c *topoCache) get(nodes map[string]*api.Node, gen int64) (*topology.Topology, error) {
+	if c.topo != nil && gen != 0 && gen == c.gen {
+		return c.topo, c.err
+	}
+	c.gen = gen
 	names := make([]string, 0, len(nodes))
 	for n := range nodes {
 		names = append(names, n)

@@ -33,20 +33,34 @@ func others(i, n int) []int {
 
 func TestTopoCacheRebuildsOnlyOnChange(t *testing.T) {
 	var tc topoCache
-	topo, err := tc.get(twoNodes())
+	topo, err := tc.get(twoNodes(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if topo.NumNodes() != 2 || topo.NumLeaves() != 1 {
 		t.Fatalf("topology has %d nodes, %d leaves", topo.NumNodes(), topo.NumLeaves())
 	}
-	if again, _ := tc.get(twoNodes()); again != topo {
+	if again, _ := tc.get(twoNodes(), 0); again != topo {
 		t.Error("unchanged nodes rebuilt the topology")
 	}
 	n := twoNodes()
 	n["b"].Labels["leaf"] = "l2"
-	if changed, _ := tc.get(n); changed == topo || changed.NumLeaves() != 2 {
+	if changed, _ := tc.get(n, 0); changed == topo || changed.NumLeaves() != 2 {
 		t.Error("a relabelled node did not rebuild the topology")
+	}
+	// With the cache's node generation: the same generation is trusted
+	// without reading the nodes, a new one is checked.
+	var gc topoCache
+	first, _ := gc.get(twoNodes(), 7)
+	if same, _ := gc.get(n, 7); same != first {
+		t.Error("same node generation: the topology was rebuilt")
+	}
+	next, _ := gc.get(n, 8)
+	if next == first || next.NumLeaves() != 2 {
+		t.Error("new node generation with relabelled nodes: the topology was not rebuilt")
+	}
+	if again, _ := gc.get(n, 9); again != next {
+		t.Error("new generation, same nodes: the topology was rebuilt")
 	}
 }
 
@@ -108,7 +122,7 @@ func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 	delete(nodes["a"].Labels, "leaf")
 	delete(nodes["b"].Labels, "leaf")
 	tc := topoCache{files: []TopologyFile{tf}}
-	topo, err := tc.get(nodes)
+	topo, err := tc.get(nodes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +131,7 @@ func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 	}
 	// A label that contradicts the file is an error naming both sources.
 	nodes["a"].Labels["leaf"] = "leaf2"
-	if _, err := (&topoCache{files: []TopologyFile{tf}}).get(nodes); err == nil {
+	if _, err := (&topoCache{files: []TopologyFile{tf}}).get(nodes, 0); err == nil {
 		t.Error("a leaf label contradicting topology.conf was accepted")
 	}
 	if _, err := ParseTopologyFile("bad.conf", []byte("SwitchName=x Nodez=a\n")); err == nil || !strings.Contains(err.Error(), "bad.conf:1:") {

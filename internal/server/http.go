@@ -184,23 +184,33 @@ type NodeList struct {
 	Nodes []*api.Node `json:"nodes"`
 }
 
-// blockingIndex implements ?index=N&wait=D: wait until something under
-// prefix changed after N.
-func (s *Server) blockingIndex(r *http.Request, prefix string) error {
+// blockingParams reads ?index=N&wait=D (index 0 when absent: answer at
+// once; wait 30s by default, at most 5m).
+func blockingParams(r *http.Request) (int64, time.Duration, error) {
 	q := r.URL.Query()
+	wait := 30 * time.Second
 	if q.Get("index") == "" {
-		return nil
+		return 0, wait, nil
 	}
 	idx, err := strconv.ParseInt(q.Get("index"), 10, 64)
 	if err != nil || idx < 0 {
-		return &api.ValidationError{Fields: []*api.FieldError{{Field: "index", Msg: "must be a non-negative integer"}}}
+		return 0, 0, &api.ValidationError{Fields: []*api.FieldError{{Field: "index", Msg: "must be a non-negative integer"}}}
 	}
-	wait := 30 * time.Second
 	if ws := q.Get("wait"); ws != "" {
 		if wait, err = time.ParseDuration(ws); err != nil || wait < 0 {
-			return &api.ValidationError{Fields: []*api.FieldError{{Field: "wait", Msg: "must be a duration such as 30s"}}}
+			return 0, 0, &api.ValidationError{Fields: []*api.FieldError{{Field: "wait", Msg: "must be a duration such as 30s"}}}
 		}
 		wait = min(wait, 5*time.Minute)
+	}
+	return idx, wait, nil
+}
+
+// blockingIndex implements ?index=N&wait=D: wait until something under
+// prefix changed after N.
+func (s *Server) blockingIndex(r *http.Request, prefix string) error {
+	idx, wait, err := blockingParams(r)
+	if err != nil || idx == 0 {
+		return err
 	}
 	_, err = s.st.WaitChange(r.Context(), prefix, idx, wait)
 	return err
@@ -380,7 +390,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	n, err := s.st.Node(ctx, hb.Node)
+	n, err := s.node(ctx, hb.Node)
 	if errors.Is(err, store.ErrNotFound) {
 		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Reregister: true})
 		return
@@ -452,22 +462,38 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 }
 
 func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
-	node := r.URL.Query().Get("node")
+	q := r.URL.Query()
+	node := q.Get("node")
 	if node == "" {
 		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node", Msg: "missing"}}})
 		return
 	}
-	if err := s.blockingIndex(r, store.AssignmentsPrefix(node)); err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	l, err := s.st.Assignments(r.Context(), node)
+	after, wait, err := blockingParams(r)
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	w.Header().Set("X-Gangway-Index", strconv.FormatInt(l.Revision, 10))
-	writeJSON(w, http.StatusOK, l)
+	// From the cache: no etcd watch and read per poll, and the list's
+	// revision covers every change up to it.
+	b, rev, err := s.cache.Assignments(r.Context(), node, after, wait)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// node reads a node for a heartbeat from the cache, and from etcd when the
+// cache does not have it or has it lost (it may not have seen a fresh
+// registration yet).
+func (s *Server) node(ctx context.Context, name string) (*api.Node, error) {
+	if n, ok := s.cache.Node(name); ok && n.Status.State != api.NodeLost {
+		return n, nil
+	}
+	return s.st.Node(ctx, name)
 }
 
 // jobLogs streams one rank's log from the agent that ran it.

@@ -87,6 +87,10 @@ type Server struct {
 
 	// Set once Run has opened the store; read by handlers.
 	st *store.Store
+	// cache mirrors the store for the server's whole life: agents' long
+	// polls and heartbeats are answered from it, and the controller reads
+	// it while this replica leads.
+	cache *store.Cache
 	// catalog is the planner's models and GPUs, for admission.
 	catalog *planner.Catalog
 	// scaler sizes autoscaled deployments; set by Run before leading.
@@ -141,10 +145,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
 	s.st = store.New(cli)
+	s.cache = store.NewCache(s.st, s.log)
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = s.cache.Run(cctx) }()
 	// The gateway always runs: it watches every deployment's replicas,
 	// which the autoscaler needs; it serves requests only with a listener.
 	gw, err := gateway.New(gateway.Config{Source: deploymentSource{st: s.st}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
@@ -194,12 +203,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		_ = gwSrv.Shutdown(sctx)
 	}
 	gcancel()
+	ccancel()
 	wg.Wait()
 	return err
 }
 
-// lead campaigns for leadership and runs the cache and controllers while
-// leader; it returns when ctx ends.
+// lead campaigns for leadership and runs the controllers while leader; it
+// returns when ctx ends.
 func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 	host, _ := os.Hostname()
 	for ctx.Err() == nil {
@@ -231,16 +241,11 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 			}
 			cancel()
 		}()
-		cache := store.NewCache(s.st, s.log)
-		ctl := controller.New(s.st, cache, s.liveness(), controller.Config{
+		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles,
 		}, s.log)
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = cache.Run(runCtx) }()
-		go func() { defer wg.Done(); _ = ctl.Run(runCtx) }()
-		wg.Wait()
+		_ = ctl.Run(runCtx)
 		cancel()
 		s.setLeader(false)
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)

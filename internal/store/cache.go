@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,23 +16,32 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Cache mirrors the store in memory, fed by one list and then a watch, so
-// controllers can read the whole cluster every pass without re-reading etcd.
-// Objects handed out are shared: callers must not modify them (copy with
-// api.CloneJob and friends first).
+// Cache mirrors the live part of the store in memory, fed by one list and
+// then a watch: jobs not yet finished with their ranks, newest checkpoint
+// and progress; nodes, queues, deployments; and each node's assignments.
+// Controllers read the whole cluster every pass from it without re-reading
+// etcd, and agents' long polls and heartbeats are answered from it. A job
+// that reaches a final phase leaves the cache with everything of its own,
+// so a pass costs what is live, not everything that ever ran (the store
+// keeps finished jobs for the API). Objects handed out are shared: callers
+// must not modify them (copy with api.CloneJob and friends first).
 type Cache struct {
 	s   *Store
 	log *slog.Logger
 
 	mu       sync.Mutex // guards the fields below
 	rev      int64
-	jobs     map[string]*api.Job
-	nodes    map[string]*api.Node
-	ranks    map[string]*api.RankStatus // by task key
-	ckpts    map[string]*api.Checkpoint // newest per job
-	progress map[string]*api.Progress   // newest per job
-	deploys  map[string]*api.Deployment
-	queues   map[string]*api.Queue
+	jobs     map[string]*api.Job                   // not final
+	ranks    map[string]map[string]*api.RankStatus // job → task key → status
+	ckpts    map[string]*api.Checkpoint            // newest per job
+	progress map[string]*api.Progress              // newest per job
+	nodes    map[string]*api.Node                  //
+	nodesGen int64                                 // bumped on every node change
+	deploys  map[string]*api.Deployment            //
+	queues   map[string]*api.Queue                 //
+	assign   map[string]map[string]json.RawMessage // node → task key → assignment
+	assignAt map[string]int64                      // node → revision of its last assignment change
+	wake     map[string]chan struct{}              // node → closed at its next assignment change
 	revCond  *sync.Cond
 
 	// changed gets a value (without blocking) after every applied batch.
@@ -38,7 +50,7 @@ type Cache struct {
 
 // NewCache returns an empty cache; Run fills and follows it.
 func NewCache(s *Store, log *slog.Logger) *Cache {
-	c := &Cache{s: s, log: log, changed: make(chan struct{}, 1)}
+	c := &Cache{s: s, log: log, changed: make(chan struct{}, 1), wake: map[string]chan struct{}{}}
 	c.revCond = sync.NewCond(&c.mu)
 	c.reset()
 	return c
@@ -46,12 +58,15 @@ func NewCache(s *Store, log *slog.Logger) *Cache {
 
 func (c *Cache) reset() {
 	c.jobs = map[string]*api.Job{}
-	c.nodes = map[string]*api.Node{}
-	c.ranks = map[string]*api.RankStatus{}
+	c.ranks = map[string]map[string]*api.RankStatus{}
 	c.ckpts = map[string]*api.Checkpoint{}
 	c.progress = map[string]*api.Progress{}
+	c.nodes = map[string]*api.Node{}
+	c.nodesGen++
 	c.deploys = map[string]*api.Deployment{}
 	c.queues = map[string]*api.Queue{}
+	c.assign = map[string]map[string]json.RawMessage{}
+	c.assignAt = map[string]int64{}
 }
 
 // Changed is signalled after the cache applies changes. One receiver only.
@@ -87,11 +102,23 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("list %s: %w", Root, err)
 	}
 	c.mu.Lock()
+	old := c.assign
 	c.reset()
+	// Keys come sorted, so a job comes before its ranks, checkpoints and
+	// progress.
 	for _, kv := range resp.Kvs {
 		c.applyLocked(string(kv.Key), kv.Value, kv.ModRevision, false)
 	}
 	c.rev = resp.Header.Revision
+	// Every node's long poll must look again: its list may have changed
+	// while the watch was down.
+	for node := range old {
+		c.assignAt[node] = max(c.assignAt[node], c.rev)
+	}
+	for node := range c.assign {
+		c.assignAt[node] = c.rev
+	}
+	c.wakeAllLocked()
 	c.revCond.Broadcast()
 	c.mu.Unlock()
 	c.notify()
@@ -125,21 +152,71 @@ func (c *Cache) notify() {
 	}
 }
 
+// jobOf is the job id a per-job key (ranks, checkpoints, progress) names.
+func jobOf(rest string) string {
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return rest[:i]
+	}
+	return rest
+}
+
 func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 	switch {
 	case strings.HasPrefix(key, jobsPrefix):
 		id := key[len(jobsPrefix):]
-		if del {
-			delete(c.jobs, id)
-			return
-		}
 		var j api.Job
-		if json.Unmarshal(val, &j) == nil {
+		if !del && json.Unmarshal(val, &j) == nil && !j.Status.Phase.Final() {
 			j.ModRevision = modRev
 			c.jobs[id] = &j
+			return
+		}
+		// Finished or gone: it leaves with everything of its own.
+		delete(c.jobs, id)
+		delete(c.ranks, id)
+		delete(c.ckpts, id)
+		delete(c.progress, id)
+	case strings.HasPrefix(key, ranksPrefix):
+		k := key[len(ranksPrefix):]
+		job := jobOf(k)
+		if del {
+			delete(c.ranks[job], k)
+			return
+		}
+		if c.jobs[job] == nil {
+			return // a late report for a finished job
+		}
+		var r api.RankStatus
+		if json.Unmarshal(val, &r) == nil {
+			if c.ranks[job] == nil {
+				c.ranks[job] = map[string]*api.RankStatus{}
+			}
+			c.ranks[job][k] = &r
+		}
+	case strings.HasPrefix(key, ckptPrefix):
+		job := jobOf(key[len(ckptPrefix):])
+		if del || c.jobs[job] == nil {
+			return
+		}
+		var ck api.Checkpoint
+		if json.Unmarshal(val, &ck) == nil {
+			if cur := c.ckpts[job]; cur == nil || ck.Step > cur.Step {
+				c.ckpts[job] = &ck
+			}
+		}
+	case strings.HasPrefix(key, progPrefix):
+		job := key[len(progPrefix):]
+		if del || c.jobs[job] == nil {
+			delete(c.progress, job)
+			return
+		}
+		var pl api.ProgressLog
+		if json.Unmarshal(val, &pl) == nil {
+			p := pl.Latest
+			c.progress[job] = &p
 		}
 	case strings.HasPrefix(key, nodesPrefix):
 		name := key[len(nodesPrefix):]
+		c.nodesGen++
 		if del {
 			delete(c.nodes, name)
 			return
@@ -149,29 +226,25 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			n.ModRevision = modRev
 			c.nodes[name] = &n
 		}
-	case strings.HasPrefix(key, ranksPrefix):
-		k := key[len(ranksPrefix):]
-		if del {
-			delete(c.ranks, k)
+	case strings.HasPrefix(key, assignPrefix):
+		rest := key[len(assignPrefix):]
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
 			return
 		}
-		var r api.RankStatus
-		if json.Unmarshal(val, &r) == nil {
-			c.ranks[k] = &r
-		}
-	case strings.HasPrefix(key, ckptPrefix):
+		node, task := rest[:i], rest[i+1:]
 		if del {
-			return
+			delete(c.assign[node], task)
+		} else {
+			if c.assign[node] == nil {
+				c.assign[node] = map[string]json.RawMessage{}
+			}
+			c.assign[node][task] = json.RawMessage(bytes.Clone(val))
 		}
-		var ck api.Checkpoint
-		if json.Unmarshal(val, &ck) == nil {
-			job := key[len(ckptPrefix):]
-			if i := strings.IndexByte(job, '/'); i >= 0 {
-				job = job[:i]
-			}
-			if cur := c.ckpts[job]; cur == nil || ck.Step > cur.Step {
-				c.ckpts[job] = &ck
-			}
+		c.assignAt[node] = modRev
+		if ch := c.wake[node]; ch != nil {
+			close(ch)
+			delete(c.wake, node)
 		}
 	case strings.HasPrefix(key, queuesPrefix):
 		name := key[len(queuesPrefix):]
@@ -195,17 +268,13 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			d.ModRevision = modRev
 			c.deploys[name] = &d
 		}
-	case strings.HasPrefix(key, progPrefix):
-		job := key[len(progPrefix):]
-		if del {
-			delete(c.progress, job)
-			return
-		}
-		var pl api.ProgressLog
-		if json.Unmarshal(val, &pl) == nil {
-			p := pl.Latest
-			c.progress[job] = &p
-		}
+	}
+}
+
+func (c *Cache) wakeAllLocked() {
+	for node, ch := range c.wake {
+		close(ch)
+		delete(c.wake, node)
 	}
 }
 
@@ -228,28 +297,104 @@ func (c *Cache) WaitRevision(ctx context.Context, rev int64) error {
 	return nil
 }
 
+// Node returns a node as the cache has it, if it does.
+func (c *Cache) Node(name string) (*api.Node, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[name]
+	return n, ok
+}
+
+// Assignments returns node's assignments, as JSON in api.AssignmentList's
+// shape, once something in them changed after revision after (at once when
+// after is 0), or when wait passes or ctx ends, whichever is first. The
+// list's revision is the cache's: every change up to it is in the list, so
+// an agent that acknowledges it has seen every stop issued before it.
+func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait time.Duration) (body []byte, rev int64, err error) {
+	if err := c.WaitRevision(ctx, 1); err != nil {
+		return nil, 0, err // not listed yet
+	}
+	var timeout <-chan time.Time
+	for {
+		c.mu.Lock()
+		if after == 0 || c.assignAt[node] > after {
+			out, rev := c.assignmentsLocked(node), c.rev
+			c.mu.Unlock()
+			return out, rev, nil
+		}
+		ch := c.wake[node]
+		if ch == nil {
+			ch = make(chan struct{})
+			c.wake[node] = ch
+		}
+		c.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			after = 0 // answer with the list as it is
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+func (c *Cache) assignmentsLocked(node string) []byte {
+	m := c.assign[node]
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteString(`{"revision":`)
+	b.WriteString(strconv.FormatInt(c.rev, 10))
+	b.WriteString(`,"assignments":[`)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(m[k])
+	}
+	b.WriteString("]}")
+	return b.Bytes()
+}
+
 // View is a consistent read of the cache at one revision. Its maps and
-// objects are shared and read-only.
+// objects are shared and read-only. Jobs holds only jobs not yet finished,
+// and Ranks, Ckpts and Progress only theirs.
 type View struct {
 	Rev      int64
 	Jobs     map[string]*api.Job
 	Nodes    map[string]*api.Node
-	Ranks    map[string]*api.RankStatus
+	Ranks    map[string]*api.RankStatus // by task key
 	Ckpts    map[string]*api.Checkpoint
 	Progress map[string]*api.Progress
 	Deploys  map[string]*api.Deployment
 	Queues   map[string]*api.Queue
+	// NodesGen changes whenever any node does, so that what is derived
+	// from the nodes alone can be kept while it stays the same.
+	NodesGen int64
 }
 
 // Snapshot copies the cache's maps (not the objects) under the lock.
 func (c *Cache) Snapshot() View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	nranks := 0
+	for _, rs := range c.ranks {
+		nranks += len(rs)
+	}
 	v := View{
 		Rev:      c.rev,
+		NodesGen: c.nodesGen,
 		Jobs:     make(map[string]*api.Job, len(c.jobs)),
 		Nodes:    make(map[string]*api.Node, len(c.nodes)),
-		Ranks:    make(map[string]*api.RankStatus, len(c.ranks)),
+		Ranks:    make(map[string]*api.RankStatus, nranks),
 		Ckpts:    make(map[string]*api.Checkpoint, len(c.ckpts)),
 		Progress: make(map[string]*api.Progress, len(c.progress)),
 		Deploys:  make(map[string]*api.Deployment, len(c.deploys)),
@@ -267,8 +412,10 @@ func (c *Cache) Snapshot() View {
 	for k, x := range c.nodes {
 		v.Nodes[k] = x
 	}
-	for k, x := range c.ranks {
-		v.Ranks[k] = x
+	for _, rs := range c.ranks {
+		for k, x := range rs {
+			v.Ranks[k] = x
+		}
 	}
 	for k, x := range c.ckpts {
 		v.Ckpts[k] = x

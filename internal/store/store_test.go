@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -241,4 +242,111 @@ func TestWaitChangeAndCache(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+func TestCacheKeepsOnlyLiveJobsAndServesAssignments(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := NewCache(s, nil)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+
+	// The first poll (no index) answers at once with an empty list.
+	body, rev0, err := c.Assignments(wctx, "n1", 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l api.AssignmentList
+	if err := json.Unmarshal(body, &l); err != nil || len(l.Assignments) != 0 || l.Revision != rev0 || rev0 == 0 {
+		t.Fatalf("first list = %s (rev %d), %v", body, rev0, err)
+	}
+	// A long poll wakes when its node's list changes, and only then.
+	type answer struct {
+		l   api.AssignmentList
+		rev int64
+	}
+	got := make(chan answer, 1)
+	go func() {
+		b, rev, err := c.Assignments(wctx, "n1", rev0, 10*time.Second)
+		var l api.AssignmentList
+		if err == nil {
+			err = json.Unmarshal(b, &l)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		got <- answer{l, rev}
+	}()
+	j, err := s.CreateJob(ctx, spec(1), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := j.Clone()
+	other.Status.Phase = api.JobRunning
+	other.Status.Attempts = []api.Attempt{{Number: 1, Phase: api.AttemptRunning}}
+	if _, err := s.StartAttempt(ctx, other, []api.Assignment{{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n2", Command: []string{"x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-got:
+		t.Fatalf("n1's poll woke for n2's assignment: %+v", a)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cur, err := s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asg := api.Assignment{JobID: j.ID, Attempt: 1, Rank: 1, Node: "n1", Command: []string{"true"}}
+	start, err := s.StartAttempt(ctx, cur, []api.Assignment{asg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := <-got
+	if len(a.l.Assignments) != 1 || a.l.Assignments[0].TaskKey() != asg.TaskKey() || a.rev < start || a.l.Revision != a.rev {
+		t.Fatalf("woken poll = %+v at %d; want %s at ≥ %d", a.l, a.rev, asg.TaskKey(), start)
+	}
+
+	// Ranks and checkpoints of a live job are in the view; once the job
+	// finishes they leave with it, and late reports stay out.
+	if err := s.PutRankStatuses(ctx, []api.RankStatus{{JobID: j.ID, Attempt: 1, Rank: 1, State: api.RankRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutCheckpoint(ctx, j.ID, api.Checkpoint{Step: 5}); err != nil {
+		t.Fatal(err)
+	}
+	rev, _ := s.Revision(ctx)
+	if err := c.WaitRevision(wctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	v := c.Snapshot()
+	if v.Jobs[j.ID] == nil || v.Ranks[api.TaskKey(j.ID, 1, 1)] == nil || v.Ckpts[j.ID] == nil {
+		t.Fatalf("live job's view: job %v rank %v ckpt %v", v.Jobs[j.ID] != nil, v.Ranks[api.TaskKey(j.ID, 1, 1)], v.Ckpts[j.ID])
+	}
+	cur, err = s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.Phase = api.JobSucceeded
+	if err := s.UpdateJob(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutRankStatuses(ctx, []api.RankStatus{{JobID: j.ID, Attempt: 1, Rank: 1, State: api.RankExited}}); err != nil {
+		t.Fatal(err)
+	}
+	rev, _ = s.Revision(ctx)
+	if err := c.WaitRevision(wctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	v = c.Snapshot()
+	if v.Jobs[j.ID] != nil || len(v.Ranks) != 0 || len(v.Ckpts) != 0 {
+		t.Fatalf("finished job still in the view: job %v, %d ranks, %d checkpoints", v.Jobs[j.ID] != nil, len(v.Ranks), len(v.Ckpts))
+	}
+	// The store still has it for the API.
+	if fin, err := s.Job(ctx, j.ID); err != nil || fin.Status.Phase != api.JobSucceeded {
+		t.Fatalf("store job = %+v, %v", fin, err)
+	}
 }
