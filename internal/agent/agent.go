@@ -5,7 +5,7 @@
 // server for the lease the server gave it, and re-attaches to its ranks after
 // a restart.
 //
-// It imports api, agent/driver, agent/gpu and the standard library.
+// It imports api, launch, agent/driver, agent/gpu and the standard library.
 package agent
 
 import (
@@ -32,6 +32,7 @@ import (
 	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/agent/nic"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/launch"
 )
 
 // Config configures an agent.
@@ -211,10 +212,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) tasksDir() string { return filepath.Join(a.cfg.DataDir, "tasks") }
 
-// taskDir is one flat directory per rank: <job>.<attempt>.<rank>.
+// taskDir is one directory per rank, <job>.<attempt>.<rank>, in a bucket
+// per hundred job ids (launch.IDBucket): big flat directories make every
+// create slow.
 func (a *Agent) taskDir(k string) string {
 	job, att, rank, _ := api.ParseTaskKey(k)
-	return filepath.Join(a.tasksDir(), job+"."+strconv.Itoa(att)+"."+strconv.Itoa(rank))
+	return filepath.Join(a.tasksDir(), launch.IDBucket(job, 100), job+"."+strconv.Itoa(att)+"."+strconv.Itoa(rank))
 }
 
 // routeAddr finds the local IP used to reach the server.

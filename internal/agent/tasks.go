@@ -154,7 +154,9 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		a.log.Warn("rank failed to start", "task", k, "err", err)
 	}
 	err := os.Mkdir(dir, 0o755)
-	if errors.Is(err, fs.ErrExist) {
+	if errors.Is(err, fs.ErrNotExist) {
+		err = os.MkdirAll(dir, 0o755) // the first rank of its bucket
+	} else if errors.Is(err, fs.ErrExist) {
 		err = nil
 	}
 	if err == nil && asg.CheckpointD != "" {

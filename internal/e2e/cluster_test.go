@@ -332,7 +332,7 @@ func (c *cluster) dump() {
 	for _, a := range c.agents {
 		t.Logf("--- agent %s log (%s):\n%s", a.name, a.log, tail(a.log, 60))
 	}
-	logs, _ := filepath.Glob(filepath.Join(c.dir, "agent-*", "tasks", "*", "std*.log"))
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "agent-*", "tasks", "*", "*", "std*.log"))
 	sort.Strings(logs)
 	for _, l := range logs {
 		if s := tail(l, 15); s != "" {

@@ -261,7 +261,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 		}
 		// And the trainer did resume there.
 		p0 := a2.Placement[0]
-		out := filepath.Join(c.agentByNode(p0.Node).dir, "tasks", id+".2.0", "stdout.log")
+		out := filepath.Join(c.agentByNode(p0.Node).dir, "tasks", "0", id+".2.0", "stdout.log")
 		if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), fmt.Sprintf("resumed from step %d", a2.ResumeFrom.Step)) {
 			t.Errorf("rank 0 of attempt 2 did not print \"resumed from step %d\" (%v):\n%s", a2.ResumeFrom.Step, err, b)
 		}

@@ -103,11 +103,24 @@ func TestPerNodeLaunchers(t *testing.T) {
 
 func TestCheckpointDir(t *testing.T) {
 	j := &api.Job{ID: "5"}
-	if got := CheckpointDir(j, "/shared/ck"); got != "/shared/ck/5" {
+	if got := CheckpointDir(j, "/shared/ck"); got != "/shared/ck/0/5" {
 		t.Errorf("default = %q", got)
+	}
+	j.ID = "12345"
+	if got := CheckpointDir(j, "/shared/ck"); got != "/shared/ck/12/12345" {
+		t.Errorf("default for job 12345 = %q", got)
 	}
 	j.Spec.CheckpointDir = "/mine"
 	if got := CheckpointDir(j, "/shared/ck"); got != "/mine" {
 		t.Errorf("spec = %q", got)
+	}
+	for _, c := range []struct {
+		id   string
+		per  int64
+		want string
+	}{{"0", 100, "0"}, {"99", 100, "0"}, {"100", 100, "1"}, {"123456", 1000, "123"}, {"-4", 100, "other"}, {"x1", 100, "other"}, {"7", 0, "other"}} {
+		if got := IDBucket(c.id, c.per); got != c.want {
+			t.Errorf("IDBucket(%q, %d) = %q; want %q", c.id, c.per, got, c.want)
+		}
 	}
 }
