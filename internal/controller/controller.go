@@ -656,6 +656,12 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 	asg := p.assignments(m, ma)
 	p.async(func() {
 		rev, err := p.c.st.StartAttempt(ctx, m, asg)
+		if errors.Is(err, store.ErrTooLarge) {
+			// Trying again every pass cannot help: the store's limits
+			// must change first.
+			p.finish(ctx, j.Clone(), api.JobFailed, fmt.Sprintf("cannot start: its %d ranks' assignments do not fit one store transaction: %v", len(asg), err))
+			return
+		}
 		if p.wrote(rev, err) {
 			resume := int64(-1)
 			if a.ResumeFrom != nil {

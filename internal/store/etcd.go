@@ -18,6 +18,14 @@ import (
 	"go.uber.org/zap"
 )
 
+// Limits the embedded etcd runs with, and an external etcd cluster needs
+// (--max-txn-ops, --max-request-bytes) for gangs of many ranks: an
+// attempt of N ranks writes N+1 keys, about 2 KB each, in one transaction.
+const (
+	MaxTxnOps       = 16384
+	MaxRequestBytes = 32 << 20
+)
+
 // EmbeddedConfig configures a single-member etcd inside this process.
 type EmbeddedConfig struct {
 	// Dir holds etcd's data (member/ under it).
@@ -86,6 +94,11 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	// quick; snapshots and compaction keep the data directory small.
 	cfg.AutoCompactionMode = "revision"
 	cfg.AutoCompactionRetention = "10000"
+	// A gang's attempt and all its assignments go in one transaction: one
+	// operation and about 2 KB per rank, so etcd's defaults (128
+	// operations, 1.5 MiB) would stop gangs of 128 ranks and more.
+	cfg.MaxTxnOps = MaxTxnOps
+	cfg.MaxRequestBytes = MaxRequestBytes
 	if !c.Verbose {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 		cfg.LogLevel = "error"
@@ -132,6 +145,10 @@ func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		DialTimeout: 5 * time.Second,
 		Context:     ctx,
 		Logger:      zap.NewNop(),
+		// Big gangs' transactions (see MaxRequestBytes); the cluster's
+		// own --max-request-bytes and --max-txn-ops must allow them too.
+		MaxCallSendMsgSize: MaxRequestBytes + 1<<20,
+		MaxCallRecvMsgSize: 0, // unlimited: a full list of a big cluster
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: dial etcd %v: %w", endpoints, err)

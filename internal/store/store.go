@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -24,6 +25,10 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict: the object changed since it was read; re-read and retry.
 	ErrConflict = errors.New("store: conflict")
+	// ErrTooLarge: etcd refused a transaction for its number of keys or its
+	// size; an external etcd needs --max-txn-ops and --max-request-bytes
+	// at least MaxTxnOps and MaxRequestBytes.
+	ErrTooLarge = errors.New("store: transaction over etcd's limits (start etcd with --max-txn-ops 16384 --max-request-bytes 33554432)")
 )
 
 // Key layout. Everything lives under one prefix so a cache can watch it all.
@@ -104,6 +109,20 @@ func assignKey(a *api.Assignment) string {
 	return assignPrefix + a.Node + "/" + a.TaskKey()
 }
 func assignNodePrefix(node string) string { return assignPrefix + node + "/" }
+
+// tooLarge reports etcd's refusal of a transaction for its size.
+func tooLarge(err error) bool {
+	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		errors.Is(err, rpctypes.ErrGRPCTooManyOps) || errors.Is(err, rpctypes.ErrGRPCRequestTooLarge)
+}
+
+func opsBytes(ops []clientv3.Op) int {
+	n := 0
+	for _, op := range ops {
+		n += len(op.KeyBytes()) + len(op.ValueBytes())
+	}
+	return n
+}
 
 // CreateJob stores a new job with the next sequential ID, in Pending.
 func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) (*api.Job, error) {
@@ -201,6 +220,9 @@ func (s *Store) txnJob(ctx context.Context, j *api.Job, ops ...clientv3.Op) (int
 	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(jobKey(j.ID)), "=", j.ModRevision)).
 		Then(ops...).Commit()
 	if err != nil {
+		if tooLarge(err) {
+			return 0, fmt.Errorf("store: update job %s: %d keys, %d bytes in one transaction: %w (%v)", j.ID, len(ops), opsBytes(ops), ErrTooLarge, err)
+		}
 		return 0, fmt.Errorf("store: update job %s: %w", j.ID, err)
 	}
 	if !tr.Succeeded {
