@@ -214,6 +214,29 @@ func (s *JobSpec) Default() {
 // GPUs is the gang's total GPU count.
 func (s *JobSpec) GPUs() int { return s.Ranks * s.GPUsPerRank }
 
+// MilliGPUs is the job's whole demand in thousandths of a GPU: whole GPUs,
+// time slices (gpuMilli), or MIG instances at their compute slices out of
+// 7 (rounded up), the way quotas count them.
+func (s *JobSpec) MilliGPUs() int64 {
+	switch {
+	case s.GPUMilli > 0:
+		return int64(s.Ranks) * int64(s.GPUMilli)
+	case s.MIGProfile != "":
+		slices := 0
+		for _, c := range s.MIGProfile {
+			if c < '0' || c > '9' {
+				break
+			}
+			slices = slices*10 + int(c-'0')
+		}
+		return int64(s.Ranks) * int64((min(slices, 7)*1000+6)/7)
+	}
+	return int64(s.Ranks) * int64(s.GPUsPerRank) * 1000
+}
+
+// ShareGPUs is MilliGPUs in GPUs, rounded up: what a queue report counts.
+func (s *JobSpec) ShareGPUs() int { return int((s.MilliGPUs() + 999) / 1000) }
+
 // JobPhase is where a job is in its life.
 type JobPhase string
 

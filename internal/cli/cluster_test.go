@@ -666,3 +666,20 @@ command: [%s, train-example, --steps, "150", --checkpoint-every, "0", --step-del
 		t.Errorf("order wrong: preempted %s, high started %s, low resumed %s", atts[0].PreemptedAt, hd.Job.Status.Current().CreatedAt, atts[1].CreatedAt)
 	}
 }
+
+// A gang of more ranks than etcd takes operations in one transaction by
+// default (128) starts: its attempt and every assignment are one write.
+func TestClusterStartsGangOf160Ranks(t *testing.T) {
+	cl := startCluster(t, 4, 8)
+	id := cl.submitYAML(`
+name: wide
+ranks: 160
+gpuMilli: 200
+command: [sh, -c, 'test "$WORLD_SIZE" = 160']
+`)
+	d := cl.waitPhase(id, api.JobSucceeded, 60*time.Second)
+	a := d.Job.Status.Current()
+	if len(a.Placement) != 160 || len(a.Nodes()) != 4 {
+		t.Fatalf("attempt placed %d ranks on %v", len(a.Placement), a.Nodes())
+	}
+}

@@ -71,10 +71,10 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		switch j.Status.Phase {
 		case api.JobRunning, api.JobStopping:
 			q.Status.RunningJobs++
-			q.Status.UsedGPUs += j.Spec.GPUs()
+			q.Status.UsedGPUs += j.Spec.ShareGPUs()
 		case api.JobPending, api.JobRestarting:
 			q.Status.PendingJobs++
-			q.Status.PendingGPUs += j.Spec.GPUs()
+			q.Status.PendingGPUs += j.Spec.ShareGPUs()
 		}
 	}
 	for _, q := range qs {

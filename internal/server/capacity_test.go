@@ -1,0 +1,41 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+func TestCheckCapacity(t *testing.T) {
+	nodes := []*api.Node{
+		{Name: "a", GPUs: make([]api.GPU, 8)},
+		{Name: "b", GPUs: make([]api.GPU, 8)},
+		{Name: "lost", GPUs: make([]api.GPU, 8), Status: api.NodeStatus{State: api.NodeLost}},
+	}
+	for _, c := range []struct {
+		name      string
+		spec      api.JobSpec
+		wantField string // "" when it fits
+		wantMsg   string
+	}{
+		{"fits", api.JobSpec{Ranks: 16, GPUsPerRank: 1}, "", ""},
+		{"too many whole GPUs", api.JobSpec{Ranks: 17, GPUsPerRank: 1}, "spec.ranks", "17 ranks × 1 GPUs = 17 GPUs, but the cluster has 16"},
+		{"rank wider than a node", api.JobSpec{Ranks: 1, GPUsPerRank: 9}, "spec.gpusPerRank", "the largest node has 8"},
+		{"fractional ranks beyond the GPU count fit", api.JobSpec{Ranks: 80, GPUsPerRank: 1, GPUMilli: 200}, "", ""},
+		{"fractional over capacity", api.JobSpec{Ranks: 81, GPUsPerRank: 1, GPUMilli: 200}, "spec.ranks", "81 ranks × 0.2 GPU = 16.2 GPUs, but the cluster has 16"},
+	} {
+		err := checkCapacity(&c.spec, nodes)
+		if c.wantField == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		var ve *api.ValidationError
+		if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != c.wantField || !strings.Contains(ve.Fields[0].Msg, c.wantMsg) {
+			t.Errorf("%s: err = %v; want %s: %q", c.name, err, c.wantField, c.wantMsg)
+		}
+	}
+}
