@@ -478,9 +478,17 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-a.kick:
+			// A rank started or exited: report it, together with what
+			// changes right after (a short rank's exit, the rest of a
+			// burst of starts).
+			sleepCtx(ctx, kickCoalesce)
 		}
 	}
 }
+
+// kickCoalesce is how long a heartbeat prompted by a rank's change waits
+// for more changes to carry.
+const kickCoalesce = 3 * time.Millisecond
 
 // checkFence kills every rank once the server has been unreachable for the
 // lease: the server will declare this node lost and restart its gangs

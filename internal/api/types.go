@@ -343,7 +343,8 @@ type Attempt struct {
 	RunningAt time.Time `json:"runningAt,omitzero"`
 	// StopRevision is the store revision of the transaction that removed
 	// this attempt's assignments; agents acknowledge it once they have
-	// killed what they ran.
+	// killed what they ran. Written by earlier versions only: the
+	// controller now reads it off the deletions (store.View.Stops).
 	StopRevision int64 `json:"stopRevision,omitempty"`
 	// PreemptedAt is when the ranks got the checkpoint signal because
 	// PreemptedFor needed the GPUs.

@@ -116,15 +116,54 @@ type pass struct {
 	c      *Controller
 	v      store.View
 	now    time.Time
-	mu     sync.Mutex // guards maxRev and errs
+	mu     sync.Mutex // guards maxRev, errs and queued
 	maxRev int64
 	errs   []error
+	queued []queuedWrite
 	sem    chan struct{}
 	wg     sync.WaitGroup
 }
 
-// async runs fn, one job's writes, beside the other jobs' writes so that
-// etcd commits them in shared batches (one fsync for many). Each job is
+// queuedWrite is a job write waiting for the end of the pass, and what to
+// do once it is committed (or not).
+type queuedWrite struct {
+	w    store.JobWrite
+	then func(rev int64, err error)
+}
+
+// queue adds one job's write to those the pass commits together at its
+// end (a few transactions for the whole pass). then, if not nil, runs
+// after the commit. A job gets at most one write per pass.
+func (p *pass) queue(w store.JobWrite, then func(rev int64, err error)) {
+	p.mu.Lock()
+	p.queued = append(p.queued, queuedWrite{w, then})
+	p.mu.Unlock()
+}
+
+// flush commits the queued writes.
+func (p *pass) flush(ctx context.Context) {
+	p.mu.Lock()
+	q := p.queued
+	p.queued = nil
+	p.mu.Unlock()
+	if len(q) == 0 {
+		return
+	}
+	ws := make([]store.JobWrite, len(q))
+	for i := range q {
+		ws[i] = q[i].w
+	}
+	revs, errs := p.c.st.Commit(ctx, ws)
+	for i := range q {
+		if q[i].then != nil {
+			q[i].then(revs[i], errs[i])
+		} else {
+			p.wrote(revs[i], errs[i])
+		}
+	}
+}
+
+// async runs fn, one job's work, beside the other jobs'. Each job is
 // handled by one fn at most per pass, and fns only read the pass's view.
 func (p *pass) async(fn func()) {
 	p.wg.Add(1)
@@ -179,6 +218,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 	p.schedule(ctx, pending)
 	p.deployments(ctx)
 	p.wg.Wait()
+	p.flush(ctx)
 	return p.maxRev, errors.Join(p.errs...)
 }
 
@@ -280,7 +320,7 @@ func (p *pass) running(ctx context.Context, j *api.Job) {
 		p.stop(ctx, m, api.OutcomeSucceeded, "every rank exited 0")
 	case ma.RunningAt.IsZero() && running+done == len(procs):
 		ma.RunningAt = p.now
-		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+		p.queue(p.c.st.UpdateJobWrite(m), nil)
 	}
 }
 
@@ -292,7 +332,9 @@ func sigSuffix(sig string) string {
 }
 
 // stop tears the current attempt down: its assignments go in the same
-// transaction that marks it stopping.
+// transaction that marks it stopping. That transaction's revision is the
+// stop revision agents must acknowledge; it is the job's ModRevision
+// afterwards (see stopping).
 func (p *pass) stop(ctx context.Context, m *api.Job, outcome api.Outcome, reason string) {
 	a := m.Status.Current()
 	a.Phase = api.AttemptStopping
@@ -303,19 +345,16 @@ func (p *pass) stop(ctx context.Context, m *api.Job, outcome api.Outcome, reason
 		// Nothing can still run: end now, in the transaction that removes
 		// the assignments, without waiting for the agents' acknowledgement.
 		p.end(m)
-		rev, err := p.c.st.StopAttempt(ctx, m, a.Number, a.Nodes())
-		p.wrote(rev, err)
+		p.queue(p.c.st.StopAttemptWrite(m, a.Number, a.Nodes()), nil)
 		return
 	}
 	m.Status.Phase = api.JobStopping
 	m.Status.Reason = fmt.Sprintf("stopping attempt %d: %s", a.Number, reason)
-	rev, err := p.c.st.StopAttempt(ctx, m, a.Number, a.Nodes())
-	if !p.wrote(rev, err) {
-		return
-	}
-	p.c.log.Info("stopping attempt", "job_id", m.ID, "attempt", a.Number, "reason", reason)
-	a.StopRevision = rev
-	p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+	p.queue(p.c.st.StopAttemptWrite(m, a.Number, a.Nodes()), func(rev int64, err error) {
+		if p.wrote(rev, err) {
+			p.c.log.Info("stopping attempt", "job_id", m.ID, "attempt", a.Number, "reason", reason)
+		}
+	})
 }
 
 // allExited reports whether every process of the attempt has reported a
@@ -338,14 +377,16 @@ func (p *pass) stopping(ctx context.Context, j *api.Job) {
 	if a == nil {
 		return
 	}
-	m := j.Clone()
-	ma := m.Status.Current()
-	if ma.StopRevision == 0 {
-		// The follow-up write after StopAttempt was lost; the current
-		// revision is at least the stop's, so it is a safe bound.
-		ma.StopRevision = p.v.Rev
-		p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
-		return
+	// The stop revision: recorded by older versions; else the revision
+	// the cache saw the attempt's assignments deleted at; else the job's
+	// own revision, which the stop transaction set (a later write only
+	// moves it later, which is safe, merely slower).
+	stopRev := a.StopRevision
+	if stopRev == 0 {
+		stopRev = p.v.Stops[j.ID][a.Number]
+	}
+	if stopRev == 0 || stopRev > j.ModRevision {
+		stopRev = j.ModRevision
 	}
 	if !p.allExited(j, a) {
 		for _, node := range a.Nodes() {
@@ -353,13 +394,14 @@ func (p *pass) stopping(ctx context.Context, j *api.Job) {
 			if n == nil || n.Status.State == api.NodeLost {
 				continue // a lost node's agent has fenced itself
 			}
-			if _, ack := p.c.live.Get(node); ack < a.StopRevision {
+			if _, ack := p.c.live.Get(node); ack < stopRev {
 				return
 			}
 		}
 	}
+	m := j.Clone()
 	p.end(m)
-	p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+	p.queue(p.c.st.UpdateJobWrite(m), nil)
 }
 
 // end marks the current attempt Ended and moves the job on: finished,
@@ -408,9 +450,11 @@ func (p *pass) finish(ctx context.Context, m *api.Job, phase api.JobPhase, reaso
 	m.Status.Phase = phase
 	m.Status.Reason = reason
 	m.Status.FinishedAt = p.now
-	if p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m)) {
-		p.c.log.Info("job finished", "job_id", m.ID, "phase", phase, "reason", reason)
-	}
+	p.queue(p.c.st.UpdateJobWrite(m), func(rev int64, err error) {
+		if p.wrote(rev, err) {
+			p.c.log.Info("job finished", "job_id", m.ID, "phase", phase, "reason", reason)
+		}
+	})
 }
 
 // schedule builds the scheduler's snapshot (free and shared GPUs,
@@ -549,7 +593,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		}
 		m := j.Clone()
 		m.Status.Reason = reason
-		p.async(func() { p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m)) })
+		p.queue(p.c.st.UpdateJobWrite(m), nil)
 	}
 }
 
@@ -624,10 +668,11 @@ func (p *pass) preempt(ctx context.Context, pe scheduler.Preemption) {
 	for i := range asg {
 		asg[i].Signal, asg[i].SignalSeq = m.Spec.Signal(), 1
 	}
-	rev, err := p.c.st.StartAttempt(ctx, m, asg)
-	if p.wrote(rev, err) {
-		p.c.log.Info("preempting", "job_id", m.ID, "for", pe.For, "reason", pe.Reason, "lost_work", pe.LostWork)
-	}
+	p.queue(p.c.st.StartAttemptWrite(m, asg), func(rev int64, err error) {
+		if p.wrote(rev, err) {
+			p.c.log.Info("preempting", "job_id", m.ID, "for", pe.For, "reason", pe.Reason, "lost_work", pe.LostWork)
+		}
+	})
 }
 
 func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placement, ports map[string]map[int]bool) {
@@ -654,12 +699,14 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 	}
 	ma := m.Status.Current()
 	asg := p.assignments(m, ma)
-	p.async(func() {
-		rev, err := p.c.st.StartAttempt(ctx, m, asg)
+	p.queue(p.c.st.StartAttemptWrite(m, asg), func(rev int64, err error) {
 		if errors.Is(err, store.ErrTooLarge) {
 			// Trying again every pass cannot help: the store's limits
 			// must change first.
-			p.finish(ctx, j.Clone(), api.JobFailed, fmt.Sprintf("cannot start: its %d ranks' assignments do not fit one store transaction: %v", len(asg), err))
+			f := j.Clone()
+			f.Status.Phase, f.Status.FinishedAt = api.JobFailed, p.now
+			f.Status.Reason = fmt.Sprintf("cannot start: its %d ranks' assignments do not fit one store transaction: %v", len(asg), err)
+			p.wrote(f.ModRevision, p.c.st.UpdateJob(ctx, f))
 			return
 		}
 		if p.wrote(rev, err) {

@@ -431,7 +431,7 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 		changed = append(changed, rs)
 	}
 	s.mu.Unlock()
-	if err := s.st.PutRankStatuses(ctx, changed); err != nil {
+	if err := s.statuses.put(ctx, changed); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -98,7 +98,9 @@ type Server struct {
 
 	mu      sync.Mutex                // guards written, leader and live
 	written map[string]api.RankStatus // last rank status stored, by task key
-	leader  bool
+	// statuses group-commits heartbeats' rank statuses.
+	statuses statusBatcher
+	leader   bool
 
 	capMu    sync.Mutex // guards capNodes and capAt
 	capNodes []*api.Node
@@ -146,6 +148,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	s.st = store.New(cli)
 	s.cache = store.NewCache(s.st, s.log)
+	s.statuses.st = s.st
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type Cache struct {
 	queues   map[string]*api.Queue                 //
 	assign   map[string]map[string]json.RawMessage // node → task key → assignment
 	assignAt map[string]int64                      // node → revision of its last assignment change
+	stops    map[string]map[int]int64              // job → attempt → revision its assignments were deleted at
 	wake     map[string]chan struct{}              // node → closed at its next assignment change
 	revCond  *sync.Cond
 
@@ -67,6 +69,7 @@ func (c *Cache) reset() {
 	c.queues = map[string]*api.Queue{}
 	c.assign = map[string]map[string]json.RawMessage{}
 	c.assignAt = map[string]int64{}
+	c.stops = map[string]map[int]int64{}
 }
 
 // Changed is signalled after the cache applies changes. One receiver only.
@@ -175,6 +178,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		delete(c.ranks, id)
 		delete(c.ckpts, id)
 		delete(c.progress, id)
+		delete(c.stops, id)
 	case strings.HasPrefix(key, ranksPrefix):
 		k := key[len(ranksPrefix):]
 		job := jobOf(k)
@@ -235,6 +239,17 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		node, task := rest[:i], rest[i+1:]
 		if del {
 			delete(c.assign[node], task)
+			// The transaction that stops an attempt deletes its
+			// assignments: its revision is what agents must acknowledge.
+			// Copied on write: views share the inner maps.
+			if job, att, _, err := api.ParseTaskKey(task); err == nil && c.jobs[job] != nil && c.stops[job][att] < modRev {
+				m := maps.Clone(c.stops[job])
+				if m == nil {
+					m = map[int]int64{}
+				}
+				m[att] = modRev
+				c.stops[job] = m
+			}
 		} else {
 			if c.assign[node] == nil {
 				c.assign[node] = map[string]json.RawMessage{}
@@ -376,6 +391,9 @@ type View struct {
 	Progress map[string]*api.Progress
 	Deploys  map[string]*api.Deployment
 	Queues   map[string]*api.Queue
+	// Stops is, per live job and attempt, the revision the attempt's
+	// assignments were deleted at: its stop revision. Read with StopRev.
+	Stops map[string]map[int]int64
 	// NodesGen changes whenever any node does, so that what is derived
 	// from the nodes alone can be kept while it stays the same.
 	NodesGen int64
@@ -399,6 +417,10 @@ func (c *Cache) Snapshot() View {
 		Progress: make(map[string]*api.Progress, len(c.progress)),
 		Deploys:  make(map[string]*api.Deployment, len(c.deploys)),
 		Queues:   make(map[string]*api.Queue, len(c.queues)),
+		Stops:    make(map[string]map[int]int64, len(c.stops)),
+	}
+	for k, x := range c.stops {
+		v.Stops[k] = x // the cache replaces a job's inner map, never edits it
 	}
 	for k, x := range c.queues {
 		v.Queues[k] = x

@@ -207,29 +207,13 @@ func jobLess(a, b string) bool {
 // UpdateJob writes j if it is unchanged since j.ModRevision was read;
 // otherwise ErrConflict. On success j.ModRevision is the new revision.
 func (s *Store) UpdateJob(ctx context.Context, j *api.Job) error {
-	_, err := s.txnJob(ctx, j)
+	_, err := s.commitOne(ctx, s.UpdateJobWrite(j))
 	return err
 }
 
+// txnJob writes j and ops in one transaction, if j is unchanged.
 func (s *Store) txnJob(ctx context.Context, j *api.Job, ops ...clientv3.Op) (int64, error) {
-	b, err := json.Marshal(j)
-	if err != nil {
-		return 0, fmt.Errorf("store: encode job %s: %w", j.ID, err)
-	}
-	ops = append([]clientv3.Op{clientv3.OpPut(jobKey(j.ID), string(b))}, ops...)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(jobKey(j.ID)), "=", j.ModRevision)).
-		Then(ops...).Commit()
-	if err != nil {
-		if tooLarge(err) {
-			return 0, fmt.Errorf("store: update job %s: %d keys, %d bytes in one transaction: %w (%v)", j.ID, len(ops), opsBytes(ops), ErrTooLarge, err)
-		}
-		return 0, fmt.Errorf("store: update job %s: %w", j.ID, err)
-	}
-	if !tr.Succeeded {
-		return 0, fmt.Errorf("job %s: %w", j.ID, ErrConflict)
-	}
-	j.ModRevision = tr.Header.Revision
-	return tr.Header.Revision, nil
+	return s.commitOne(ctx, JobWrite{job: j, ops: ops})
 }
 
 // ModifyJob applies fn to the newest copy of a job and writes it,
@@ -256,27 +240,14 @@ func (s *Store) ModifyJob(ctx context.Context, id string, fn func(*api.Job) erro
 // StartAttempt writes j (whose newest attempt is the new one) and its
 // assignments in one transaction, if j is unchanged since read.
 func (s *Store) StartAttempt(ctx context.Context, j *api.Job, asg []api.Assignment) (int64, error) {
-	ops := make([]clientv3.Op, 0, len(asg))
-	for i := range asg {
-		b, err := json.Marshal(&asg[i])
-		if err != nil {
-			return 0, fmt.Errorf("store: encode assignment: %w", err)
-		}
-		ops = append(ops, clientv3.OpPut(assignKey(&asg[i]), string(b)))
-	}
-	return s.txnJob(ctx, j, ops...)
+	return s.commitOne(ctx, s.StartAttemptWrite(j, asg))
 }
 
 // StopAttempt writes j and removes every assignment of the given attempt
 // on the given nodes, in one transaction. It returns the revision of that
 // transaction: agents that acknowledge it have killed the attempt's ranks.
 func (s *Store) StopAttempt(ctx context.Context, j *api.Job, attempt int, nodes []string) (int64, error) {
-	ops := make([]clientv3.Op, 0, len(nodes))
-	for _, n := range nodes {
-		p := assignNodePrefix(n) + j.ID + "/" + strconv.Itoa(attempt) + "/"
-		ops = append(ops, clientv3.OpDelete(p, clientv3.WithPrefix()))
-	}
-	return s.txnJob(ctx, j, ops...)
+	return s.commitOne(ctx, s.StopAttemptWrite(j, attempt, nodes))
 }
 
 // Assignments lists what a node should run, at the revision read.
@@ -376,21 +347,34 @@ func (s *Store) ModifyNode(ctx context.Context, name string, fn func(*api.Node) 
 	}
 }
 
-// PutRankStatuses writes rank statuses in one transaction.
+// PutRankStatuses writes rank statuses, batchOps to a transaction; of
+// several for one rank the last wins.
 func (s *Store) PutRankStatuses(ctx context.Context, rs []api.RankStatus) error {
 	if len(rs) == 0 {
 		return nil
 	}
+	idx := make(map[string]int, len(rs))
 	ops := make([]clientv3.Op, 0, len(rs))
 	for i := range rs {
 		b, err := json.Marshal(&rs[i])
 		if err != nil {
 			return fmt.Errorf("store: encode rank status: %w", err)
 		}
-		ops = append(ops, clientv3.OpPut(rankKey(api.TaskKey(rs[i].JobID, rs[i].Attempt, rs[i].Rank)), string(b)))
+		k := rankKey(api.TaskKey(rs[i].JobID, rs[i].Attempt, rs[i].Rank))
+		op := clientv3.OpPut(k, string(b))
+		if j, ok := idx[k]; ok {
+			ops[j] = op // a key twice in one transaction is refused
+			continue
+		}
+		idx[k] = len(ops)
+		ops = append(ops, op)
 	}
-	if _, err := s.c.Txn(ctx).Then(ops...).Commit(); err != nil {
-		return fmt.Errorf("store: put rank statuses: %w", err)
+	for len(ops) > 0 {
+		n := min(len(ops), batchOps)
+		if _, err := s.c.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+			return fmt.Errorf("store: put rank statuses: %w", err)
+		}
+		ops = ops[n:]
 	}
 	return nil
 }

@@ -326,9 +326,22 @@ func TestCacheKeepsOnlyLiveJobsAndServesAssignments(t *testing.T) {
 	if v.Jobs[j.ID] == nil || v.Ranks[api.TaskKey(j.ID, 1, 1)] == nil || v.Ckpts[j.ID] == nil {
 		t.Fatalf("live job's view: job %v rank %v ckpt %v", v.Jobs[j.ID] != nil, v.Ranks[api.TaskKey(j.ID, 1, 1)], v.Ckpts[j.ID])
 	}
+	// Stopping the attempt deletes its assignments; the view gives that
+	// transaction's revision as the attempt's stop revision.
 	cur, err = s.Job(ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)
+	}
+	cur.Status.Phase = api.JobStopping
+	stopRev, err := s.StopAttempt(ctx, cur, 1, []string{"n1", "n2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitRevision(wctx, stopRev); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Snapshot(); v.Stops[j.ID][1] != stopRev || v.Stops[j.ID][2] != 0 {
+		t.Fatalf("stop revisions = %v; want attempt 1 at %d", v.Stops[j.ID], stopRev)
 	}
 	cur.Status.Phase = api.JobSucceeded
 	if err := s.UpdateJob(ctx, cur); err != nil {

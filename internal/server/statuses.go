@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/store"
+)
+
+// statusBatcher stores rank statuses from concurrent heartbeats in shared
+// transactions (group commit): the first heartbeat to find no commit in
+// progress commits everything queued, round after round, for itself and
+// for those that queued behind it; each caller returns when its own
+// statuses are stored. With many agents reporting starts and exits at
+// once this is one transaction per round rather than one per heartbeat.
+type statusBatcher struct {
+	st *store.Store
+
+	mu      sync.Mutex // guards the fields below
+	pending []api.RankStatus
+	waiters []chan error
+	busy    bool // a caller is committing
+}
+
+// put stores rs and returns once they are stored (or failed to be).
+func (b *statusBatcher) put(ctx context.Context, rs []api.RankStatus) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	done := make(chan error, 1)
+	b.mu.Lock()
+	b.pending = append(b.pending, rs...)
+	b.waiters = append(b.waiters, done)
+	if b.busy {
+		b.mu.Unlock()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err() // the commit goes on without us
+		}
+	}
+	b.busy = true
+	// This caller commits for others too: its own cancellation must not
+	// fail their statuses.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for len(b.pending) > 0 {
+		batch, ws := b.pending, b.waiters
+		b.pending, b.waiters = nil, nil
+		b.mu.Unlock()
+		err := b.st.PutRankStatuses(cctx, batch)
+		for _, w := range ws {
+			w <- err
+		}
+		b.mu.Lock()
+	}
+	b.busy = false
+	b.mu.Unlock()
+	return <-done
+}
