@@ -32,6 +32,11 @@ type Config struct {
 	CheckpointRoot string
 	// Tick is the longest gap between passes. Default 100ms.
 	Tick time.Duration
+	// Coalesce is how long a pass waits after the first change that woke
+	// it, so that a burst (a submitter's jobs, a node's exits) is one
+	// pass, and one set of transactions, rather than one each. Default
+	// 2ms; negative for none.
+	Coalesce time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Scaler sizes autoscaled deployments; nil holds them at their minimum.
@@ -65,6 +70,9 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}
+	if cfg.Coalesce == 0 {
+		cfg.Coalesce = 2 * time.Millisecond
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -90,23 +98,39 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		})
 	}()
+	again := false
 	for {
-		select {
-		case <-ctx.Done():
+		if !again {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-poke:
+			case <-c.cache.Changed():
+				if c.cfg.Coalesce > 0 {
+					sleepCtx(ctx, c.cfg.Coalesce)
+				}
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
 			return nil
-		case <-poke:
-		case <-c.cache.Changed():
-		case <-t.C:
 		}
 		rev, err := c.Reconcile(ctx)
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("reconcile failed", "err", err)
 		}
+		again = false
 		if rev > 0 {
-			// See our own writes before the next pass.
+			// See our own writes, then act on them at once: an attempt
+			// that ended frees GPUs the waiting gangs can take now.
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_ = c.cache.WaitRevision(wctx, rev)
 			cancel()
+			select {
+			case <-c.cache.Changed():
+			default:
+			}
+			again = true
 		}
 	}
 }
@@ -750,6 +774,15 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 		}
 	}
 	return asg
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // pickPort chooses a rendezvous port on the master node that no live
