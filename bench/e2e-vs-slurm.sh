@@ -7,7 +7,8 @@
 # `gangway bench e2e` (server in-process, NODES `gangway agent --fake-gpus 8`
 # subprocesses). The same mix runs through both, one system at a time so they
 # do not compete for the CPUs:
-#   1. JOBS one-GPU jobs running `true`  (Slurm: sbatch --wrap=true, one after another)
+#   1. JOBS one-GPU jobs running `true`  (Slurm: sbatch --wrap=true, one after another),
+#      then the same as one job array (Slurm: sbatch --array; gangway: spec.array)
 #   2. GANGS jobs of 2 nodes x 8 GPUs      (Slurm: sbatch -N 2 --gres=gpu:8, both --wrap=true
 #                                          and --wrap='srun true'; gangway: 2 ranks, one per node)
 # and it prints jobs/s and submit->start p50/p99 for both and the ratios.
@@ -55,6 +56,19 @@ slurm_phase() { # NAME N RANKS GPUS START_EVENT SBATCH_ARGS...
     --gpus "$gpus" --start "$start" --profile "$PROFILE" | tee -a "$WORK/slurm.jsonl" >&2
 }
 
+slurm_phase_array() { # NAME N: one sbatch --array of N one-GPU jobs
+  local name=$1 n=$2
+  local ids="$WORK/slurm-$PROFILE-$name.ids"
+  before=$(wc -l < "$BASE/log/jobcomp.txt" 2>/dev/null || echo 0)
+  local t0 t1; t0=$(now)
+  sbatch --parsable --chdir=/tmp -o /dev/null --array=0-$((n - 1)) --gres=gpu:1 --wrap=true > "$ids"
+  t1=$(now)
+  slurm_wait_done "$n"
+  sleep 0.5
+  $STATS slurm --base "$BASE" --ids "$ids" --t0 "$t0" --t1 "$t1" --name "$name" --ranks 1 \
+    --gpus 1 --start batch --profile "$PROFILE" --array | tee -a "$WORK/slurm.jsonl" >&2
+}
+
 slurm_run() { # PROFILE
   PROFILE=$1
   export BASE="$WORK/slurm-$PROFILE" SLURM_CONF="$WORK/slurm-$PROFILE/etc/slurm.conf"
@@ -79,6 +93,8 @@ slurm_run() { # PROFILE
   fi
   say "Slurm $PROFILE: $JOBS one-GPU jobs"
   slurm_phase single "$JOBS" 1 1 batch --gres=gpu:1 --wrap=true
+  say "Slurm $PROFILE: $JOBS one-GPU jobs as one array"
+  slurm_phase_array array "$JOBS"
   say "Slurm $PROFILE: $GANGS gangs of 2 nodes x 8 GPUs, --wrap=true"
   slurm_phase gang "$GANGS" 2 8 batch -N 2 --gres=gpu:8 --wrap=true
   say "Slurm $PROFILE: $GANGS gangs of 2 nodes x 8 GPUs, --wrap='srun true'"
@@ -109,7 +125,7 @@ if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
   fi
   say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs"
   "$GANGWAY" bench e2e -o json --nodes "$NODES" --gpus-per-node 8 --jobs "$JOBS" --gangs "$GANGS" \
-    --gang-nodes 2 --warmup "$WARMUP" > "$WORK/gangway.json"
+    --gang-nodes 2 --warmup "$WARMUP" --array > "$WORK/gangway.json"
 fi
 
 echo

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Figures for bench/e2e-vs-slurm.sh.
 
-  e2e_stats.py slurm --base DIR --ids FILE --t0 EPOCH --t1 EPOCH --name NAME --ranks N --gpus G --start batch|step
+  e2e_stats.py slurm --base DIR --ids FILE --t0 EPOCH --t1 EPOCH --name NAME --ranks N --gpus G --start batch|step [--array]
       One Slurm phase from its daemons' logs, as a JSON object with the keys
       of gangway's bench e2e phases (ms resolution, unlike jobcomp's 1 s):
         submit  = slurmctld "_slurm_rpc_submit_batch_job: JobId=N" (server receipt;
@@ -12,6 +12,9 @@
                   every rank's process launched, as gangway measures)
         done    = slurmctld "_job_complete: JobId=N done"
       wall_s is t0 (before the first sbatch) to the last done, as gangway's.
+      With --array, FILE holds one array job id (sbatch --array): its tasks
+      are the jobcomp records with that ArrayJobId, each submitted when the
+      array was, and logged as "JobId=ARRAY_TASK(INTERNAL)".
 
   e2e_stats.py compare --slurm FILE.jsonl --gangway FILE.json
       The side-by-side table and the ratios.
@@ -22,8 +25,11 @@ LINE = re.compile(r'^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$')
 CTLD = [
     ('submit', re.compile(r'_slurm_rpc_submit_batch_job: JobId=(\d+) ')),
     ('placed', re.compile(r'sched: Allocate JobId=(\d+) ')),
+    ('placed', re.compile(r'sched: Allocate JobId=\d+_\d+\((\d+)\) ')),  # array task, by internal id
     ('placed', re.compile(r'Started JobId=(\d+) ')),
+    ('placed', re.compile(r'Started JobId=\d+_\d+\((\d+)\) ')),
     ('done', re.compile(r'_job_complete: JobId=(\d+) done')),
+    ('done', re.compile(r'_job_complete: JobId=\d+_\d+\((\d+)\) done')),
 ]
 BATCH = re.compile(r'Launching batch job (\d+) for UID')
 STEP = re.compile(r'launch task StepId=(\d+)\.0 request')
@@ -74,11 +80,20 @@ def slurm(a):
     scan(f'{a.base}/log/slurmctld.log', CTLD, ev, first)
     for p in glob.glob(f'{a.base}/log/slurmd.*.log'):
         scan(p, [('batch', BATCH), ('step', STEP)], ev, last)
-    comp = {}
+    comp, tasks = {}, []
     for line in open(f'{a.base}/log/jobcomp.txt', errors='replace'):
         r = dict(re.findall(r'(\w+)=(\S*)', line))
         if 'JobId' in r:
             comp[r['JobId']] = r.get('JobState', '')
+            if a.array and r.get('ArrayJobId') == ids[0]:
+                tasks.append(r['JobId'])
+    if a.array:
+        arr = ids[0]
+        if arr not in ev['submit']:
+            sys.exit(f'array {arr}: no submission in slurmctld.log')
+        for t in tasks:  # every task was submitted with the array
+            ev['submit'][t] = ev['submit'][arr]
+        ids = tasks
     to_start, to_placed, placed_to_start = [], [], []
     ok = failed = 0
     end = None
@@ -125,13 +140,15 @@ def compare(a):
           f"{'start p50 ms':>12} {'p99 ms':>9}"
     print(hdr)
     print('-' * len(hdr))
-    for name in ('single', 'gang'):
+    for name in ('single', 'array', 'gang'):
         g = gp.get(name)
         ss = [s for s in sl if s['name'] == name]
         if not g:
             continue
         for s in ss:
             label = f"Slurm {s.get('profile', '')} ({'last task' if s['start_event'] == 'step' else 'batch'} start)"
+            if name == 'array':
+                label = f"Slurm {s.get('profile', '')} sbatch --array"
             if name == 'gang':
                 label = f"Slurm {s.get('profile', '')} {'srun true' if s['start_event'] == 'step' else '--wrap=true'}"
             print(f"{name:<8} {label:<30} {s['jobs']:>5} {s['succeeded']:>5} {s['submit_per_s']:>9.0f} {s['wall_s']:>7.2f} "
@@ -149,8 +166,8 @@ def compare(a):
         print(f"  {name:<7} vs Slurm {s.get('profile', ''):<8}{what:<12} throughput {thr:5.2f}×   "
               f"submit→start p50 {p50:5.2f}×   p99 {p99:5.2f}×   (target ≥ 10× throughput)")
     print('\ngangway breakdown, medians in ms (submit→placed, placed→last rank started, last rank exited→job done), '
-          'CPU s (server+etcd+client, agents+shims+ranks), store writes per job:')
-    for name in ('single', 'gang'):
+          'CPU s (server+etcd+client, agents+supervisors+ranks), store writes per job:')
+    for name in ('single', 'array', 'gang'):
         g = gp.get(name)
         if g:
             print(f"  {name:<7} {g['submit_to_placed_p50_ms']:8.0f} {g['placed_to_start_p50_ms']:8.0f} "
@@ -171,6 +188,7 @@ def main():
     s.add_argument('--gpus', type=int, required=True)
     s.add_argument('--start', choices=['batch', 'step'], required=True)
     s.add_argument('--profile', default='')
+    s.add_argument('--array', action='store_true', help='FILE holds one array job id')
     c = sub.add_parser('compare')
     c.add_argument('--slurm', required=True)
     c.add_argument('--gangway', required=True)

@@ -81,6 +81,10 @@ type JobSpec struct {
 	// ("1g.10gb"). Either replaces gpusPerRank.
 	GPUMilli   int    `json:"gpuMilli,omitempty"`
 	MIGProfile string `json:"migProfile,omitempty"`
+	// Array submits one job per index, as Slurm's --array does:
+	// "0-999", "1,3,5-9", "0-15:4", with "%N" to run at most N at once.
+	// Each task gets GANGWAY_ARRAY_TASK_ID; see ParseArray.
+	Array string `json:"array,omitempty"`
 }
 
 // TopologySpec is a gang's placement constraint.
@@ -263,6 +267,8 @@ type Job struct {
 	Spec        JobSpec   `json:"spec"`
 	Status      JobStatus `json:"status"`
 	SubmittedAt time.Time `json:"submittedAt"`
+	// Array is set on the tasks of a job array.
+	Array *ArrayTask `json:"array,omitempty"`
 	// ModRevision is the store revision of this copy; set on read, used
 	// for compare-and-swap, never stored.
 	ModRevision int64 `json:"modRevision,omitempty"`
@@ -591,6 +597,10 @@ type JobDetail struct {
 // Clone returns a deep copy of j.
 func (j *Job) Clone() *Job {
 	c := *j
+	if j.Array != nil {
+		a := *j.Array
+		c.Array = &a
+	}
 	c.Spec.Command = append([]string(nil), j.Spec.Command...)
 	c.Spec.Env = cloneMap(j.Spec.Env)
 	c.Spec.NodeSelector = cloneMap(j.Spec.NodeSelector)

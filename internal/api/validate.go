@@ -83,6 +83,14 @@ func (s *JobSpec) Validate() error {
 	if s.Queue != "" && !validIdent(s.Queue) {
 		fe.add("spec.queue", "%q: use letters, digits, '-', '_' and '.' only", s.Queue)
 	}
+	if s.Array != "" {
+		if _, err := ParseArray(s.Array); err != nil {
+			fe.add("spec.array", "%s", err)
+		}
+		if s.Owner != "" {
+			fe.add("spec.array", "a deployment's replicas are not an array")
+		}
+	}
 	switch {
 	case s.Ranks < 1:
 		fe.add("spec.ranks", "must be at least 1 (got %d)", s.Ranks)

@@ -78,6 +78,30 @@ func (c *Client) Submit(ctx context.Context, spec []byte) (*api.Job, error) {
 	return &j, c.do(ctx, http.MethodPost, "/v1/jobs", spec, &j)
 }
 
+// SubmitAny submits a spec that may have an array: the answer is the job,
+// or the array's jobs.
+func (c *Client) SubmitAny(ctx context.Context, spec []byte) (*api.Job, *api.ArraySubmission, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs", spec, &raw); err != nil {
+		return nil, nil, err
+	}
+	var a api.ArraySubmission
+	if err := json.Unmarshal(raw, &a); err == nil && a.ArrayID != "" {
+		return nil, &a, nil
+	}
+	var j api.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, nil, fmt.Errorf("submit: answer: %w", err)
+	}
+	return &j, nil, nil
+}
+
+// CancelArray cancels every unfinished task of the array job id is in.
+func (c *Client) CancelArray(ctx context.Context, id string) (*server.ArrayCancel, error) {
+	var a server.ArrayCancel
+	return &a, c.do(ctx, http.MethodPost, "/v1/jobs/"+id+"/cancel?array=1", nil, &a)
+}
+
 // Jobs lists jobs; with index > 0 it blocks until they change or wait ends.
 func (c *Client) Jobs(ctx context.Context, index int64, wait time.Duration) (server.JobList, error) {
 	var l server.JobList

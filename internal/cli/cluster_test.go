@@ -683,3 +683,87 @@ command: [sh, -c, 'test "$WORLD_SIZE" = 160']
 		t.Fatalf("attempt placed %d ranks on %v", len(a.Placement), a.Nodes())
 	}
 }
+
+func TestClusterRunsJobArrayWithLimitAndCancelsIt(t *testing.T) {
+	cl := startCluster(t, 2, 8)
+	out := t.TempDir()
+	// Each task records its index, the array size and when it ran.
+	script := `echo "$GANGWAY_ARRAY_TASK_ID $GANGWAY_ARRAY_TASK_COUNT $GANGWAY_ARRAY_JOB_ID $(date +%s.%N)" > ` + out + `/$GANGWAY_ARRAY_TASK_ID.start; sleep 0.3; date +%s.%N > ` + out + `/$GANGWAY_ARRAY_TASK_ID.end`
+	so, errOut, code := cl.run("submit", "--array", "0-19%3", "--name", "sweep", "--ranks", "1", "-o", "json", "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("submit --array: %s", errOut)
+	}
+	var a api.ArraySubmission
+	if err := json.Unmarshal([]byte(so), &a); err != nil || a.Count != 20 || len(a.Jobs) != 20 || a.ArrayID != a.Jobs[0] {
+		t.Fatalf("array submission = %+v, %v", a, err)
+	}
+	for _, id := range a.Jobs {
+		cl.waitPhase(id, api.JobSucceeded, 60*time.Second)
+	}
+	type span struct{ start, end float64 }
+	var spans []span
+	for i := range 20 {
+		b, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("%d.start", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idx, count int
+		var arrayID string
+		var st float64
+		if _, err := fmt.Sscan(string(b), &idx, &count, &arrayID, &st); err != nil || idx != i || count != 20 || arrayID != a.ArrayID {
+			t.Fatalf("task %d saw %q", i, b)
+		}
+		e, err := os.ReadFile(filepath.Join(out, fmt.Sprintf("%d.end", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var en float64
+		fmt.Sscan(string(e), &en)
+		spans = append(spans, span{st, en})
+	}
+	// At most 3 ran at once, and more than one did.
+	most := 0
+	for _, s := range spans {
+		n := 0
+		for _, o := range spans {
+			if o.start <= s.start && s.start < o.end {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	if most > 3 || most < 2 {
+		t.Errorf("at most %d tasks ran at once; want 2..3 (limit %%3)", most)
+	}
+	lst, _, _ := cl.run("get", "jobs")
+	if !strings.Contains(lst, "sweep[19]") {
+		t.Errorf("get jobs lacks the task index:\n%s", lst)
+	}
+
+	// Cancelling one task's array cancels all of them.
+	so, errOut, code = cl.run("submit", "--array", "0-9%2", "--ranks", "1", "-o", "json", "--", "sleep", "60")
+	if code != 0 {
+		t.Fatalf("submit: %s", errOut)
+	}
+	if err := json.Unmarshal([]byte(so), &a); err != nil {
+		t.Fatal(err)
+	}
+	cl.waitPhase(a.Jobs[0], api.JobRunning, 20*time.Second)
+	if so, errOut, code = cl.run("cancel", "--array", a.Jobs[5]); code != 0 || !strings.Contains(so, "cancel requested for 10 jobs") {
+		t.Fatalf("cancel --array: %q %q", so, errOut)
+	}
+	for _, id := range a.Jobs {
+		cl.waitPhase(id, api.JobCancelled, 30*time.Second)
+	}
+
+	// A bad array is refused with its field and stores nothing.
+	before, _ := cl.c.Jobs(context.Background(), 0, 0)
+	_, errOut, code = cl.run("submit", "--array", "5-3", "--ranks", "1", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "spec.array") || !strings.Contains(errOut, "ends before it starts") {
+		t.Fatalf("bad array: code %d, %q", code, errOut)
+	}
+	after, _ := cl.c.Jobs(context.Background(), 0, 0)
+	if len(after.Jobs) != len(before.Jobs) {
+		t.Fatalf("a refused array stored %d jobs", len(after.Jobs)-len(before.Jobs))
+	}
+}

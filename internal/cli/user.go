@@ -52,6 +52,7 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	gpus := fs.Int("gpus-per-rank", 1, "GPUs per rank")
 	perNode := fs.Int("ranks-per-node", 0, "ranks per node (default: pack onto the fewest nodes)")
 	maxRestarts := fs.Int("max-restarts", -1, "restarts after failures (default 3)")
+	array := fs.String("array", "", "submit one job per index, as sbatch --array: 0-999, 1,3,5-9, 0-15:4, with %N to run at most N at once")
 	pos, code, ok := parse(fs, args)
 	if !ok {
 		return code
@@ -67,9 +68,21 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 			return fail(e, err)
 		}
 		body = b
+		if *array != "" {
+			// The file as an array: decoded here (errors carry the file's
+			// line and column), the array set, sent as JSON.
+			spec, err := api.DecodeJobSpec(b)
+			if err != nil {
+				return fail(e, fmt.Errorf("%s: %w", pos[0], err))
+			}
+			spec.Array = *array
+			if body, err = json.Marshal(spec); err != nil {
+				return fail(e, err)
+			}
+		}
 	case len(pos) > 1 && pos[0] == "--":
 		spec := api.JobSpec{Name: *name, Queue: *queue, Priority: *prio, Ranks: *ranks, GPUsPerRank: *gpus,
-			RanksPerNode: *perNode, Command: pos[1:]}
+			RanksPerNode: *perNode, Command: pos[1:], Array: *array}
 		if *maxRestarts >= 0 {
 			spec.MaxRestarts = maxRestarts
 		}
@@ -83,9 +96,16 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	j, err := NewClient(*srv).Submit(ctx, body)
+	j, a, err := NewClient(*srv).SubmitAny(ctx, body)
 	if err != nil {
 		return fail(e, err)
+	}
+	if a != nil {
+		if *out != "table" {
+			return exitOn(e, printAs(e, *out, a))
+		}
+		fmt.Fprintf(e.Stdout, "array %s submitted: %d jobs, %s to %s\n", a.ArrayID, a.Count, a.Jobs[0], a.Jobs[len(a.Jobs)-1])
+		return 0
 	}
 	if *out != "table" {
 		return exitOn(e, printAs(e, *out, j))
@@ -225,7 +245,11 @@ func printJobs(w io.Writer, jobs []*api.Job) {
 			att = strconv.Itoa(a.Number)
 			nodes = strings.Join(a.Nodes(), ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Spec.Name), j.Spec.Queue, j.Status.Phase,
+		name := dash(j.Spec.Name)
+		if t := j.Array; t != nil {
+			name += "[" + strconv.Itoa(t.Index) + "]" // task index, as Slurm's 12_7
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, name, j.Spec.Queue, j.Status.Phase,
 			j.Spec.Ranks, j.Spec.GPUs(), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70))
 	}
 	tw.Flush()
@@ -343,6 +367,13 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		fmt.Fprintf(w, " (%s)", j.Spec.Name)
 	}
 	fmt.Fprintf(w, "\n  Phase:     %s\n", j.Status.Phase)
+	if t := j.Array; t != nil {
+		fmt.Fprintf(w, "  Array:     task %d of array %s (%d tasks", t.Index, t.ID, t.Count)
+		if t.Limit > 0 {
+			fmt.Fprintf(w, ", at most %d at once", t.Limit)
+		}
+		fmt.Fprintln(w, ")")
+	}
 	if j.Status.Reason != "" {
 		label := "Reason:"
 		if j.Status.Phase == api.JobPending || j.Status.Phase == api.JobRestarting {
@@ -500,6 +531,7 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 func runCancel(ctx context.Context, e *Env, args []string) int {
 	fs := newFlags(e, "cancel", "ID")
 	srv := serverFlag(fs, e)
+	array := fs.Bool("array", false, "cancel every task of the array job ID belongs to")
 	pos, code, ok := parse(fs, args)
 	if !ok {
 		return code
@@ -507,6 +539,14 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 	if len(pos) != 1 {
 		fs.Usage()
 		return 2
+	}
+	if *array {
+		a, err := NewClient(*srv).CancelArray(ctx, pos[0])
+		if err != nil {
+			return fail(e, err)
+		}
+		fmt.Fprintf(e.Stdout, "array %s: cancel requested for %d jobs (%d had already finished)\n", a.ArrayID, a.Cancelled, a.Done)
+		return 0
 	}
 	if _, err := NewClient(*srv).Cancel(ctx, pos[0]); err != nil {
 		return fail(e, err)

@@ -222,6 +222,19 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 		}
 	}
 	store.SortJobs(ids)
+	// An array with a limit ("%N") offers the scheduler only as many of
+	// its waiting tasks as it has room to run.
+	room := map[string]int{}
+	for _, j := range ids {
+		if t := j.Array; t != nil && t.Limit > 0 {
+			if _, ok := room[t.ID]; !ok {
+				room[t.ID] = t.Limit
+			}
+			if j.Status.Phase == api.JobRunning || j.Status.Phase == api.JobStopping {
+				room[t.ID]--
+			}
+		}
+	}
 	var pending []*api.Job
 	for _, j := range ids {
 		switch j.Status.Phase {
@@ -230,9 +243,16 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 				p.async(func() { p.finish(ctx, j.Clone(), api.JobCancelled, "cancelled before it ran") })
 				continue
 			}
-			if !j.Status.NotBefore.After(p.now) {
-				pending = append(pending, j)
+			if j.Status.NotBefore.After(p.now) {
+				continue
 			}
+			if t := j.Array; t != nil && t.Limit > 0 {
+				if room[t.ID] <= 0 {
+					continue
+				}
+				room[t.ID]--
+			}
+			pending = append(pending, j)
 		case api.JobRunning:
 			p.async(func() { p.running(ctx, j) })
 		case api.JobStopping:

@@ -47,6 +47,9 @@ type Config struct {
 	// Submitters is how many clients submit concurrently. Default 1, as
 	// the Slurm script's one sbatch after another.
 	Submitters int
+	// Array adds a phase of Jobs one-GPU jobs submitted as one job array
+	// (as `sbatch --array` is for Slurm), after the one-at-a-time phase.
+	Array bool
 	// Command is what every rank runs. Default ["true"].
 	Command []string
 	// Exe is the gangway executable; agents run as `Exe agent ...` and
@@ -176,6 +179,8 @@ type phaseSpec struct {
 	name string
 	n    int
 	spec api.JobSpec
+	// array: spec is one array of n tasks, submitted in one request.
+	array bool
 }
 
 // Run starts the cluster, runs the warm-up and the phases, stops
@@ -260,6 +265,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	var phases []phaseSpec
 	if cfg.Jobs > 0 {
 		phases = append(phases, phaseSpec{name: "single", n: cfg.Jobs, spec: single})
+		if cfg.Array {
+			arr := single
+			arr.Name = "bench-array"
+			arr.Array = fmt.Sprintf("0-%d", cfg.Jobs-1)
+			phases = append(phases, phaseSpec{name: "array", n: cfg.Jobs, spec: arr, array: true})
+		}
 	}
 	if cfg.Gangs > 0 {
 		phases = append(phases, phaseSpec{name: "gang", n: cfg.Gangs, spec: gang})
@@ -300,7 +311,12 @@ func runPhase(ctx context.Context, c *client, ps phaseSpec, cfg Config, agents [
 	}
 	cpu0 := cpuNow(agents)
 	t0 := time.Now()
-	subs, err := c.submitAll(ctx, body, ps.n, cfg.Submitters)
+	var subs []submitted
+	if ps.array {
+		subs, err = c.submitArray(ctx, body)
+	} else {
+		subs, err = c.submitAll(ctx, body, ps.n, cfg.Submitters)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -575,6 +591,21 @@ func (c *client) revision(ctx context.Context) (int64, error) {
 
 // submitAll posts body n times from par concurrent clients and returns the
 // submissions in job-ID order.
+// submitArray submits one array; every task counts as sent when the
+// request was.
+func (c *client) submitArray(ctx context.Context, body []byte) ([]submitted, error) {
+	sent := time.Now()
+	var a api.ArraySubmission
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs", body, &a); err != nil {
+		return nil, fmt.Errorf("submit array: %w", err)
+	}
+	out := make([]submitted, len(a.Jobs))
+	for i, id := range a.Jobs {
+		out[i] = submitted{id: id, sentAt: sent}
+	}
+	return out, nil
+}
+
 func (c *client) submitAll(ctx context.Context, body []byte, n, par int) ([]submitted, error) {
 	out := make([]submitted, n)
 	next := make(chan int)

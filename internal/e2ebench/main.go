@@ -37,6 +37,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.GangNodes, "gang-nodes", 2, "nodes per gang; each rank holds a whole node")
 	fs.IntVar(&cfg.Warmup, "warmup", 20, "one-GPU jobs run before measuring")
 	fs.IntVar(&cfg.Submitters, "submitters", 1, "concurrent submit clients")
+	fs.BoolVar(&cfg.Array, "array", false, "also submit the one-GPU jobs as one job array (sbatch --array's equivalent)")
 	command := fs.String("command", "true", "what each rank runs (split on spaces)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")

@@ -107,6 +107,11 @@ func Env(in Input) map[string]string {
 			env["GANGWAY_GPU_MODEL"] = n.GPUs[0].Model
 		}
 	}
+	if t := in.Job.Array; t != nil {
+		env["GANGWAY_ARRAY_JOB_ID"] = t.ID
+		env["GANGWAY_ARRAY_TASK_ID"] = itoa(t.Index)
+		env["GANGWAY_ARRAY_TASK_COUNT"] = itoa(t.Count)
+	}
 	if a.ResumeFrom != nil {
 		env["GANGWAY_RESUME_FROM"] = a.ResumeFrom.Path
 		env["GANGWAY_RESUME_STEP"] = strconv.FormatInt(a.ResumeFrom.Step, 10)

@@ -46,6 +46,15 @@ func TestEnvPerRank(t *testing.T) {
 	if got := Processes(j, testAttempt()); !cmp.Equal(got, []int{0, 1, 2, 3}) {
 		t.Errorf("Processes = %v, want every rank", got)
 	}
+	// An array task also learns its place in the array; other jobs do not.
+	if _, ok := got["GANGWAY_ARRAY_TASK_ID"]; ok {
+		t.Error("a job outside any array got GANGWAY_ARRAY_TASK_ID")
+	}
+	j.Array = &api.ArrayTask{ID: "10", Index: 7, Count: 20}
+	got = Env(Input{Job: j, Attempt: testAttempt(), Rank: 3, Nodes: testNodes, CheckpointDir: "/ck/12"})
+	if got["GANGWAY_ARRAY_JOB_ID"] != "10" || got["GANGWAY_ARRAY_TASK_ID"] != "7" || got["GANGWAY_ARRAY_TASK_COUNT"] != "20" {
+		t.Errorf("array task env = %q %q %q", got["GANGWAY_ARRAY_JOB_ID"], got["GANGWAY_ARRAY_TASK_ID"], got["GANGWAY_ARRAY_TASK_COUNT"])
+	}
 }
 
 func TestPerNodeLaunchers(t *testing.T) {

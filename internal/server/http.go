@@ -132,6 +132,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}
+	if spec.Array != "" {
+		s.submitArray(w, r, spec)
+		return
+	}
 	j, err := s.st.CreateJob(r.Context(), spec, time.Now())
 	if err != nil {
 		writeError(w, statusFor(err), err)
@@ -139,6 +143,26 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("job submitted", "job_id", j.ID, "name", spec.Name, "ranks", spec.Ranks)
 	writeJSON(w, http.StatusCreated, j)
+}
+
+// submitArray stores one job per index of spec.Array (validated already).
+func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.JobSpec) {
+	a, err := api.ParseArray(spec.Array)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("spec.array", "%s", err))
+		return
+	}
+	jobs, err := s.st.CreateJobs(r.Context(), spec, a, time.Now())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	out := api.ArraySubmission{ArrayID: jobs[0].ID, Count: len(jobs), Jobs: make([]string, len(jobs))}
+	for i, j := range jobs {
+		out.Jobs[i] = j.ID
+	}
+	s.log.Info("job array submitted", "array_id", out.ArrayID, "name", spec.Name, "tasks", out.Count)
+	writeJSON(w, http.StatusCreated, out)
 }
 
 // checkCapacity rejects a gang that no set of registered nodes could ever
@@ -256,6 +280,10 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if a := r.URL.Query().Get("array"); a == "1" || a == "true" {
+		s.cancelArray(w, r)
+		return
+	}
 	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
 		if j.Status.Phase.Final() {
 			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
@@ -268,6 +296,76 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, j)
+}
+
+// ArrayCancel is what cancelling a job array answers.
+type ArrayCancel struct {
+	ArrayID string `json:"arrayId"`
+	// Cancelled are the tasks asked to stop; Done those already finished.
+	Cancelled int `json:"cancelled"`
+	Done      int `json:"done"`
+}
+
+// cancelArray cancels every unfinished task of the array job {id} belongs
+// to, in shared transactions.
+func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	j, err := s.st.Job(ctx, r.PathValue("id"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if j.Array == nil {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("array", "job %s is not part of an array", j.ID))
+		return
+	}
+	first, err := strconv.ParseInt(j.Array.ID, 10, 64)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("array id %q: %w", j.Array.ID, err))
+		return
+	}
+	out := ArrayCancel{ArrayID: j.Array.ID}
+	for try := 0; ; try++ {
+		var ws []store.JobWrite
+		out.Cancelled, out.Done = 0, 0
+		for k := range int64(j.Array.Count) {
+			t, err := s.st.Job(ctx, strconv.FormatInt(first+k, 10))
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				writeError(w, statusFor(err), err)
+				return
+			}
+			switch {
+			case t.Status.Phase.Final():
+				out.Done++
+			case t.Status.CancelRequested:
+				out.Cancelled++
+			default:
+				t.Status.CancelRequested = true
+				ws = append(ws, s.st.UpdateJobWrite(t))
+			}
+		}
+		_, errs := s.st.Commit(ctx, ws)
+		conflicts := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				out.Cancelled++
+			case errors.Is(err, store.ErrConflict):
+				conflicts++
+			default:
+				writeError(w, statusFor(err), err)
+				return
+			}
+		}
+		if conflicts == 0 || try == 4 {
+			break // tasks that changed meanwhile are read again, a few times
+		}
+	}
+	s.log.Info("job array cancelled", "array_id", out.ArrayID, "tasks", out.Cancelled)
+	writeJSON(w, http.StatusAccepted, out)
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {

@@ -58,9 +58,17 @@ const idBlock = 128
 // nextJobID hands out IDs from a block reserved with one compare-and-swap
 // on the sequence key, so concurrent submissions do not collide on it.
 func (s *Store) nextJobID(ctx context.Context) (int64, error) {
+	first, err := s.jobIDs(ctx, 1)
+	return first, err
+}
+
+// jobIDs reserves n consecutive IDs and returns the first. An array that
+// does not fit what is left of the current block gets a block of its own
+// (the rest of the old one is skipped: IDs may have gaps, never repeats).
+func (s *Store) jobIDs(ctx context.Context, n int64) (int64, error) {
 	s.idMu.Lock()
 	defer s.idMu.Unlock()
-	for s.idNext >= s.idEnd {
+	for s.idEnd-s.idNext < n {
 		resp, err := s.c.Get(ctx, seqJobs)
 		if err != nil {
 			return 0, fmt.Errorf("store: read job sequence: %w", err)
@@ -73,16 +81,17 @@ func (s *Store) nextJobID(ctx context.Context) (int64, error) {
 			}
 			cmp = clientv3.Compare(clientv3.ModRevision(seqJobs), "=", resp.Kvs[0].ModRevision)
 		}
-		tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(seqJobs, strconv.FormatInt(cur+idBlock, 10))).Commit()
+		size := max(n, idBlock)
+		tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(seqJobs, strconv.FormatInt(cur+size, 10))).Commit()
 		if err != nil {
 			return 0, fmt.Errorf("store: reserve job IDs: %w", err)
 		}
 		if tr.Succeeded {
-			s.idNext, s.idEnd = cur+1, cur+idBlock+1
+			s.idNext, s.idEnd = cur+1, cur+size+1
 		}
 	}
 	id := s.idNext
-	s.idNext++
+	s.idNext += n
 	return id, nil
 }
 
@@ -154,6 +163,65 @@ func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) 
 			return nil, err
 		}
 	}
+}
+
+// CreateJobs stores one job per index of the array a, all with spec,
+// under consecutive IDs; the first is the array's ID. They go batchOps to
+// a transaction; if one fails, the tasks already stored are deleted again
+// and the error returned, so an array is stored whole or not at all
+// (short of the store failing during the clean-up too).
+func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpec, now time.Time) ([]*api.Job, error) {
+	n := len(a.Indices)
+	if n == 0 {
+		return nil, errors.New("store: an array of no tasks")
+	}
+	first, err := s.jobIDs(ctx, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	arrayID := strconv.FormatInt(first, 10)
+	jobs := make([]*api.Job, n)
+	for i, idx := range a.Indices {
+		jobs[i] = &api.Job{
+			ID:          strconv.FormatInt(first+int64(i), 10),
+			Spec:        spec,
+			SubmittedAt: now.UTC(),
+			Array:       &api.ArrayTask{ID: arrayID, Index: idx, Count: n, Limit: a.Limit},
+			Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
+		}
+	}
+	var written []string
+	undo := func(cause error) error {
+		for _, id := range written {
+			_, _ = s.c.Delete(context.WithoutCancel(ctx), jobKey(id))
+		}
+		return cause
+	}
+	for lo := 0; lo < n; lo += batchOps {
+		hi := min(lo+batchOps, n)
+		cmps := make([]clientv3.Cmp, 0, hi-lo)
+		ops := make([]clientv3.Op, 0, hi-lo)
+		for _, j := range jobs[lo:hi] {
+			b, err := json.Marshal(j)
+			if err != nil {
+				return nil, undo(fmt.Errorf("store: encode job: %w", err))
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0))
+			ops = append(ops, clientv3.OpPut(jobKey(j.ID), string(b)))
+		}
+		tr, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return nil, undo(fmt.Errorf("store: create array %s: %w", arrayID, err))
+		}
+		if !tr.Succeeded {
+			return nil, undo(fmt.Errorf("store: create array %s: job IDs %s.. already taken: %w", arrayID, jobs[lo].ID, ErrConflict))
+		}
+		for _, j := range jobs[lo:hi] {
+			j.ModRevision = tr.Header.Revision
+			written = append(written, j.ID)
+		}
+	}
+	return jobs, nil
 }
 
 // Job reads one job.
