@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"reflect"
 	"regexp"
 	"strconv"
 
@@ -38,6 +39,16 @@ func DecodeJobSpec(data []byte) (JobSpec, error) {
 func DecodeStrict(data []byte, v any) error { return decodeStrict(data, v) }
 
 func decodeStrict(data []byte, v any) error {
+	// The quick path decodes into a copy of *v (its initial value kept),
+	// which replaces *v only when the quick path vouches for it.
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		tmp := reflect.New(rv.Elem().Type())
+		tmp.Elem().Set(rv.Elem())
+		if decodeJSONFast(data, tmp.Interface()) {
+			rv.Elem().Set(tmp.Elem())
+			return nil
+		}
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &ValidationError{Fields: []*FieldError{{Msg: "empty document"}}}
 	}
