@@ -32,11 +32,6 @@ type Config struct {
 	CheckpointRoot string
 	// Tick is the longest gap between passes. Default 100ms.
 	Tick time.Duration
-	// Coalesce is how long a pass waits after the first change that woke
-	// it, so that a burst (a submitter's jobs, a node's exits) is one
-	// pass, and one set of transactions, rather than one each. Default
-	// 2ms; negative for none.
-	Coalesce time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Scaler sizes autoscaled deployments; nil holds them at their minimum.
@@ -69,9 +64,6 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
-	}
-	if cfg.Coalesce == 0 {
-		cfg.Coalesce = 2 * time.Millisecond
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -106,9 +98,6 @@ func (c *Controller) Run(ctx context.Context) error {
 				return nil
 			case <-poke:
 			case <-c.cache.Changed():
-				if c.cfg.Coalesce > 0 {
-					sleepCtx(ctx, c.cfg.Coalesce)
-				}
 			case <-t.C:
 			}
 		}
@@ -794,15 +783,6 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 		}
 	}
 	return asg
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // pickPort chooses a rendezvous port on the master node that no live

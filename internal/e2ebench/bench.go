@@ -207,7 +207,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		exe = p
 	}
 	dir := cfg.Dir
-	if dir == "" {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("make working directory: %w", err)
+		}
+	} else {
 		d, err := os.MkdirTemp("", "gangway-bench-e2e-")
 		if err != nil {
 			return nil, fmt.Errorf("make working directory: %w", err)
