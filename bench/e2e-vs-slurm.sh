@@ -6,7 +6,7 @@
 # per node on localhost, GRES GPUs cloned from /dev/null); gangway is
 # `gangway bench e2e` (server in-process, NODES `gangway agent --fake-gpus 8`
 # subprocesses). The same mix runs through both, one system at a time so they
-# do not compete for the CPUs:
+# do not compete for the CPUs, gangway first (see the note where it runs):
 #   1. JOBS one-GPU jobs running `true`  (Slurm: sbatch --wrap=true, one after another),
 #      then the same as one job array (Slurm: sbatch --array; gangway: spec.array)
 #   2. GANGS jobs of 2 nodes x 8 GPUs      (Slurm: sbatch -N 2 --gres=gpu:8, both --wrap=true
@@ -20,11 +20,13 @@
 # Env: NODES (16) JOBS (1000) GANGS (100) WARMUP (20) PROFILES (tuned)
 #      GANGWAY (default: go build ./cmd/gangway) PEER (shared/peers/slurm)
 #      WORK (a new /tmp directory; results stay there) SKIP_SLURM=1 SKIP_GANGWAY=1
+#      OUTPUT (discard: gangway's ranks' output to /dev/null, as Slurm's sbatch -o
+#      /dev/null here; keep: a log file per stream and rank, gangway's default)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 PEER=${PEER:-$(cd "$REPO/../shared/peers/slurm" 2>/dev/null && pwd || true)}
-NODES=${NODES:-16}; JOBS=${JOBS:-1000}; GANGS=${GANGS:-100}; WARMUP=${WARMUP:-20}
+NODES=${NODES:-16}; JOBS=${JOBS:-1000}; GANGS=${GANGS:-100}; WARMUP=${WARMUP:-20}; OUTPUT=${OUTPUT:-discard}
 PROFILES=${PROFILES:-tuned}
 WORK=${WORK:-$(mktemp -d /tmp/e2e-vs-slurm.XXXXXX)}
 mkdir -p "$WORK"
@@ -104,6 +106,24 @@ slurm_run() { # PROFILE
   trap - EXIT
 }
 
+# ---- gangway ----
+
+if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
+  if [ -z "${GANGWAY:-}" ]; then
+    GANGWAY="$WORK/gangway"
+    say "building gangway"
+    (cd "$REPO" && go build -o "$GANGWAY" ./cmd/gangway && go build -o "$(dirname "$GANGWAY")/gangway-shim" ./cmd/gangway-shim)
+  fi
+  say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs"
+  # Its data stays until the end: deleting thousands of files now would
+  # slow every file Slurm creates next (ext4 skips inodes deleted in the
+  # last 60-300 s when it allocates).
+  "$GANGWAY" bench e2e -o json --nodes "$NODES" --gpus-per-node 8 --jobs "$JOBS" --gangs "$GANGS" \
+    --gang-nodes 2 --warmup "$WARMUP" --array --output "$OUTPUT" --dir "$WORK/gangway-run" > "$WORK/gangway.json"
+fi
+
+# ---- Slurm ----
+
 if [ "${SKIP_SLURM:-0}" != 1 ]; then
   [ "$(id -u)" = 0 ] || { echo "e2e-vs-slurm: Slurm's emulated nodes need root (or SKIP_SLURM=1)" >&2; exit 1; }
   [ -n "$PEER" ] && [ -x "$PEER/mkconf.sh" ] || { echo "e2e-vs-slurm: set PEER to shared/peers/slurm" >&2; exit 1; }
@@ -115,22 +135,10 @@ if [ "${SKIP_SLURM:-0}" != 1 ]; then
   for p in $PROFILES; do slurm_run "$p"; done
 fi
 
-# ---- gangway ----
-
-if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
-  if [ -z "${GANGWAY:-}" ]; then
-    GANGWAY="$WORK/gangway"
-    say "building gangway"
-    (cd "$REPO" && go build -o "$GANGWAY" ./cmd/gangway && go build -o "$(dirname "$GANGWAY")/gangway-shim" ./cmd/gangway-shim)
-  fi
-  say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs"
-  "$GANGWAY" bench e2e -o json --nodes "$NODES" --gpus-per-node 8 --jobs "$JOBS" --gangs "$GANGS" \
-    --gang-nodes 2 --warmup "$WARMUP" --array > "$WORK/gangway.json"
-fi
-
 echo
 if [ -s "$WORK/slurm.jsonl" ] && [ -s "$WORK/gangway.json" ]; then
   $STATS compare --slurm "$WORK/slurm.jsonl" --gangway "$WORK/gangway.json"
 fi
 echo
+rm -rf "$WORK/gangway-run"
 echo "raw results in $WORK (slurm.jsonl, gangway.json, Slurm logs under slurm-*/log)"

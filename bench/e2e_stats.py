@@ -134,8 +134,10 @@ def compare(a):
     gw = json.load(open(a.gangway))
     gp = {p['name']: p for p in gw['phases']}
     rows = []
+    out = gw.get('output', 'keep')
     print(f"End to end on this machine: {gw['nodes']} nodes × {gw['gpus_per_node']} GPUs, "
-          f"{gw['submitters']} submitter, `true` in every rank\n")
+          f"{gw['submitters']} submitter, `true` in every rank; ranks' output: Slurm -o /dev/null, "
+          f"gangway {'discarded' if out == 'discard' else 'kept in log files'}\n")
     hdr = f"{'phase':<8} {'system':<30} {'jobs':>5} {'ok':>5} {'submit/s':>9} {'wall s':>7} {'jobs/s':>8} " \
           f"{'start p50 ms':>12} {'p99 ms':>9}"
     print(hdr)

@@ -222,7 +222,8 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	if wd == "" {
 		wd = dir
 	}
-	spec := driver.Spec{Key: k, Command: cmd, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k)}
+	spec := driver.Spec{Key: k, Command: cmd, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k),
+		DiscardOutput: asg.DiscardOutput}
 	if asg.Resources != nil {
 		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
 	}

@@ -81,6 +81,10 @@ type JobSpec struct {
 	// ("1g.10gb"). Either replaces gpusPerRank.
 	GPUMilli   int    `json:"gpuMilli,omitempty"`
 	MIGProfile string `json:"migProfile,omitempty"`
+	// Output is what happens to the ranks' stdout and stderr: "keep"
+	// (default: a log file each, for gangway logs) or "discard" (both to
+	// /dev/null, as sbatch -o /dev/null; for jobs that log elsewhere).
+	Output string `json:"output,omitempty"`
 	// Array submits one job per index, as Slurm's --array does:
 	// "0-999", "1,3,5-9", "0-15:4", with "%N" to run at most N at once.
 	// Each task gets GANGWAY_ARRAY_TASK_ID; see ParseArray.
@@ -92,6 +96,12 @@ type TopologySpec struct {
 	Required  string `json:"required,omitempty"`
 	Preferred string `json:"preferred,omitempty"`
 }
+
+// Output modes.
+const (
+	OutputKeep    = "keep"
+	OutputDiscard = "discard"
+)
 
 // IsPreemptible applies the default.
 func (s *JobSpec) IsPreemptible() bool { return s.Preemptible == nil || *s.Preemptible }
@@ -492,6 +502,8 @@ type Assignment struct {
 	// (a DeepSpeed hostfile); "${GANGWAY_TASK_DIR}" in Command and Env
 	// expands to that directory.
 	Files map[string]string `json:"files,omitempty"`
+	// DiscardOutput sends stdout and stderr to /dev/null (spec.output).
+	DiscardOutput bool `json:"discardOutput,omitempty"`
 }
 
 // TaskKey names one rank of one attempt: "job/attempt/rank".

@@ -83,6 +83,11 @@ func (s *JobSpec) Validate() error {
 	if s.Queue != "" && !validIdent(s.Queue) {
 		fe.add("spec.queue", "%q: use letters, digits, '-', '_' and '.' only", s.Queue)
 	}
+	switch s.Output {
+	case "", OutputKeep, OutputDiscard:
+	default:
+		fe.add("spec.output", "%q: want keep (a log file per stream) or discard (to /dev/null)", s.Output)
+	}
 	if s.Array != "" {
 		if _, err := ParseArray(s.Array); err != nil {
 			fe.add("spec.array", "%s", err)

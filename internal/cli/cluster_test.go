@@ -767,3 +767,32 @@ func TestClusterRunsJobArrayWithLimitAndCancelsIt(t *testing.T) {
 		t.Fatalf("a refused array stored %d jobs", len(after.Jobs)-len(before.Jobs))
 	}
 }
+
+func TestClusterDiscardsOutputWhenAsked(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	id := cl.submitYAML(`
+name: quiet
+ranks: 2
+output: discard
+command: [sh, -c, 'echo out; echo err >&2']
+`)
+	d := cl.waitPhase(id, api.JobSucceeded, 20*time.Second)
+	a := d.Job.Status.Current()
+	dir := cl.agentDir(a.Placement[0].Node)
+	logs, _ := filepath.Glob(filepath.Join(dir, "tasks", "*", id+".*", "*.log"))
+	if len(logs) != 0 {
+		t.Fatalf("output: discard left log files: %v", logs)
+	}
+	if _, errOut, code := cl.run("logs", id, "--rank", "0"); code == 0 || !strings.Contains(errOut, "output: discard") {
+		t.Errorf("logs of a discarded rank: code %d, %q; want an error saying it was discarded", code, errOut)
+	}
+	_, errOut, code := cl.run("submit", "--ranks", "1", "--", "true")
+	if code != 0 {
+		t.Fatal(errOut)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("ranks: 1\noutput: nowhere\ncommand: [true]\n"), 0o644)
+	if _, errOut, code = cl.run("submit", bad); code == 0 || !strings.Contains(errOut, "spec.output") {
+		t.Errorf("output: nowhere: code %d, %q", code, errOut)
+	}
+}

@@ -780,6 +780,8 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 			Grace:       m.Spec.TerminationGracePeriod,
 			WatchCkpt:   r == 0,
 			CheckpointD: ckdir,
+			// No log files to create for output nobody reads.
+			DiscardOutput: m.Spec.Output == api.OutputDiscard,
 		}
 	}
 	return asg

@@ -2,6 +2,7 @@ package e2ebench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,9 @@ type Config struct {
 	// Array adds a phase of Jobs one-GPU jobs submitted as one job array
 	// (as `sbatch --array` is for Slurm), after the one-at-a-time phase.
 	Array bool
+	// Output is every job's spec.output: "keep" (default: log files per
+	// rank) or "discard" (as the Slurm script's sbatch -o /dev/null).
+	Output string
 	// Command is what every rank runs. Default ["true"].
 	Command []string
 	// Exe is the gangway executable; agents run as `Exe agent ...` and
@@ -119,6 +123,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--submitters %d: want at least 1", c.Submitters)
 	case c.Timeout < 0:
 		return fmt.Errorf("--timeout %s: want a positive duration", c.Timeout)
+	case c.Output != "" && c.Output != api.OutputKeep && c.Output != api.OutputDiscard:
+		return fmt.Errorf("--output %q: want keep or discard", c.Output)
 	}
 	return nil
 }
@@ -126,6 +132,7 @@ func (c *Config) Validate() error {
 // Result is what a run measured; `gangway bench e2e -o json` prints it.
 type Result struct {
 	System      string  `json:"system"`
+	Output      string  `json:"output"`
 	Nodes       int     `json:"nodes"`
 	GPUsPerNode int     `json:"gpus_per_node"`
 	Submitters  int     `json:"submitters"`
@@ -250,14 +257,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if err := c.waitNodes(ctx, cfg.Nodes, cfg.GPUsPerNode, cfg.Poll); err != nil {
 		return nil, fmt.Errorf("waiting for %d agents to register (logs in %s): %w", cfg.Nodes, dir, err)
 	}
-	res := &Result{System: "gangway", Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode,
+	res := &Result{System: "gangway", Output: cmp.Or(cfg.Output, api.OutputKeep), Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode,
 		Submitters: cfg.Submitters, Warmup: cfg.Warmup, SetupS: time.Since(start).Seconds()}
 	say("%d agents ready with %d fake GPUs each", cfg.Nodes, cfg.GPUsPerNode)
 
 	zero := 0
-	single := api.JobSpec{Name: "bench-single", Ranks: 1, GPUsPerRank: 1, Command: cfg.Command, MaxRestarts: &zero}
+	single := api.JobSpec{Name: "bench-single", Ranks: 1, GPUsPerRank: 1, Command: cfg.Command, MaxRestarts: &zero, Output: cfg.Output}
 	gang := api.JobSpec{Name: "bench-gang", Ranks: cfg.GangNodes, GPUsPerRank: cfg.GPUsPerNode, RanksPerNode: 1,
-		Command: cfg.Command, MaxRestarts: &zero}
+		Command: cfg.Command, MaxRestarts: &zero, Output: cfg.Output}
 	if cfg.Warmup > 0 {
 		w := single
 		w.Name = "bench-warmup"

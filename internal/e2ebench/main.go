@@ -38,6 +38,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Warmup, "warmup", 20, "one-GPU jobs run before measuring")
 	fs.IntVar(&cfg.Submitters, "submitters", 1, "concurrent submit clients")
 	fs.BoolVar(&cfg.Array, "array", false, "also submit the one-GPU jobs as one job array (sbatch --array's equivalent)")
+	fs.StringVar(&cfg.Output, "output", "keep", "ranks' output: keep (log files) or discard (as sbatch -o /dev/null)")
 	command := fs.String("command", "true", "what each rank runs (split on spaces)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")

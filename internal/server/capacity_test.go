@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -36,6 +37,28 @@ func TestCheckCapacity(t *testing.T) {
 		var ve *api.ValidationError
 		if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != c.wantField || !strings.Contains(ve.Fields[0].Msg, c.wantMsg) {
 			t.Errorf("%s: err = %v; want %s: %q", c.name, err, c.wantField, c.wantMsg)
+		}
+	}
+}
+
+func TestWriteJSONIndentsOnlyForPeople(t *testing.T) {
+	for _, c := range []struct {
+		url, ua string
+		indent  bool
+	}{
+		{"/v1/jobs", "Go-http-client/1.1", false},
+		{"/v1/jobs", "curl/8.5.0", true},
+		{"/v1/jobs", "Wget/1.21", true},
+		{"/v1/jobs?pretty", "Go-http-client/1.1", true},
+		{"/v1/jobs?pretty=0", "curl/8.5.0", true}, // curl still gets it
+		{"/v1/jobs?pretty=false", "gangway", false},
+	} {
+		r := httptest.NewRequest("GET", c.url, nil)
+		r.Header.Set("User-Agent", c.ua)
+		w := httptest.NewRecorder()
+		writeJSON(w, r, 200, map[string]int{"a": 1})
+		if got := strings.Contains(w.Body.String(), "\n  "); got != c.indent {
+			t.Errorf("%s as %s: indented %v; want %v (%q)", c.url, c.ua, got, c.indent, w.Body.String())
 		}
 	}
 }

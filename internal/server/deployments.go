@@ -69,7 +69,7 @@ func (s *Server) applyDeployment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("deployment applied", "deployment", spec.Name, "generation", d.Generation)
-	writeJSON(w, code, d)
+	writeJSON(w, r, code, d)
 }
 
 // sameSpec reports whether two specs run the same replicas (replica
@@ -96,7 +96,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, http.StatusOK, DeploymentList{Index: rev, Deployments: ds})
+	writeJSON(w, r, http.StatusOK, DeploymentList{Index: rev, Deployments: ds})
 }
 
 func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +105,7 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, r, http.StatusOK, d)
 }
 
 func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +127,7 @@ func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, r, http.StatusOK, d)
 }
 
 func (s *Server) deleteDeployment(w http.ResponseWriter, r *http.Request) {
@@ -139,5 +139,5 @@ func (s *Server) deleteDeployment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, d)
+	writeJSON(w, r, http.StatusAccepted, d)
 }

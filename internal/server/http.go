@@ -28,7 +28,7 @@ func (s *Server) Handler() http.Handler {
 		s.mu.Lock()
 		leader := s.leader
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "leader": leader})
+		writeJSON(w, r, http.StatusOK, map[string]any{"ok": true, "leader": leader})
 	})
 	mux.HandleFunc("POST /v1/jobs", s.submitJob)
 	mux.HandleFunc("GET /v1/jobs", s.listJobs)
@@ -55,12 +55,26 @@ type ErrorBody struct {
 	Fields []*api.FieldError `json:"fields,omitempty"`
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// writeJSON writes v compact, or indented for a person: ?pretty, or a
+// curl or wget client (as the Kubernetes API server does). Indenting every
+// answer cost the CLI and agents, which parse it, a second encoding pass.
+// r may be nil (compact).
+func writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	if r != nil && pretty(r) {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
+}
+
+func pretty(r *http.Request) bool {
+	if v, ok := r.URL.Query()["pretty"]; ok && (len(v) == 0 || v[0] != "0" && v[0] != "false") {
+		return true
+	}
+	ua := r.UserAgent()
+	return strings.HasPrefix(ua, "curl/") || strings.HasPrefix(ua, "Wget/")
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
@@ -69,7 +83,7 @@ func writeError(w http.ResponseWriter, code int, err error) {
 	if errors.As(err, &ve) {
 		body.Fields = ve.Fields
 	}
-	writeJSON(w, code, body)
+	writeJSON(w, nil, code, body)
 }
 
 func statusFor(err error) int {
@@ -142,7 +156,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("job submitted", "job_id", j.ID, "name", spec.Name, "ranks", spec.Ranks)
-	writeJSON(w, http.StatusCreated, j)
+	writeJSON(w, r, http.StatusCreated, j)
 }
 
 // submitArray stores one job per index of spec.Array (validated already).
@@ -162,7 +176,7 @@ func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.Jo
 		out.Jobs[i] = j.ID
 	}
 	s.log.Info("job array submitted", "array_id", out.ArrayID, "name", spec.Name, "tasks", out.Count)
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, r, http.StatusCreated, out)
 }
 
 // checkCapacity rejects a gang that no set of registered nodes could ever
@@ -255,7 +269,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, http.StatusOK, JobList{Index: rev, Jobs: jobs})
+	writeJSON(w, r, http.StatusOK, JobList{Index: rev, Jobs: jobs})
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
@@ -276,7 +290,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, r, http.StatusOK, d)
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
@@ -295,7 +309,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, j)
+	writeJSON(w, r, http.StatusAccepted, j)
 }
 
 // ArrayCancel is what cancelling a job array answers.
@@ -365,7 +379,7 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.log.Info("job array cancelled", "array_id", out.ArrayID, "tasks", out.Cancelled)
-	writeJSON(w, http.StatusAccepted, out)
+	writeJSON(w, r, http.StatusAccepted, out)
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
@@ -382,7 +396,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		s.fillHeartbeat(n)
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, http.StatusOK, NodeList{Index: rev, Nodes: nodes})
+	writeJSON(w, r, http.StatusOK, NodeList{Index: rev, Nodes: nodes})
 }
 
 func (s *Server) fillHeartbeat(n *api.Node) {
@@ -398,7 +412,7 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.fillHeartbeat(n)
-	writeJSON(w, http.StatusOK, n)
+	writeJSON(w, r, http.StatusOK, n)
 }
 
 func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
@@ -421,7 +435,7 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("node "+action, "node", n.Name)
-	writeJSON(w, http.StatusOK, n)
+	writeJSON(w, r, http.StatusOK, n)
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
@@ -471,7 +485,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	s.liveness().Beat(n.Name, 0, now)
 	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs))
-	writeJSON(w, http.StatusOK, api.RegisterResponse{
+	writeJSON(w, r, http.StatusOK, api.RegisterResponse{
 		HeartbeatInterval: api.Duration(s.cfg.HeartbeatInterval),
 		// Fence a heartbeat before the server could declare the node lost,
 		// so its ranks are dead before any replacement starts.
@@ -494,7 +508,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	n, err := s.node(ctx, hb.Node)
 	if errors.Is(err, store.ErrNotFound) {
-		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
 		return
 	}
 	if err != nil {
@@ -504,7 +518,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if n.Status.State == api.NodeLost {
 		// A lost node that speaks again re-registers; its old work was
 		// fenced on its side and reassigned on ours.
-		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
 		return
 	}
 	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
@@ -512,7 +526,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{})
+	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{})
 }
 
 // storeReports writes the rank statuses that changed, new checkpoints and
@@ -609,6 +623,10 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(j.Status.Attempts) == 0 {
 		writeError(w, http.StatusConflict, fmt.Errorf("job %s has not started yet: %s", j.ID, j.Status.Reason))
+		return
+	}
+	if j.Spec.Output == api.OutputDiscard {
+		writeError(w, http.StatusNotFound, fmt.Errorf("job %s keeps no logs: its spec has output: discard (stdout and stderr go to /dev/null)", j.ID))
 		return
 	}
 	rank, attempt := 0, len(j.Status.Attempts)

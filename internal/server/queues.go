@@ -32,7 +32,7 @@ func (s *Server) applyQueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, q)
+	writeJSON(w, r, http.StatusOK, q)
 }
 
 // QueueList is GET /v1/queues's body.
@@ -80,7 +80,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	for _, q := range qs {
 		q.Status.BorrowedGPUs = max(0, q.Status.UsedGPUs-q.Spec.GuaranteeGPUs)
 	}
-	writeJSON(w, http.StatusOK, QueueList{Queues: qs})
+	writeJSON(w, r, http.StatusOK, QueueList{Queues: qs})
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +100,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"deleted": name})
+	writeJSON(w, r, http.StatusOK, map[string]string{"deleted": name})
 }
 
 // checkQueue rejects a job for a queue nobody created (but "default").
@@ -132,5 +132,5 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, r, http.StatusOK, j)
 }

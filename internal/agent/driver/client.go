@@ -277,8 +277,10 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 		return nil, errors.New("driver: empty command")
 	}
 	ws := &wireSpec{Argv: spec.Command, Env: spec.Env, Dir: spec.Dir,
-		Stdout: filepath.Join(spec.StateDir, "stdout.log"), Stderr: filepath.Join(spec.StateDir, "stderr.log"),
 		MemoryBytes: spec.MemoryBytes, CPUMillis: spec.CPUMillis, Cgroup: spec.CgroupName}
+	if !spec.DiscardOutput {
+		ws.Stdout, ws.Stderr = filepath.Join(spec.StateDir, "stdout.log"), filepath.Join(spec.StateDir, "stderr.log")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := s.call(ctx, request{Op: "start", Key: spec.Key, Spec: ws})

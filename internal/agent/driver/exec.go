@@ -38,6 +38,8 @@ type Spec struct {
 	Dir string
 	// StateDir holds stdout.log and stderr.log.
 	StateDir string
+	// DiscardOutput sends stdout and stderr to /dev/null instead.
+	DiscardOutput bool
 	// MemoryBytes and CPUMillis are limits applied through cgroups where
 	// the host can (0: none).
 	MemoryBytes int64

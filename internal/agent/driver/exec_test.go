@@ -380,3 +380,20 @@ func waitFile(t *testing.T, path, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestDiscardedOutputCreatesNoLogFiles(t *testing.T) {
+	s, _ := newSup(t)
+	dir := t.TempDir()
+	// Exits 3 only if both writes succeed.
+	h, err := s.Start(Spec{Key: "j/1/quiet", Command: []string{"sh", "-c", "echo out && echo err >&2 && exit 3"},
+		Env: []string{"PATH=" + os.Getenv("PATH")}, Dir: dir, StateDir: dir, DiscardOutput: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, h); e.Code != 3 {
+		t.Fatalf("exit = %+v; want 3 (writing to /dev/null works)", e)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("task directory holds %d entries (%s); want none", len(ents), ents[0].Name())
+	}
+}

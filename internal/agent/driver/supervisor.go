@@ -118,7 +118,8 @@ func detach(dir string) error {
 type supervisor struct {
 	dir     string
 	log     io.Writer
-	devnull *os.File
+	devnull *os.File // read-only: every rank's stdin
+	sink    *os.File // write-only /dev/null: discarded output
 
 	mu        sync.Mutex // guards everything below
 	recs      map[string]*record
@@ -164,7 +165,11 @@ func serve(dir string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{dir: dir, log: logw, devnull: devnull, byPID: map[int]*record{}, conns: map[*sconn]bool{}, quietFrom: time.Now()}
+	sink, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, byPID: map[int]*record{}, conns: map[*sconn]bool{}, quietFrom: time.Now()}
 	if s.recs, err = readJournal(dir); err != nil {
 		return err
 	}
@@ -360,16 +365,30 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 			"--cpu-millis", strconv.FormatInt(ws.CPUMillis, 10), "--"}, argv...)
 		path = exe
 	}
-	stdout, err := os.OpenFile(ws.Stdout, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return State{}, fmt.Errorf("stdout: %w", err)
+	open := func(path, what string) (*os.File, error) {
+		if path == "" {
+			return s.sink, nil
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return f, nil
 	}
-	defer stdout.Close()
-	stderr, err := os.OpenFile(ws.Stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	stdout, err := open(ws.Stdout, "stdout")
 	if err != nil {
-		return State{}, fmt.Errorf("stderr: %w", err)
+		return State{}, err
 	}
-	defer stderr.Close()
+	if stdout != s.sink {
+		defer stdout.Close()
+	}
+	stderr, err := open(ws.Stderr, "stderr")
+	if err != nil {
+		return State{}, err
+	}
+	if stderr != s.sink {
+		defer stderr.Close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r := s.recs[key]; r != nil && !r.Exited {

@@ -28,14 +28,15 @@ type request struct {
 
 // wireSpec is Spec as the supervisor needs it.
 type wireSpec struct {
-	Argv        []string `json:"argv"`
-	Env         []string `json:"env"`
-	Dir         string   `json:"dir,omitempty"`
-	Stdout      string   `json:"stdout"`
-	Stderr      string   `json:"stderr"`
-	MemoryBytes int64    `json:"memoryBytes,omitempty"`
-	CPUMillis   int64    `json:"cpuMillis,omitempty"`
-	Cgroup      string   `json:"cgroup,omitempty"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir,omitempty"`
+	// Stdout and Stderr are log files to append to; "" is /dev/null.
+	Stdout      string `json:"stdout,omitempty"`
+	Stderr      string `json:"stderr,omitempty"`
+	MemoryBytes int64  `json:"memoryBytes,omitempty"`
+	CPUMillis   int64  `json:"cpuMillis,omitempty"`
+	Cgroup      string `json:"cgroup,omitempty"`
 }
 
 // reply answers a request (ID set) or tells of an exit (Event "exit").
