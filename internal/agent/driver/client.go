@@ -201,9 +201,9 @@ func (s *Supervisor) reconcileLocked(tasks []record) {
 		t, ok := known[k]
 		switch {
 		case !ok:
-			go h.finish(unknownExit)
+			h.finish(unknownExit) // takes only h.mu; never blocks
 		case t.Exited:
-			go h.finish(t.Exit)
+			h.finish(t.Exit)
 		}
 	}
 }
