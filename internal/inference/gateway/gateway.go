@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangway/gangway/internal/inference/enginesim"
@@ -57,11 +60,15 @@ type Gateway struct {
 	client    *http.Client // scrapes
 	mux       *http.ServeMux
 	metrics   *metrics
-	bufs      sync.Pool
+	bufs      sync.Pool // *proxyBufs
+	urls      sync.Map  // replica base URL → *url.URL
 
 	mu    sync.Mutex           // guards pools and eps
 	pools map[string]*Router   // by served model name
 	eps   map[string]*endpoint // by URL
+	// routers is a copy of pools for the request path, replaced (never
+	// modified) under mu.
+	routers atomic.Pointer[map[string]*Router]
 }
 
 // endpoint is what the gateway learned about one Endpoint.
@@ -133,7 +140,6 @@ func New(cfg Config) (*Gateway, error) {
 		pools:   map[string]*Router{},
 		eps:     map[string]*endpoint{},
 	}
-	g.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+enginesim.PathCompletions, g.proxy)
 	mux.HandleFunc("POST "+enginesim.PathChatCompletions, g.proxy)
@@ -191,6 +197,12 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 		next[e.URL] = old
 	}
 	g.eps = next
+	g.urls.Range(func(k, _ any) bool {
+		if _, ok := next[k.(string)]; !ok {
+			g.urls.Delete(k)
+		}
+		return true
+	})
 	eps := make([]*endpoint, 0, len(next))
 	for _, e := range next {
 		eps = append(eps, e)
@@ -226,6 +238,7 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.publishLocked()
 	byModel := map[string][]*endpoint{}
 	for _, r := range results {
 		e := r.e
@@ -273,6 +286,12 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// publishLocked hands the request path a fresh copy of the routers.
+func (g *Gateway) publishLocked() {
+	routers := maps.Clone(g.pools)
+	g.routers.Store(&routers)
+}
+
 func (g *Gateway) decisionsLocked() int64 {
 	var n int64
 	for _, rt := range g.pools {
@@ -294,9 +313,10 @@ func (g *Gateway) Replicas(model string, now time.Time) []Candidate {
 }
 
 func (g *Gateway) pool(model string) *Router {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pools[model]
+	if m := g.routers.Load(); m != nil {
+		return (*m)[model]
+	}
+	return nil
 }
 
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -337,12 +357,14 @@ func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// copyHeader copies src's end-to-end headers into dst, sharing their
+// value slices: neither side's values are modified afterwards.
 func copyHeader(dst, src http.Header) {
 	for k, vs := range src {
 		if slices.Contains(hopHeaders, k) {
 			continue
 		}
-		dst[k] = append(dst[k][:0:0], vs...)
+		dst[k] = vs
 	}
 }
 
@@ -351,15 +373,79 @@ func retryableStatus(code int) bool {
 	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
+// proxyBufs are one request's reusable buffers. Body goes back to the pool
+// only when every upstream body reading it was closed (the transport may
+// close one after RoundTrip returns).
+type proxyBufs struct {
+	body   []byte
+	prompt []byte
+	hashes []uint64
+	relay  []byte
+	req    Request
+	open   atomic.Int32 // upstream bodies over body not yet closed
+}
+
+// maxPooledBytes caps what a pooled buffer may grow to and stay pooled.
+const maxPooledBytes = 1 << 20
+
+func (g *Gateway) getBufs() *proxyBufs {
+	if b, ok := g.bufs.Get().(*proxyBufs); ok {
+		return b
+	}
+	return &proxyBufs{relay: make([]byte, 32<<10)}
+}
+
+func (g *Gateway) putBufs(b *proxyBufs, body []byte, p enginesim.PromptRequest) {
+	if b.open.Load() != 0 {
+		return // a transport still holds body: let the collector have it all
+	}
+	if cap(body) <= maxPooledBytes {
+		b.body = body[:0]
+	}
+	if sc := p.Scratch(); sc != nil && cap(sc) <= maxPooledBytes {
+		b.prompt = sc
+	}
+	if cap(b.req.Hashes) <= maxPooledBytes/8 {
+		b.hashes = b.req.Hashes[:0]
+	}
+	b.req = Request{}
+	g.bufs.Put(b)
+}
+
+// upstreamBody is a request body over the pooled buffer that counts
+// itself out when the transport closes it.
+type upstreamBody struct {
+	bytes.Reader
+	bufs   *proxyBufs
+	closed atomic.Bool
+}
+
+func newUpstreamBody(b *proxyBufs, body []byte) *upstreamBody {
+	u := &upstreamBody{bufs: b}
+	u.Reset(body)
+	b.open.Add(1)
+	return u
+}
+
+func (u *upstreamBody) Close() error {
+	if u.closed.CompareAndSwap(false, true) {
+		u.bufs.open.Add(-1)
+	}
+	return nil
+}
+
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := enginesim.ReadBody(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
+	bufs := g.getBufs()
+	body, err := enginesim.ReadBodyInto(bufs.body, http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
 	if err != nil {
+		g.putBufs(bufs, nil, enginesim.PromptRequest{})
 		g.metrics.request("", http.StatusBadRequest)
 		enginesim.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
-	p, err := enginesim.ParsePrompt(r.URL.Path, body)
+	p, err := enginesim.ParsePromptInto(bufs.prompt, r.URL.Path, body)
+	defer func() { g.putBufs(bufs, body, p) }()
 	if err != nil {
 		g.metrics.request("", http.StatusBadRequest)
 		enginesim.WriteError(w, http.StatusBadRequest, err.Error())
@@ -375,7 +461,12 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	if maxTokens == 0 {
 		maxTokens = g.cfg.DefaultMaxTokens
 	}
-	req := RequestFor(p.Tokens(0), maxTokens)
+	req := &bufs.req
+	if p.TokenIDs != nil {
+		*req = *RequestFor(p.TokenIDs, maxTokens)
+	} else {
+		RequestForText(req, bufs.hashes, p.Prompt, maxTokens)
+	}
 
 	var tried []string
 	var lastErr error
@@ -387,14 +478,12 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		}
 		g.metrics.decision(t.HitBlocks, len(req.Hashes))
 		tried = append(tried, t.Replica)
-		out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, t.Replica+r.URL.RequestURI(), bytes.NewReader(body))
+		out, err := g.upstreamRequest(r, t.Replica, bufs, body)
 		if err != nil {
 			t.Done(time.Now(), Failure)
 			lastErr = err
 			continue
 		}
-		copyHeader(out.Header, r.Header)
-		out.ContentLength = int64(len(body))
 		resp, err := g.transport.RoundTrip(out)
 		if err != nil {
 			if r.Context().Err() != nil {
@@ -414,24 +503,58 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 			lastErr = fmt.Errorf("replica %s answered %d", t.Replica, resp.StatusCode)
 			continue
 		}
-		g.relay(w, r, resp, t, p, start)
+		g.relay(w, r, resp, t, p, bufs.relay, start)
 		return
 	}
 	g.metrics.request(p.Model, http.StatusBadGateway)
 	enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
 }
 
+// upstreamRequest is r for replica (a base URL), its body the pooled
+// buffer; GetBody lets the transport resend it on a connection that
+// turned out to be closed.
+func (g *Gateway) upstreamRequest(r *http.Request, replica string, bufs *proxyBufs, body []byte) (*http.Request, error) {
+	base, err := g.baseURL(replica)
+	if err != nil {
+		return nil, err
+	}
+	u := *base
+	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
+	out := (&http.Request{
+		Method: http.MethodPost, URL: &u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        make(http.Header, len(r.Header)),
+		Body:          newUpstreamBody(bufs, body),
+		ContentLength: int64(len(body)),
+		GetBody:       func() (io.ReadCloser, error) { return newUpstreamBody(bufs, body), nil },
+	}).WithContext(r.Context())
+	copyHeader(out.Header, r.Header)
+	return out, nil
+}
+
+// baseURL parses a replica's base URL once.
+func (g *Gateway) baseURL(replica string) (*url.URL, error) {
+	if u, ok := g.urls.Load(replica); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(replica)
+	if err != nil {
+		return nil, fmt.Errorf("replica URL %q: %w", replica, err)
+	}
+	g.urls.Store(replica, u)
+	return u, nil
+}
+
 var dataPrefix = []byte("data: ")
 
-// relay streams resp to the client, flushing each chunk as it arrives.
-func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p enginesim.PromptRequest, start time.Time) {
+// relay streams resp to the client, flushing each chunk as it arrives:
+// the last one is left for the server to write with the end of the
+// answer, in one write.
+func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p enginesim.PromptRequest, buf []byte, start time.Time) {
 	defer resp.Body.Close()
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
-	bp := g.bufs.Get().(*[]byte)
-	defer g.bufs.Put(bp)
-	buf := *bp
 	var ttft time.Duration
 	events := 0
 	outcome := Success
@@ -453,7 +576,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 				outcome = Canceled
 				break
 			}
-			if fl != nil {
+			if fl != nil && err == nil {
 				fl.Flush()
 			}
 		}

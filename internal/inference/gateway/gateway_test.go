@@ -3,12 +3,14 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,4 +378,65 @@ func FuzzParseEndpoints(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Pooled request buffers never leak one request's bytes into another's:
+// an echoing engine (which answers 503 to every third request first, so
+// that bodies are resent to another replica) must get each body intact.
+func TestPooledBodiesArriveIntact(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case enginesim.PathModels:
+			io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
+			return
+		case enginesim.PathMetrics:
+			io.WriteString(w, "vllm:num_requests_running 0\n")
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		sum := fmt.Sprintf("%x", sha256.Sum256(b))
+		mu.Lock()
+		seen[sum]++
+		n := seen[sum]
+		mu.Unlock()
+		if n == 1 && b[len(b)-3]%3 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", sum)
+	}
+	a, b := httptest.NewServer(http.HandlerFunc(echo)), httptest.NewServer(http.HandlerFunc(echo))
+	defer a.Close()
+	defer b.Close()
+	_, gw := startGateway(t, PolicyRoundRobin, a.URL, b.URL)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path, body := enginesim.PathCompletions, fmt.Sprintf(`{"model":"m","stream":true,"prompt":%q,"x":%d}`, strings.Repeat(fmt.Sprint(i), 100*(i%7+1)), i)
+			if i%2 == 1 {
+				path, body = enginesim.PathChatCompletions, fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"line\n%s"}],"x":%d}`, strings.Repeat("é", 50*i), i)
+			}
+			resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("data: %x\n\ndata: [DONE]\n\n", sha256.Sum256([]byte(body))); string(got) != want {
+				errs <- fmt.Errorf("request %d: status %d, answer %q, want %q", i, resp.StatusCode, got, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -494,4 +496,59 @@ func RequestFor(tokens []uint32, maxTokens int) *Request {
 		PromptTokens: len(tokens),
 		MaxTokens:    maxTokens,
 	}
+}
+
+// BlockBytes is the prompt text one block of the prefix index covers
+// when the gateway hashes text: BlockSize tokens of enginesim's
+// tokenizer (enginesim.BytesPerToken bytes each).
+const BlockBytes = BlockSize * enginesim.BytesPerToken
+
+// RequestForText builds the router's view of a prompt from its text,
+// with AppendTextHashes into hashes[:0] (which the request keeps).
+func RequestForText(dst *Request, hashes []uint64, text []byte, maxTokens int) {
+	*dst = Request{
+		Hashes:       AppendTextHashes(hashes[:0], text),
+		PromptTokens: enginesim.CountTokens(len(text)),
+		MaxTokens:    maxTokens,
+	}
+}
+
+// AppendTextHashes appends the chained hashes of text's full
+// BlockBytes-byte blocks: hash i covers text[:(i+1)·BlockBytes], so
+// equal hashes mean equal prefixes, as with enginesim.BlockHashes over
+// tokens (which is a different function: the gateway has no tokenizer
+// and hashes the text itself, 16 bytes per multiply). A trailing partial
+// block gets no hash.
+func AppendTextHashes(dst []uint64, text []byte) []uint64 {
+	h := uint64(0x243f6a8885a308d3)
+	for len(text) >= BlockBytes {
+		h = hashTextBlock(h, text[:BlockBytes])
+		dst = append(dst, h)
+		text = text[BlockBytes:]
+	}
+	return dst
+}
+
+// hashTextBlock chains one 64-byte block onto prev with wyhash's
+// multiply-fold mixing.
+func hashTextBlock(prev uint64, b []byte) uint64 {
+	const (
+		k0 = 0xa0761d6478bd642f
+		k1 = 0xe7037ed1a0b428db
+		k2 = 0x8ebc6af09c88c6e3
+		k3 = 0x589965cc75374cc3
+	)
+	_ = b[63]
+	le := binary.LittleEndian
+	a := mum(le.Uint64(b[0:])^k0, le.Uint64(b[8:])^prev)
+	c := mum(le.Uint64(b[16:])^k1, le.Uint64(b[24:])^k2)
+	d := mum(le.Uint64(b[32:])^k2, le.Uint64(b[40:])^k3)
+	e := mum(le.Uint64(b[48:])^k3, le.Uint64(b[56:])^k1)
+	return mum(a^c^k1, d^e^prev^k0)
+}
+
+// mum folds the 128-bit product of a and b.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
