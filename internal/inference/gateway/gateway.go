@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"sort"
@@ -374,15 +375,17 @@ func retryableStatus(code int) bool {
 }
 
 // proxyBufs are one request's reusable buffers. Body goes back to the pool
-// only when every upstream body reading it was closed (the transport may
-// close one after RoundTrip returns).
+// only when the transport has finished writing every copy of the request
+// it was given (it may still be writing after RoundTrip returns, and it
+// may resend the body through GetBody).
 type proxyBufs struct {
 	body   []byte
 	prompt []byte
 	hashes []uint64
 	relay  []byte
 	req    Request
-	open   atomic.Int32 // upstream bodies over body not yet closed
+	open   atomic.Int32 // request writes handed a reader over body and not finished
+	trace  httptrace.ClientTrace
 }
 
 // maxPooledBytes caps what a pooled buffer may grow to and stay pooled.
@@ -392,12 +395,14 @@ func (g *Gateway) getBufs() *proxyBufs {
 	if b, ok := g.bufs.Get().(*proxyBufs); ok {
 		return b
 	}
-	return &proxyBufs{relay: make([]byte, 32<<10)}
+	b := &proxyBufs{relay: make([]byte, 32<<10)}
+	b.trace.WroteRequest = func(httptrace.WroteRequestInfo) { b.open.Add(-1) }
+	return b
 }
 
 func (g *Gateway) putBufs(b *proxyBufs, body []byte, p enginesim.PromptRequest) {
 	if b.open.Load() != 0 {
-		return // a transport still holds body: let the collector have it all
+		return // a transport may still read body: let the collector have it all
 	}
 	if cap(body) <= maxPooledBytes {
 		b.body = body[:0]
@@ -412,26 +417,12 @@ func (g *Gateway) putBufs(b *proxyBufs, body []byte, p enginesim.PromptRequest) 
 	g.bufs.Put(b)
 }
 
-// upstreamBody is a request body over the pooled buffer that counts
-// itself out when the transport closes it.
-type upstreamBody struct {
-	bytes.Reader
-	bufs   *proxyBufs
-	closed atomic.Bool
-}
-
-func newUpstreamBody(b *proxyBufs, body []byte) *upstreamBody {
-	u := &upstreamBody{bufs: b}
-	u.Reset(body)
+// bodyOver is a request body over the pooled buffer. It is a no-op
+// closer around a *bytes.Reader, which net/http recognizes as in memory
+// and writes together with the headers.
+func (b *proxyBufs) bodyOver(body []byte) io.ReadCloser {
 	b.open.Add(1)
-	return u
-}
-
-func (u *upstreamBody) Close() error {
-	if u.closed.CompareAndSwap(false, true) {
-		u.bufs.open.Add(-1)
-	}
-	return nil
+	return io.NopCloser(bytes.NewReader(body))
 }
 
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
@@ -520,14 +511,15 @@ func (g *Gateway) upstreamRequest(r *http.Request, replica string, bufs *proxyBu
 	}
 	u := *base
 	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
+	// WroteRequest (bufs.trace) counts each write of the body out.
 	out := (&http.Request{
 		Method: http.MethodPost, URL: &u, Host: u.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:        make(http.Header, len(r.Header)),
-		Body:          newUpstreamBody(bufs, body),
+		Body:          bufs.bodyOver(body),
 		ContentLength: int64(len(body)),
-		GetBody:       func() (io.ReadCloser, error) { return newUpstreamBody(bufs, body), nil },
-	}).WithContext(r.Context())
+		GetBody:       func() (io.ReadCloser, error) { return bufs.bodyOver(body), nil },
+	}).WithContext(httptrace.WithClientTrace(r.Context(), &bufs.trace))
 	copyHeader(out.Header, r.Header)
 	return out, nil
 }
