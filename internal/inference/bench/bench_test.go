@@ -145,7 +145,7 @@ func TestOverheadRuns(t *testing.T) {
 		{name: "open-loop 200 req/s", rate: 200, requests: 200, promptBytes: 1000},
 		{name: "closed-loop 5 concurrent, 220 KB prompts", concurrency: 5, requests: 20, promptBytes: 220_000},
 	}
-	res, err := runOverhead(context.Background(), cases, func(string, ...any) {})
+	res, err := runOverhead(context.Background(), cases, "", "", func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}

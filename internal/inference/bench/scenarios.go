@@ -37,6 +37,13 @@ type Options struct {
 	Quick    bool
 	Seed     uint64    // workload seed; default 1
 	Progress io.Writer // nil: silent
+	// Exe is a gangway binary to run the overhead scenario's engines and
+	// gateway as processes of their own (`gangway engine-sim`, `gangway
+	// gateway`); empty runs them in this process.
+	Exe string
+	// ProfileDir, with Exe, gets CPU and allocation profiles of the
+	// overhead scenario's gateway, first engine and load generator.
+	ProfileDir string
 }
 
 // Check is one of the issue's targets, evaluated on the results.
@@ -204,7 +211,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	if slices.Contains(want, ScenarioOverhead) {
 		progress("overhead: 8 zero-latency engines on 127.0.0.1, straight vs through the gateway")
-		res, err := runOverhead(ctx, overheadCases(opts.Quick), progress)
+		res, err := runOverhead(ctx, overheadCases(opts.Quick), opts.Exe, opts.ProfileDir, progress)
 		if err != nil {
 			return rep, fmt.Errorf("scenario overhead: %w", err)
 		}

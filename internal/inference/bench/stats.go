@@ -31,16 +31,44 @@ type Summary struct {
 	Goodput       float64 `json:"goodput"`        // requests/s meeting the SLO
 	SLOAttainment float64 `json:"slo_attainment"` // share of requests meeting it
 	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
-	AddedP99ms    float64 `json:"added_p99_ms,omitempty"` // overhead scenario: gateway p99 minus direct p99
-	AddedP50ms    float64 `json:"added_p50_ms,omitempty"`
-	DirectP99ms   float64 `json:"direct_e2e_p99_ms,omitempty"` // overhead: straight to the engines
-	LimitMS       float64 `json:"limit_ms,omitempty"`          // overhead: the target for added_p99_ms
-	Load          string  `json:"load,omitempty"`              // overhead: the load shape
-	Rate          float64 `json:"rate_rps,omitempty"`
-	PeakReplicas  int     `json:"peak_replicas,omitempty"`
-	RecoveryS     float64 `json:"recovery_s,omitempty"`
-	DurationS     float64 `json:"duration_s"`
-	Note          string  `json:"note,omitempty"`
+	// The overhead scenario: e2e percentiles through the gateway minus the
+	// same percentiles straight to the engines, measured in alternating
+	// rounds of the same load.
+	AddedP50ms   float64      `json:"added_p50_ms,omitempty"`
+	AddedP99ms   float64      `json:"added_p99_ms,omitempty"`
+	AddedP999ms  float64      `json:"added_p999_ms,omitempty"`
+	DirectP50ms  float64      `json:"direct_e2e_p50_ms,omitempty"`
+	DirectP99ms  float64      `json:"direct_e2e_p99_ms,omitempty"`
+	DirectP999ms float64      `json:"direct_e2e_p999_ms,omitempty"`
+	CPU          *OverheadCPU `json:"cpu_us_per_request,omitempty"`
+	LimitMS      float64      `json:"limit_ms,omitempty"` // overhead: the target for added_p99_ms
+	Load         string       `json:"load,omitempty"`     // overhead: the load shape
+	Rate         float64      `json:"rate_rps,omitempty"`
+	PeakReplicas int          `json:"peak_replicas,omitempty"`
+	RecoveryS    float64      `json:"recovery_s,omitempty"`
+	DurationS    float64      `json:"duration_s"`
+	Note         string       `json:"note,omitempty"`
+}
+
+// OverheadCPU is the CPU time per request of each process in the
+// overhead scenario, in microseconds, on each path: what the machine's
+// cores were spent on. In-process runs (tests) have only a total.
+type OverheadCPU struct {
+	Direct ComponentCPU `json:"direct"`
+	Via    ComponentCPU `json:"via_gateway"`
+	// SendLateP99ms is how late the load generator released a request
+	// after its scheduled time, 99th percentile (open loop).
+	SendLateP99ms float64 `json:"send_late_p99_ms,omitempty"`
+	// LoadAvg is the machine's 1-minute load average before and after.
+	LoadAvg [2]float64 `json:"load_avg,omitempty"`
+}
+
+// ComponentCPU splits one path's CPU per request by process.
+type ComponentCPU struct {
+	LoadGen float64 `json:"loadgen_us,omitempty"`
+	Gateway float64 `json:"gateway_us,omitempty"`
+	Engines float64 `json:"engines_us,omitempty"` // the eight together
+	Total   float64 `json:"total_us"`
 }
 
 // percentile is the nearest-rank q-quantile (0..1) of sorted xs.
