@@ -206,6 +206,28 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	}
 }
 
+// Requests the gateway holds because every replica is full are demand
+// the replicas' figures cannot show (they are capped at full): their
+// tokens count in the load, so a held backlog scales the deployment up.
+func TestHeldTokensCountAsLoad(t *testing.T) {
+	for _, tc := range []struct {
+		held int64
+		want int
+	}{{0, 2}, {4 * capTokens, 7}} {
+		a := mustNew(t, Config{Min: 1, Max: 10})
+		n := 2
+		run(a, t0, 10*time.Second, &n, func(n int) Sample {
+			return Sample{Replicas: replicas(n, 0.6), Held: int(tc.held / 1000), HeldTokens: tc.held}
+		})
+		if n < tc.want {
+			t.Errorf("held tokens %d: %d replicas, want at least %d", tc.held, n, tc.want)
+		}
+		if tc.held == 0 && n != tc.want {
+			t.Errorf("no held tokens, at target: %d replicas, want %d", n, tc.want)
+		}
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string
