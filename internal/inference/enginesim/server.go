@@ -227,6 +227,8 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 	switch code {
 	case http.StatusNotFound:
 		typ = "NotFoundError"
+	case http.StatusTooManyRequests:
+		typ = "RateLimitError"
 	case http.StatusServiceUnavailable, http.StatusBadGateway:
 		typ = "ServiceUnavailableError"
 	case http.StatusInternalServerError:

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,19 @@ type Config struct {
 	// MaxConnsPerEngine bounds the gateway's connections to one engine
 	// (a streamed answer holds one for its whole length); default 1024.
 	MaxConnsPerEngine int
+	// MaxQueued bounds the requests held per model while every replica
+	// is saturated or none is ready (see admission.go); past it they get
+	// 429. Default 1024; negative turns holding off: a saturated pool
+	// then takes requests anyway, and a model without replicas is 404.
+	MaxQueued int
+	// QueueTimeout is how long a request may be held before it gets 503;
+	// default 60s.
+	QueueTimeout time.Duration
+	// MaxPendingPrefill makes a replica count as saturated for admission
+	// once the prefill queued on it (the router's estimate) plus the
+	// request's own would exceed it; default 5s, negative: only KV cache
+	// and sequence slots count. See RouterOptions.MaxPendingPrefill.
+	MaxPendingPrefill time.Duration
 	Router            RouterOptions // Seed is taken from Seed above
 	// Transport carries requests to the engines; nil means a pooled
 	// transport tuned for many concurrent streams.
@@ -70,6 +84,10 @@ type Gateway struct {
 	// routers is a copy of pools for the request path, replaced (never
 	// modified) under mu.
 	routers atomic.Pointer[map[string]*Router]
+	known   map[string]struct{} // models the source knows, replicas or not; guarded by mu
+
+	qmu    sync.Mutex        // guards queues; taken after mu when both are
+	queues map[string]*queue // admission, by model
 }
 
 // endpoint is what the gateway learned about one Endpoint.
@@ -112,10 +130,21 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.MaxConnsPerEngine == 0 {
 		cfg.MaxConnsPerEngine = 1024
 	}
-	if cfg.RefreshInterval < 0 || cfg.ScrapeTimeout < 0 || cfg.MaxAttempts < 1 || cfg.MaxBodyBytes < 1 || cfg.DefaultMaxTokens < 1 {
-		return nil, errors.New("gateway config: refresh interval, scrape timeout, max attempts, max body bytes and default max tokens must be positive")
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = 1024
+	}
+	if cfg.QueueTimeout == 0 {
+		cfg.QueueTimeout = 60 * time.Second
+	}
+	if cfg.MaxPendingPrefill == 0 {
+		cfg.MaxPendingPrefill = 5 * time.Second
+	}
+	if cfg.RefreshInterval < 0 || cfg.ScrapeTimeout < 0 || cfg.MaxAttempts < 1 || cfg.MaxBodyBytes < 1 || cfg.DefaultMaxTokens < 1 || cfg.QueueTimeout < 0 {
+		return nil, errors.New("gateway config: refresh interval, scrape timeout, max attempts, max body bytes, default max tokens and queue timeout must be positive")
 	}
 	cfg.Router.Seed = cfg.Seed
+	cfg.Router.HoldWhenSaturated = cfg.MaxQueued >= 0
+	cfg.Router.MaxPendingPrefill = max(cfg.MaxPendingPrefill, 0)
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -140,6 +169,8 @@ func New(cfg Config) (*Gateway, error) {
 		metrics: newMetrics(cfg.Policy),
 		pools:   map[string]*Router{},
 		eps:     map[string]*endpoint{},
+		known:   map[string]struct{}{},
+		queues:  map[string]*queue{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+enginesim.PathCompletions, g.proxy)
@@ -185,7 +216,21 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list endpoints: %w", err)
 	}
+	var known map[string]struct{}
+	if ms, ok := g.cfg.Source.(ModelSource); ok {
+		models, err := ms.Models(ctx)
+		if err != nil {
+			return fmt.Errorf("list models: %w", err)
+		}
+		known = make(map[string]struct{}, len(models))
+		for _, m := range models {
+			known[m] = struct{}{}
+		}
+	}
 	g.mu.Lock()
+	if known != nil {
+		g.known = known
+	}
 	next := make(map[string]*endpoint, len(list))
 	for _, e := range list {
 		old, ok := g.eps[e.URL]
@@ -287,10 +332,19 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// publishLocked hands the request path a fresh copy of the routers.
+// publishLocked hands the request path a fresh copy of the routers, then
+// lets held requests through to models that now have one.
 func (g *Gateway) publishLocked() {
 	routers := maps.Clone(g.pools)
 	g.routers.Store(&routers)
+	g.syncGatesLocked()
+}
+
+func (g *Gateway) isKnown(model string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.known[model]
+	return ok
 }
 
 func (g *Gateway) decisionsLocked() int64 {
@@ -444,9 +498,15 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := g.pool(p.Model)
 	if rt == nil {
-		g.metrics.request(p.Model, http.StatusNotFound)
-		enginesim.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
-		return
+		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) {
+			g.metrics.request(p.Model, http.StatusNotFound)
+			enginesim.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+			return
+		}
+		if rt, err = g.awaitReplica(r.Context(), p.Model); err != nil {
+			g.notAdmitted(w, r, p.Model, err)
+			return
+		}
 	}
 	maxTokens := p.MaxTokens
 	if maxTokens == 0 {
@@ -462,7 +522,11 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	var tried []string
 	var lastErr error
 	for attempt := 0; attempt < g.cfg.MaxAttempts; attempt++ {
-		t, err := rt.Pick(time.Now(), req, tried)
+		t, err := g.pick(r.Context(), p.Model, rt, req, tried)
+		if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueTimeout) || r.Context().Err() != nil {
+			g.notAdmitted(w, r, p.Model, err)
+			return
+		}
 		if err != nil {
 			lastErr = err
 			break
@@ -499,6 +563,24 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	g.metrics.request(p.Model, http.StatusBadGateway)
 	enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
+}
+
+// notAdmitted answers a request the admission queue turned away (429,
+// 503, both with Retry-After) or whose client left while held.
+func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model string, err error) {
+	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("model %s: no replica had room within %v; retry later", model, g.cfg.QueueTimeout)
+	switch {
+	case r.Context().Err() != nil:
+		g.metrics.request(model, 499)
+		return
+	case errors.Is(err, ErrQueueFull):
+		code, msg = http.StatusTooManyRequests, fmt.Sprintf("model %s: %d requests already waiting for a replica with room; retry later", model, g.cfg.MaxQueued)
+	case !errors.Is(err, ErrQueueTimeout):
+		code, msg = http.StatusBadGateway, fmt.Sprintf("model %s: %v", model, err)
+	}
+	g.metrics.request(model, code)
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(g.cfg.QueueTimeout.Seconds()/10))))
+	enginesim.WriteError(w, code, msg)
 }
 
 // upstreamRequest is r for replica (a base URL), its body the pooled

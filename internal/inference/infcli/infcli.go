@@ -289,6 +289,9 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	refresh := fs.Duration("refresh", 100*time.Millisecond, "how often to read the endpoints' metrics")
 	attempts := fs.Int("max-attempts", 3, "replicas to try when connecting fails")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness")
+	maxQueued := fs.Int("max-queued", 1024, "requests held per model while every replica is saturated or none is ready (then 429); -1: hold none")
+	queueTimeout := fs.Duration("queue-timeout", 60*time.Second, "how long a request may be held (then 503)")
+	maxPrefill := fs.Duration("max-pending-prefill", 5*time.Second, "a replica with this much prefill queued counts as saturated; -1s: only KV cache and sequence slots count")
 	prof := profileFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -314,6 +317,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	g, err := gateway.New(gateway.Config{
 		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
+		MaxQueued: *maxQueued, QueueTimeout: *queueTimeout, MaxPendingPrefill: *maxPrefill,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 	})
 	if err != nil {
