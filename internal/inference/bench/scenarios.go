@@ -20,12 +20,15 @@ const (
 	ScenarioNoReuse   = "noreuse"
 	ScenarioBurst     = "burst"
 	ScenarioAutoscale = "autoscale"
-	ScenarioOverhead  = "overhead"
+	// ScenarioAutoscaleNoQueue is the autoscale scenario without the
+	// gateway's admission queue: what it is judged against.
+	ScenarioAutoscaleNoQueue = "autoscale-noqueue"
+	ScenarioOverhead         = "overhead"
 )
 
 // ScenarioNames lists the scenarios in the order Run runs them.
 func ScenarioNames() []string {
-	return []string{ScenarioRouting, ScenarioNoReuse, ScenarioBurst, ScenarioAutoscale, ScenarioOverhead}
+	return []string{ScenarioRouting, ScenarioNoReuse, ScenarioBurst, ScenarioAutoscale, ScenarioAutoscaleNoQueue, ScenarioOverhead}
 }
 
 // Options selects what Run runs.
@@ -74,7 +77,12 @@ type virtualScenario struct {
 	stepAt    time.Duration
 	window    time.Duration // TTFT p99 is judged per window of arrivals
 	drainTime time.Duration // how long after the last arrival the run may go on
+	admission *Admission    // the gateway's admission queue; nil: none
 }
+
+// gatewayAdmission is the gateway's default admission queue
+// (gateway.Config.MaxQueued, QueueTimeout and MaxPendingPrefill).
+var gatewayAdmission = &Admission{MaxQueued: 1024, Timeout: 60 * time.Second, MaxPendingPrefill: 5 * time.Second}
 
 var routingPolicies = []string{
 	gateway.PolicyPrecisePrefix, gateway.PolicyApproxPrefix, gateway.PolicyLoad, gateway.PolicyRandom,
@@ -144,6 +152,20 @@ func virtualScenarios(quick bool) []virtualScenario {
 		{
 			name:  ScenarioAutoscale,
 			about: "the routing workload at 2 req/s stepping 10× to 20 req/s (at 120 s; 60 s with --quick); 1 replica at first, autoscaled to at most 16, 30 s engine start-up",
+			workload: func() Workload {
+				w := llmdWorkload(n(5000, 1800), 2)
+				w.StepAt, w.StepFactor = stepAt, 10
+				return w
+			}(),
+			policies: []string{gateway.PolicyPrefixAffinity},
+			slo:      defaultSLO,
+			scale:    &autoscale.Config{Min: 1, Max: 16},
+			startup:  30 * time.Second, initial: 1, stepAt: stepAt, window: 10 * time.Second,
+			drainTime: 10 * time.Minute, admission: gatewayAdmission,
+		},
+		{
+			name:  ScenarioAutoscaleNoQueue,
+			about: "the autoscale scenario with the gateway's admission queue off: requests that find every replica full go to one anyway",
 			workload: func() Workload {
 				w := llmdWorkload(n(5000, 1800), 2)
 				w.StepAt, w.StepFactor = stepAt, 10
@@ -224,7 +246,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 func runVirtual(sc virtualScenario, policy string, seed uint64, arrivals []Arrival) (Summary, error) {
 	cfg := ClusterConfig{
 		Engine: engineConfig(), Replicas: max(sc.replicas, 1), Policy: policy, Seed: seed,
-		Deadline: arrivals[len(arrivals)-1].At + sc.drainTime,
+		Deadline: arrivals[len(arrivals)-1].At + sc.drainTime, Admission: sc.admission,
 	}
 	if sc.scale != nil {
 		a, err := autoscale.New(*sc.scale)
@@ -352,6 +374,16 @@ func checks(rs []Summary) []Check {
 			Pass:   a.RecoveryS <= 60,
 			Detail: fmt.Sprintf("recovered %.0f s after the step, peak %d replicas; %s", a.RecoveryS, a.PeakReplicas, a.Note),
 		})
+	}
+	if q, ok := get(ScenarioAutoscale, gateway.PolicyPrefixAffinity); ok {
+		if nq, ok := get(ScenarioAutoscaleNoQueue, gateway.PolicyPrefixAffinity); ok {
+			out = append(out, Check{
+				Name: "admission queue: TTFT p99 of the 10× step lower than without it",
+				Pass: q.TTFTp99ms < nq.TTFTp99ms,
+				Detail: fmt.Sprintf("TTFT p99 %.0f ms vs %.0f ms without (%.1f×); goodput %.2f/s vs %.2f/s (%+.0f%%); %d rejected, held p99 %.0f ms",
+					q.TTFTp99ms, nq.TTFTp99ms, nq.TTFTp99ms/q.TTFTp99ms, q.Goodput, nq.Goodput, 100*(q.Goodput/nq.Goodput-1), q.Rejected, q.HeldP99ms),
+			})
+		}
 	}
 	for _, r := range rs {
 		if r.Scenario != ScenarioOverhead || r.LimitMS == 0 {

@@ -17,8 +17,10 @@ type SLO struct {
 type Summary struct {
 	Scenario      string  `json:"scenario"`
 	Policy        string  `json:"policy"`
-	Requests      int     `json:"requests"` // completed
-	Dropped       int     `json:"dropped,omitempty"`
+	Requests      int     `json:"requests"`           // completed
+	Dropped       int     `json:"dropped,omitempty"`  // unfinished, rejected included
+	Rejected      int     `json:"rejected,omitempty"` // turned away by the admission queue (429/503)
+	HeldP99ms     float64 `json:"held_p99_ms,omitempty"`
 	TTFTp50ms     float64 `json:"ttft_p50_ms"`
 	TTFTp90ms     float64 `json:"ttft_p90_ms"`
 	TTFTp99ms     float64 `json:"ttft_p99_ms"`
@@ -87,12 +89,18 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // they waited (end − arrival) so that overload shows in the tail.
 func summarize(scenario, policy string, outs []Outcome, slo SLO, end time.Duration) Summary {
 	s := Summary{Scenario: scenario, Policy: policy}
-	var ttft, tpot, e2e []float64
+	var ttft, tpot, e2e, held []float64
 	var cached, prompt float64
 	good := 0
 	var last time.Duration
 	for _, o := range outs {
 		last = max(last, o.Arrival)
+		if o.Held > 0 {
+			held = append(held, ms(o.Held))
+		}
+		if o.Rejected {
+			s.Rejected++
+		}
 		if o.Dropped || o.E2E == 0 {
 			s.Dropped++
 			w := o.TTFT
@@ -123,6 +131,10 @@ func summarize(scenario, policy string, outs []Outcome, slo SLO, end time.Durati
 	s.TTFTp50ms, s.TTFTp90ms, s.TTFTp99ms, s.TTFTp999ms = percentile(ttft, .5), percentile(ttft, .9), percentile(ttft, .99), percentile(ttft, .999)
 	s.TPOTp50ms, s.TPOTp99ms = percentile(tpot, .5), percentile(tpot, .99)
 	s.E2Ep50ms, s.E2Ep99ms, s.E2Ep999ms = percentile(e2e, .5), percentile(e2e, .99), percentile(e2e, .999)
+	if len(held) > 0 {
+		slices.Sort(held)
+		s.HeldP99ms = percentile(held, .99)
+	}
 	if len(outs) > 0 {
 		s.SLOAttainment = float64(good) / float64(len(outs))
 	}
