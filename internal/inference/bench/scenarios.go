@@ -122,6 +122,23 @@ func virtualScenarios(quick bool) []virtualScenario {
 		}
 		return full
 	}
+	autoscaled := virtualScenario{
+		name:  ScenarioAutoscale,
+		about: "the routing workload at 2 req/s stepping 10× to 20 req/s (at 120 s; 60 s with --quick); 1 replica at first, autoscaled to at most 16, 30 s engine start-up",
+		workload: func() Workload {
+			w := llmdWorkload(n(5000, 1800), 2)
+			w.StepAt, w.StepFactor = stepAt, 10
+			return w
+		}(),
+		policies: []string{gateway.PolicyPrefixAffinity},
+		slo:      defaultSLO,
+		scale:    &autoscale.Config{Min: 1, Max: 16},
+		startup:  30 * time.Second, initial: 1, stepAt: stepAt, window: 10 * time.Second,
+		drainTime: 10 * time.Minute, admission: gatewayAdmission,
+	}
+	noQueue := autoscaled
+	noQueue.name, noQueue.admission = ScenarioAutoscaleNoQueue, nil
+	noQueue.about = "the autoscale scenario with the gateway's admission queue off: requests that find every replica full go to one anyway"
 	return []virtualScenario{
 		{
 			name:     ScenarioRouting,
@@ -149,34 +166,8 @@ func virtualScenarios(quick bool) []virtualScenario {
 			policies: []string{gateway.PolicyLeastRequest, gateway.PolicyRoundRobin, gateway.PolicyPowerOfTwo, gateway.PolicyPrecisePrefix, gateway.PolicyPrefixAffinity},
 			slo:      defaultSLO, drainTime: 10 * time.Minute,
 		},
-		{
-			name:  ScenarioAutoscale,
-			about: "the routing workload at 2 req/s stepping 10× to 20 req/s (at 120 s; 60 s with --quick); 1 replica at first, autoscaled to at most 16, 30 s engine start-up",
-			workload: func() Workload {
-				w := llmdWorkload(n(5000, 1800), 2)
-				w.StepAt, w.StepFactor = stepAt, 10
-				return w
-			}(),
-			policies: []string{gateway.PolicyPrefixAffinity},
-			slo:      defaultSLO,
-			scale:    &autoscale.Config{Min: 1, Max: 16},
-			startup:  30 * time.Second, initial: 1, stepAt: stepAt, window: 10 * time.Second,
-			drainTime: 10 * time.Minute, admission: gatewayAdmission,
-		},
-		{
-			name:  ScenarioAutoscaleNoQueue,
-			about: "the autoscale scenario with the gateway's admission queue off: requests that find every replica full go to one anyway",
-			workload: func() Workload {
-				w := llmdWorkload(n(5000, 1800), 2)
-				w.StepAt, w.StepFactor = stepAt, 10
-				return w
-			}(),
-			policies: []string{gateway.PolicyPrefixAffinity},
-			slo:      defaultSLO,
-			scale:    &autoscale.Config{Min: 1, Max: 16},
-			startup:  30 * time.Second, initial: 1, stepAt: stepAt, window: 10 * time.Second,
-			drainTime: 10 * time.Minute,
-		},
+		autoscaled,
+		noQueue,
 	}
 }
 
