@@ -257,6 +257,12 @@ func (a *Autoscaler) Decide(now time.Time, current int) Decision {
 	}
 	d := Decision{Load: stable}
 	switch {
+	case c.Min == 0 && last.held == 0 && !now.Before(a.panicUntil) &&
+		now.Sub(a.lastBusy) >= c.ScaleToZeroGrace && now.Sub(a.first) >= c.ScaleToZeroGrace:
+		// Idle for the whole grace period (and watched that long): nothing
+		// for the stable window's hold to protect against.
+		d.Desired = 0
+		d.Reason = fmt.Sprintf("idle for %v: scale to zero", c.ScaleToZeroGrace)
 	case now.Before(a.panicUntil):
 		d.Panic = true
 		d.Desired = clamp(min(max(wantPanic, wantStable, current), maxUp))

@@ -228,6 +228,30 @@ func TestHeldTokensCountAsLoad(t *testing.T) {
 	}
 }
 
+// A grace period shorter than the stable window still scales an idle
+// deployment to zero once it has passed: the window's hold after a
+// scale-up is for load, and there has been none.
+func TestScaleToZeroAfterShortGrace(t *testing.T) {
+	a := mustNew(t, Config{Min: 0, Max: 4, ScaleToZeroGrace: 2 * time.Second})
+	n := 0
+	a.Observe(t0, Sample{Held: 1})
+	if n = a.Decide(t0, n).Desired; n != 1 {
+		t.Fatalf("held request at zero: %d", n)
+	}
+	run(a, t0.Add(time.Second), 5*time.Second, &n, func(n int) Sample { return Sample{Replicas: replicas(n, 0.2)} })
+	if n != 1 {
+		t.Fatalf("busy: %d replicas, want 1", n)
+	}
+	run(a, t0.Add(6*time.Second), time.Second, &n, func(n int) Sample { return Sample{Replicas: replicas(n, 0)} })
+	if n != 1 {
+		t.Fatalf("idle for 1s of a 2s grace: %d replicas, want 1", n)
+	}
+	run(a, t0.Add(7*time.Second), 3*time.Second, &n, func(n int) Sample { return Sample{Replicas: replicas(n, 0)} })
+	if n != 0 {
+		t.Fatalf("idle past a 2s grace, 10s after a scale-up: %d replicas, want 0", n)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string
