@@ -288,3 +288,35 @@ func TestHeldUntilFirstReplica(t *testing.T) {
 		t.Errorf("%d still held", n)
 	}
 }
+
+// A known model whose only replica stopped (retired before the next
+// refresh) holds its request for the refresh that lists the new one,
+// instead of answering 502.
+func TestHeldAcrossReplicaChange(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	live := newHeldEngine(t)
+	close(live.release)
+	src := &mutableSource{models: []string{"m"}, eps: []Endpoint{{URL: deadURL, Model: "m", Engine: oneSeat(t)}}}
+	g, gw := newAdmissionGateway(t, src, Config{})
+	got := send(gw.URL, 1)
+	waitFor(t, "the dead replica to fail", func() bool { return g.pool("m").Stats().Failures > 0 })
+	src.mu.Lock()
+	src.eps = []Endpoint{{URL: live.URL, Model: "m", Engine: oneSeat(t)}}
+	src.mu.Unlock()
+	for {
+		// What Run does: refresh until the held request is through.
+		if err := g.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-got:
+			if a.code != 200 {
+				t.Fatalf("request across the replica change: %+v", a)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

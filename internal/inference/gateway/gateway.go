@@ -85,6 +85,9 @@ type Gateway struct {
 	// modified) under mu.
 	routers atomic.Pointer[map[string]*Router]
 	known   map[string]struct{} // models the source knows, replicas or not; guarded by mu
+	// refreshed is closed when a Refresh finishes (then replaced); nil
+	// until someone waits. Guarded by mu.
+	refreshed chan struct{}
 
 	qmu    sync.Mutex        // guards queues; taken after mu when both are
 	queues map[string]*queue // admission, by model
@@ -338,6 +341,10 @@ func (g *Gateway) publishLocked() {
 	routers := maps.Clone(g.pools)
 	g.routers.Store(&routers)
 	g.syncGatesLocked()
+	if g.refreshed != nil {
+		close(g.refreshed)
+		g.refreshed = nil
+	}
 }
 
 func (g *Gateway) isKnown(model string) bool {
@@ -386,12 +393,14 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
+	// Models scaled to zero are served too: their requests are held.
 	g.mu.Lock()
-	models := make([]string, 0, len(g.pools))
+	set := maps.Clone(g.known)
 	for m := range g.pools {
-		models = append(models, m)
+		set[m] = struct{}{}
 	}
 	g.mu.Unlock()
+	models := slices.Collect(maps.Keys(set))
 	sort.Strings(models)
 	type model struct {
 		ID      string `json:"id"`
@@ -519,17 +528,48 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		RequestForText(req, bufs.hashes, p.Prompt, maxTokens)
 	}
 
-	var tried []string
-	var lastErr error
+	// A model the source knows whose every replica fails to connect is
+	// most likely between replicas (one retired, the next starting): it
+	// is held for the next refresh, within QueueTimeout, rather than
+	// answered 502 at once.
+	holdUntil := time.Now().Add(g.cfg.QueueTimeout)
+	for {
+		tried, lastErr, answered := g.attempts(w, r, rt, req, p, bufs, body, start)
+		if answered {
+			return
+		}
+		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) || !time.Now().Before(holdUntil) {
+			g.metrics.request(p.Model, http.StatusBadGateway)
+			enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
+			return
+		}
+		ctx, cancel := context.WithDeadline(r.Context(), holdUntil)
+		err := g.nextRefresh(ctx)
+		cancel()
+		if err == nil {
+			if rt = g.pool(p.Model); rt == nil {
+				rt, err = g.awaitReplica(r.Context(), p.Model)
+			}
+		}
+		if err != nil {
+			g.notAdmitted(w, r, p.Model, ErrQueueTimeout)
+			return
+		}
+	}
+}
+
+// attempts tries up to MaxAttempts replicas of rt; answered says it
+// wrote the response (relayed, or turned away), else tried and lastErr
+// say what failed.
+func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, req *Request, p enginesim.PromptRequest, bufs *proxyBufs, body []byte, start time.Time) (tried []string, lastErr error, answered bool) {
 	for attempt := 0; attempt < g.cfg.MaxAttempts; attempt++ {
 		t, err := g.pick(r.Context(), p.Model, rt, req, tried)
 		if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueTimeout) || r.Context().Err() != nil {
 			g.notAdmitted(w, r, p.Model, err)
-			return
+			return tried, err, true
 		}
 		if err != nil {
-			lastErr = err
-			break
+			return tried, err, false
 		}
 		g.metrics.decision(t.HitBlocks, len(req.Hashes))
 		tried = append(tried, t.Replica)
@@ -544,7 +584,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Err() != nil {
 				t.Done(time.Now(), Canceled)
 				g.metrics.request(p.Model, 499)
-				return
+				return tried, err, true
 			}
 			t.Done(time.Now(), Failure)
 			lastErr = err
@@ -559,10 +599,25 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		g.relay(w, r, resp, t, p, bufs.relay, start)
-		return
+		return tried, nil, true
 	}
-	g.metrics.request(p.Model, http.StatusBadGateway)
-	enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
+	return tried, lastErr, false
+}
+
+// nextRefresh waits for the next Refresh to finish, or for ctx.
+func (g *Gateway) nextRefresh(ctx context.Context) error {
+	g.mu.Lock()
+	if g.refreshed == nil {
+		g.refreshed = make(chan struct{})
+	}
+	ch := g.refreshed
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // notAdmitted answers a request the admission queue turned away (429,
