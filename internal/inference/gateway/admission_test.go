@@ -102,7 +102,7 @@ func newAdmissionGateway(t *testing.T, src Source, cfg Config) (*Gateway, *httpt
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		g.transport.(*http.Transport).CloseIdleConnections()
+		g.closeIdle()
 	})
 	return g, hs
 }

@@ -58,8 +58,9 @@ type Config struct {
 	// and sequence slots count. See RouterOptions.MaxPendingPrefill.
 	MaxPendingPrefill time.Duration
 	Router            RouterOptions // Seed is taken from Seed above
-	// Transport carries requests to the engines; nil means a pooled
-	// transport tuned for many concurrent streams.
+	// Transport carries requests to the engines; nil means the gateway's
+	// own (upstream.go): pooled keep-alive connections, no goroutines of
+	// its own, net/http's Transport for https.
 	Transport http.RoundTripper
 	Logger    *slog.Logger // nil discards
 }
@@ -152,9 +153,16 @@ func New(cfg Config) (*Gateway, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	scrape := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{
+		fallback := &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        0,
@@ -165,10 +173,11 @@ func New(cfg Config) (*Gateway, error) {
 			WriteBufferSize:     64 << 10,
 			ReadBufferSize:      64 << 10,
 		}
+		tr = newUpstream(fallback, cfg.MaxConnsPerEngine)
 	}
 	g := &Gateway{
 		cfg: cfg, log: lg, transport: tr,
-		client:  &http.Client{Transport: tr, Timeout: cfg.ScrapeTimeout},
+		client:  &http.Client{Transport: scrape, Timeout: cfg.ScrapeTimeout},
 		metrics: newMetrics(cfg.Policy),
 		pools:   map[string]*Router{},
 		eps:     map[string]*endpoint{},
@@ -196,9 +205,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.Serv
 func (g *Gateway) Run(ctx context.Context) error {
 	t := time.NewTicker(g.cfg.RefreshInterval)
 	defer t.Stop()
-	if tr, ok := g.transport.(interface{ CloseIdleConnections() }); ok {
-		defer tr.CloseIdleConnections()
-	}
+	defer g.closeIdle()
 	for {
 		if err := g.Refresh(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("refresh endpoints", "err", err)
@@ -209,6 +216,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// closeIdle closes the idle connections to the engines.
+func (g *Gateway) closeIdle() {
+	if tr, ok := g.transport.(interface{ CloseIdleConnections() }); ok {
+		tr.CloseIdleConnections()
+	}
+	g.client.CloseIdleConnections()
 }
 
 // Refresh reads the endpoint list once, asks new endpoints which model
