@@ -45,10 +45,43 @@ func (s *lruSet) contains(h uint64) bool {
 // addChain records a prompt's blocks as most recently used. The tail is
 // used first so that, as in vLLM's free queue, a sequence's last blocks
 // are evicted before its first ones and the chain stays a prefix.
+//
+// It is add(hashes[i]) for i from the tail down, done in runs: a chain
+// used before sits in the list in order (each block just after the one
+// before it), so from a block found in the map the blocks before it are
+// found by following the list and comparing hashes, and the whole run
+// moves to the front at once, as the one-by-one moves would leave it.
+// A long shared prefix costs a map lookup per run, not per block.
 func (s *lruSet) addChain(hashes []uint64) {
-	for i := len(hashes) - 1; i >= 0; i-- {
-		s.add(hashes[i])
+	for i := len(hashes) - 1; i >= 0; {
+		last, ok := s.at[hashes[i]]
+		if !ok {
+			s.add(hashes[i])
+			i--
+			continue
+		}
+		first, j := last, i
+		for j > 0 {
+			p := s.slots[first].prev
+			if p == 0 || s.slots[p].hash != hashes[j-1] {
+				break
+			}
+			first, j = p, j-1
+		}
+		s.moveFront(first, last)
+		i = j - 1
 	}
+}
+
+// moveFront moves the run of slots from first to last (following next)
+// to the front of the list.
+func (s *lruSet) moveFront(first, last int32) {
+	p, n := s.slots[first].prev, s.slots[last].next
+	s.slots[p].next, s.slots[n].prev = n, p
+	front := s.slots[0].next
+	s.slots[first].prev, s.slots[last].next = 0, front
+	s.slots[front].prev = last
+	s.slots[0].next = first
 }
 
 func (s *lruSet) add(h uint64) {
