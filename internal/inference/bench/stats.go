@@ -35,21 +35,23 @@ type Summary struct {
 	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
 	// The overhead scenario: e2e percentiles through the gateway minus the
 	// same percentiles straight to the engines, measured in alternating
-	// rounds of the same load.
-	AddedP50ms   float64      `json:"added_p50_ms,omitempty"`
-	AddedP99ms   float64      `json:"added_p99_ms,omitempty"`
-	AddedP999ms  float64      `json:"added_p999_ms,omitempty"`
-	DirectP50ms  float64      `json:"direct_e2e_p50_ms,omitempty"`
-	DirectP99ms  float64      `json:"direct_e2e_p99_ms,omitempty"`
-	DirectP999ms float64      `json:"direct_e2e_p999_ms,omitempty"`
-	CPU          *OverheadCPU `json:"cpu_us_per_request,omitempty"`
-	LimitMS      float64      `json:"limit_ms,omitempty"` // overhead: the target for added_p99_ms
-	Load         string       `json:"load,omitempty"`     // overhead: the load shape
-	Rate         float64      `json:"rate_rps,omitempty"`
-	PeakReplicas int          `json:"peak_replicas,omitempty"`
-	RecoveryS    float64      `json:"recovery_s,omitempty"`
-	DurationS    float64      `json:"duration_s"`
-	Note         string       `json:"note,omitempty"`
+	// rounds of the same load: the median over rounds of each round's
+	// difference; the pooled difference (all rounds together) beside it.
+	AddedP50ms       float64      `json:"added_p50_ms,omitempty"`
+	AddedP99ms       float64      `json:"added_p99_ms,omitempty"`
+	AddedP999ms      float64      `json:"added_p999_ms,omitempty"`
+	AddedP99PooledMS float64      `json:"added_p99_pooled_ms,omitempty"`
+	DirectP50ms      float64      `json:"direct_e2e_p50_ms,omitempty"`
+	DirectP99ms      float64      `json:"direct_e2e_p99_ms,omitempty"`
+	DirectP999ms     float64      `json:"direct_e2e_p999_ms,omitempty"`
+	CPU              *OverheadCPU `json:"cpu_us_per_request,omitempty"`
+	LimitMS          float64      `json:"limit_ms,omitempty"` // overhead: the target for added_p99_ms
+	Load             string       `json:"load,omitempty"`     // overhead: the load shape
+	Rate             float64      `json:"rate_rps,omitempty"`
+	PeakReplicas     int          `json:"peak_replicas,omitempty"`
+	RecoveryS        float64      `json:"recovery_s,omitempty"`
+	DurationS        float64      `json:"duration_s"`
+	Note             string       `json:"note,omitempty"`
 }
 
 // OverheadCPU is the CPU time per request of each process in the
