@@ -88,25 +88,6 @@ func (s *mutableSource) Models(context.Context) ([]string, error) {
 	return append([]string(nil), s.models...), nil
 }
 
-func newAdmissionGateway(t *testing.T, src Source, cfg Config) (*Gateway, *httptest.Server) {
-	t.Helper()
-	cfg.Source, cfg.Seed = src, 1
-	g, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(g)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		g.closeIdle()
-	})
-	return g, hs
-}
-
 type answer struct {
 	code       int
 	retryAfter string
@@ -147,7 +128,7 @@ func TestAdmissionHoldsWhileSaturated(t *testing.T) {
 	}{{"queue", 0}, {"no queue", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newHeldEngine(t)
-			g, gw := newAdmissionGateway(t, Static{{URL: e.URL, Model: "m", Engine: oneSeat(t)}}, Config{MaxQueued: tc.maxQueued})
+			g, gw := newTestGateway(t, Static{{URL: e.URL, Model: "m", Engine: oneSeat(t)}}, Config{MaxQueued: tc.maxQueued})
 			first := send(gw.URL, 1)
 			<-e.seen
 			second := send(gw.URL, 2)
@@ -186,7 +167,7 @@ func TestAdmissionHoldsWhileSaturated(t *testing.T) {
 // gets 503; both say when to retry.
 func TestAdmissionBounds(t *testing.T) {
 	e := newHeldEngine(t)
-	_, gw := newAdmissionGateway(t, Static{{URL: e.URL, Model: "m", Engine: oneSeat(t)}}, Config{MaxQueued: 1, QueueTimeout: 300 * time.Millisecond})
+	_, gw := newTestGateway(t, Static{{URL: e.URL, Model: "m", Engine: oneSeat(t)}}, Config{MaxQueued: 1, QueueTimeout: 300 * time.Millisecond})
 	first := send(gw.URL, 1)
 	<-e.seen
 	held := send(gw.URL, 2)
@@ -225,7 +206,7 @@ func TestAdmissionIsFirstComeFirstServed(t *testing.T) {
 	}))
 	defer e.Close()
 	defer close(release) // unblocks the engine if the test fails early
-	g, gw := newAdmissionGateway(t, Static{{URL: e.URL, Model: "m", Engine: oneSeat(t)}}, Config{})
+	g, gw := newTestGateway(t, Static{{URL: e.URL, Model: "m", Engine: oneSeat(t)}}, Config{})
 	var answers []<-chan answer
 	for i := range 4 {
 		answers = append(answers, send(gw.URL, i))
@@ -259,7 +240,7 @@ func TestHeldUntilFirstReplica(t *testing.T) {
 	e := newHeldEngine(t)
 	close(e.release)
 	src := &mutableSource{models: []string{"m"}}
-	g, gw := newAdmissionGateway(t, src, Config{})
+	g, gw := newTestGateway(t, src, Config{})
 	unknown := make(chan answer, 1)
 	go func() {
 		resp, err := http.Post(gw.URL+enginesim.PathCompletions, "application/json", strings.NewReader(`{"model":"nope","prompt":"x"}`))
@@ -299,7 +280,7 @@ func TestHeldAcrossReplicaChange(t *testing.T) {
 	live := newHeldEngine(t)
 	close(live.release)
 	src := &mutableSource{models: []string{"m"}, eps: []Endpoint{{URL: deadURL, Model: "m", Engine: oneSeat(t)}}}
-	g, gw := newAdmissionGateway(t, src, Config{})
+	g, gw := newTestGateway(t, src, Config{})
 	got := send(gw.URL, 1)
 	waitFor(t, "the dead replica to fail", func() bool { return g.pool("m").Stats().Failures > 0 })
 	src.mu.Lock()

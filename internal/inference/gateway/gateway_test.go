@@ -54,7 +54,15 @@ func startGateway(t *testing.T, policy string, urls ...string) (*Gateway, *httpt
 	for _, u := range urls {
 		eps = append(eps, Endpoint{URL: u})
 	}
-	g, err := New(Config{Source: eps, Policy: policy, Seed: 1, ScrapeTimeout: 2 * time.Second})
+	return newTestGateway(t, eps, Config{Policy: policy, ScrapeTimeout: 2 * time.Second})
+}
+
+// newTestGateway serves a gateway over src, refreshed once, until the
+// test ends.
+func newTestGateway(t *testing.T, src Source, cfg Config) (*Gateway, *httptest.Server) {
+	t.Helper()
+	cfg.Source, cfg.Seed = src, 1
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
