@@ -43,6 +43,10 @@ type DeploymentSpec struct {
 	MaxReplicas int `json:"maxReplicas,omitempty"`
 	// Autoscale turns on scaling from engine saturation.
 	Autoscale bool `json:"autoscale,omitempty"`
+	// ScaleToZeroAfter: an autoscaled deployment with minReplicas 0 goes
+	// to zero replicas after this long without a request (its next
+	// request is held by the gateway while a replica starts). Default 5m.
+	ScaleToZeroAfter Duration `json:"scaleToZeroAfter,omitempty"`
 	// Command overrides the engine template. ${MASTER_PORT} is the port the
 	// replica must listen on, ${GANGWAY_NODE_ADDR} its address.
 	Command []string `json:"command,omitempty"`
@@ -120,6 +124,9 @@ func (s *DeploymentSpec) Validate() error {
 	}
 	if !s.Autoscale && (s.Replicas < s.MinReplicas || s.Replicas > s.MaxReplicas) {
 		fe.add("spec.replicas", "%d is outside [minReplicas %d, maxReplicas %d]", s.Replicas, s.MinReplicas, s.MaxReplicas)
+	}
+	if s.ScaleToZeroAfter < 0 {
+		fe.add("spec.scaleToZeroAfter", "%v must not be negative", s.ScaleToZeroAfter.D())
 	}
 	if s.ReadinessPath != "" && s.ReadinessPath[0] != '/' {
 		fe.add("spec.readinessPath", "%q must start with /", s.ReadinessPath)

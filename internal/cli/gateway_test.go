@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -157,4 +158,60 @@ func TestAutoscaleUnderLoad(t *testing.T) {
 	}
 	t.Logf("scaled to %d: %s", d.Status.Desired, d.Status.Reason)
 	cancel()
+}
+
+// TestScaleToZeroHoldsFirstRequest: an autoscaled deployment with
+// minReplicas 0 runs no replica until a request comes; the gateway holds
+// that request while the controller starts one and forwards it once the
+// replica is ready; after scaleToZeroAfter without requests the replica
+// goes, and the next request is held and served the same way.
+func TestScaleToZeroHoldsFirstRequest(t *testing.T) {
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwURL := "http://" + gl.Addr().String()
+	cl := startClusterWith(t, 1, 2, func(c *server.Config) { c.Gateway = gl })
+	f := filepath.Join(t.TempDir(), "z.yaml")
+	os.WriteFile(f, []byte("name: z\nengine: sim\nmodel: Qwen3-8B\nautoscale: true\nminReplicas: 0\nmaxReplicas: 1\nscaleToZeroAfter: 3s\n"), 0o644)
+	if _, errOut, code := cl.run("deploy", f); code != 0 {
+		t.Fatal(errOut)
+	}
+	atZero := func() bool {
+		d, err := cl.c.Deployment(context.Background(), "z")
+		return err == nil && d.Status.Desired == 0 && len(d.Status.Replicas) == 0
+	}
+	cl.wait(20*time.Second, "the deployment at zero replicas", atZero)
+	cl.wait(10*time.Second, "the gateway to list the model", func() bool {
+		resp, err := http.Get(gwURL + "/v1/models")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"Qwen3-8B"`)
+	})
+	seen := map[string]bool{}
+	for round := range 2 {
+		// Nothing serves the model now: the request waits in the gateway.
+		start := time.Now()
+		if err := stream(gwURL, fmt.Sprintf("the first request, round %d", round)); err != nil {
+			t.Fatalf("round %d: held request: %v", round, err)
+		}
+		took := time.Since(start)
+		d, err := cl.c.Deployment(context.Background(), "z")
+		if err != nil || d.Status.Ready != 1 || len(d.Status.Replicas) != 1 {
+			t.Fatalf("round %d: after the first request: %+v, %v", round, d.Status, err)
+		}
+		id := d.Status.Replicas[0].JobID
+		if seen[id] {
+			t.Fatalf("round %d: served by replica %s of an earlier round, which should be gone", round, id)
+		}
+		seen[id] = true
+		t.Logf("round %d: first request answered after %v by replica %s, started for it", round, took.Round(time.Millisecond), id)
+		if err := stream(gwURL, "a second one, straight through"); err != nil {
+			t.Fatal(err)
+		}
+		cl.wait(40*time.Second, "the idle deployment back at zero", atZero)
+	}
 }

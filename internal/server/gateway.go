@@ -14,7 +14,10 @@ type deploymentSource struct {
 	st *store.Store
 }
 
-var _ gateway.Source = deploymentSource{}
+var (
+	_ gateway.Source      = deploymentSource{}
+	_ gateway.ModelSource = deploymentSource{}
+)
 
 // Endpoints lists ready, not retiring replicas.
 func (s deploymentSource) Endpoints(ctx context.Context) ([]gateway.Endpoint, error) {
@@ -31,6 +34,23 @@ func (s deploymentSource) Endpoints(ctx context.Context) ([]gateway.Endpoint, er
 			if r.Ready && !r.Retiring && r.Endpoint != "" {
 				out = append(out, gateway.Endpoint{URL: r.Endpoint, Model: d.Spec.ServedModelName})
 			}
+		}
+	}
+	return out, nil
+}
+
+// Models lists the served model names of every deployment not being
+// deleted, replicas or not: the gateway holds a request for one with no
+// ready replica (scaled to zero, starting) instead of answering 404.
+func (s deploymentSource) Models(ctx context.Context) ([]string, error) {
+	ds, _, err := s.st.Deployments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("gateway models: %w", err)
+	}
+	var out []string
+	for _, d := range ds {
+		if !d.Status.Deleting {
+			out = append(out, d.Spec.ServedModelName)
 		}
 	}
 	return out, nil

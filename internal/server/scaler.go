@@ -24,6 +24,7 @@ type gatewayScaler struct {
 
 type scalerEntry struct {
 	min, max int
+	grace    time.Duration
 	a        *autoscale.Autoscaler
 }
 
@@ -39,18 +40,23 @@ func (s *gatewayScaler) Desired(d *api.Deployment, now time.Time) (int, string) 
 	spec := &d.Spec
 	s.mu.Lock()
 	e := s.scalers[spec.Name]
-	if e == nil || e.min != spec.MinReplicas || e.max != spec.MaxReplicas {
-		a, err := autoscale.New(autoscale.Config{Min: spec.MinReplicas, Max: max(spec.MaxReplicas, 1)})
+	grace := spec.ScaleToZeroAfter.D()
+	if e == nil || e.min != spec.MinReplicas || e.max != spec.MaxReplicas || e.grace != grace {
+		a, err := autoscale.New(autoscale.Config{Min: spec.MinReplicas, Max: max(spec.MaxReplicas, 1), ScaleToZeroGrace: grace})
 		if err != nil {
 			s.mu.Unlock()
 			return spec.MinReplicas, fmt.Sprintf("autoscaler: %v; holding the minimum", err)
 		}
-		e = &scalerEntry{min: spec.MinReplicas, max: spec.MaxReplicas, a: a}
+		e = &scalerEntry{min: spec.MinReplicas, max: spec.MaxReplicas, grace: grace, a: a}
 		s.scalers[spec.Name] = e
 	}
 	s.mu.Unlock()
 
+	// Requests the gateway holds (every replica full, or none ready) are
+	// demand the replicas' figures do not show; at zero replicas they are
+	// what starts one.
 	var sample autoscale.Sample
+	sample.Held, sample.HeldTokens = s.gw.Held(spec.ServedModelName)
 	current := 0
 	for _, r := range d.Status.Replicas {
 		if r.Retiring {

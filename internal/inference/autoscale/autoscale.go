@@ -47,7 +47,12 @@ type Replica struct {
 // Sample is the deployment's state at one time.
 type Sample struct {
 	Replicas []Replica // ready and starting
-	Held     int       // requests held for lack of a ready replica
+	// Held is the requests the gateway holds for lack of a ready replica
+	// or of one with room, and HeldTokens the KV tokens they would
+	// allocate: demand the replicas' own figures do not show, counted in
+	// the load as that share of one replica's KV capacity.
+	Held       int
+	HeldTokens int64
 }
 
 // Config tunes an Autoscaler. Zero fields take defaults.
@@ -189,6 +194,10 @@ func (a *Autoscaler) Observe(now time.Time, s Sample) {
 	if s.Held > 0 {
 		a.lastBusy = now
 	}
+	if s.HeldTokens > 0 && p.cap > 0 {
+		p.load += float64(s.HeldTokens) / float64(p.cap)
+		p.tokens += s.HeldTokens
+	}
 	if a.first.IsZero() {
 		a.first = now
 	}
@@ -248,6 +257,12 @@ func (a *Autoscaler) Decide(now time.Time, current int) Decision {
 	}
 	d := Decision{Load: stable}
 	switch {
+	case c.Min == 0 && last.held == 0 && !now.Before(a.panicUntil) &&
+		now.Sub(a.lastBusy) >= c.ScaleToZeroGrace && now.Sub(a.first) >= c.ScaleToZeroGrace:
+		// Idle for the whole grace period (and watched that long): nothing
+		// for the stable window's hold to protect against.
+		d.Desired = 0
+		d.Reason = fmt.Sprintf("idle for %v: scale to zero", c.ScaleToZeroGrace)
 	case now.Before(a.panicUntil):
 		d.Panic = true
 		d.Desired = clamp(min(max(wantPanic, wantStable, current), maxUp))

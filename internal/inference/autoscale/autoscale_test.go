@@ -206,6 +206,52 @@ func TestScaleToZeroAndBack(t *testing.T) {
 	}
 }
 
+// Requests the gateway holds because every replica is full are demand
+// the replicas' figures cannot show (they are capped at full): their
+// tokens count in the load, so a held backlog scales the deployment up.
+func TestHeldTokensCountAsLoad(t *testing.T) {
+	for _, tc := range []struct {
+		held int64
+		want int
+	}{{0, 2}, {4 * capTokens, 7}} {
+		a := mustNew(t, Config{Min: 1, Max: 10})
+		n := 2
+		run(a, t0, 10*time.Second, &n, func(n int) Sample {
+			return Sample{Replicas: replicas(n, 0.6), Held: int(tc.held / 1000), HeldTokens: tc.held}
+		})
+		if n < tc.want {
+			t.Errorf("held tokens %d: %d replicas, want at least %d", tc.held, n, tc.want)
+		}
+		if tc.held == 0 && n != tc.want {
+			t.Errorf("no held tokens, at target: %d replicas, want %d", n, tc.want)
+		}
+	}
+}
+
+// A grace period shorter than the stable window still scales an idle
+// deployment to zero once it has passed: the window's hold after a
+// scale-up is for load, and there has been none.
+func TestScaleToZeroAfterShortGrace(t *testing.T) {
+	a := mustNew(t, Config{Min: 0, Max: 4, ScaleToZeroGrace: 2 * time.Second})
+	n := 0
+	a.Observe(t0, Sample{Held: 1})
+	if n = a.Decide(t0, n).Desired; n != 1 {
+		t.Fatalf("held request at zero: %d", n)
+	}
+	run(a, t0.Add(time.Second), 5*time.Second, &n, func(n int) Sample { return Sample{Replicas: replicas(n, 0.2)} })
+	if n != 1 {
+		t.Fatalf("busy: %d replicas, want 1", n)
+	}
+	run(a, t0.Add(6*time.Second), time.Second, &n, func(n int) Sample { return Sample{Replicas: replicas(n, 0)} })
+	if n != 1 {
+		t.Fatalf("idle for 1s of a 2s grace: %d replicas, want 1", n)
+	}
+	run(a, t0.Add(7*time.Second), 3*time.Second, &n, func(n int) Sample { return Sample{Replicas: replicas(n, 0)} })
+	if n != 0 {
+		t.Fatalf("idle past a 2s grace, 10s after a scale-up: %d replicas, want 0", n)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/inference/autoscale"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/google/go-cmp/cmp"
@@ -145,7 +146,7 @@ func TestOverheadRuns(t *testing.T) {
 		{name: "open-loop 200 req/s", rate: 200, requests: 200, promptBytes: 1000},
 		{name: "closed-loop 5 concurrent, 220 KB prompts", concurrency: 5, requests: 20, promptBytes: 220_000},
 	}
-	res, err := runOverhead(context.Background(), cases, func(string, ...any) {})
+	res, err := runOverhead(context.Background(), cases, "", "", func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,3 +189,43 @@ func BenchmarkRoutingScenario(b *testing.B) {
 		}
 	}
 }
+
+// A burst that one replica cannot hold while a second one starts: with
+// the admission queue the overflow waits in the gateway and goes to the
+// new replica once it is ready; without it, it piles onto the first.
+func TestAdmissionQueueSendsOverflowToTheNewReplica(t *testing.T) {
+	w := Workload{Requests: 120, Rate: 40, SuffixTokens: 4000, OutputTokens: 300, Seed: 2}
+	arr := w.Generate(gateway.BlockSize)
+	for _, tc := range []struct {
+		name      string
+		admission *Admission
+	}{{"queue", &Admission{MaxQueued: 1000, Timeout: time.Hour, MaxPendingPrefill: 2 * time.Second}}, {"no queue", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ClusterConfig{
+				Engine: engineConfig(), Replicas: 2, Policy: gateway.PolicyPrefixAffinity, Seed: 1, Deadline: time.Hour,
+				Scaler: fixedScaler(2), InitialReplicas: 1, StartupTime: 20 * time.Second, Admission: tc.admission,
+			}
+			outs, err := Simulate(cfg, arr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			early := 0 // arrived while only the first replica was up, served by the second
+			for _, o := range outs {
+				if o.Dropped {
+					t.Fatalf("dropped %+v", o)
+				}
+				if o.Arrival < 10*time.Second && o.Replica == 1 {
+					early++
+				}
+			}
+			if (tc.admission != nil) != (early > 0) {
+				t.Errorf("%d requests that arrived before the second replica was ready were served by it", early)
+			}
+		})
+	}
+}
+
+// fixedScaler wants n replicas.
+type fixedScaler int
+
+func (n fixedScaler) Desired(time.Time, autoscale.Sample, int) int { return int(n) }

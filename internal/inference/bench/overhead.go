@@ -3,14 +3,18 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,15 +23,23 @@ import (
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
 
-// connsPerEngine is the connection budget per engine on both paths.
-const connsPerEngine = 128
+// The overhead scenario measures what the gateway adds to a request: the
+// same load goes straight to eight zero-latency engines (round-robin) and
+// through the gateway in front of them, in alternating rounds, and the
+// latency percentiles of the two are subtracted. With a gangway binary
+// (Options.Exe) the engines and the gateway run as processes of their own,
+// the deployment's shape, and the benchmark's process is only the load
+// generator, so no process's garbage collection pauses another; each
+// process's CPU time is read per round from /proc. Without one (tests)
+// all of it runs in this process.
 
 // overheadCase is one load shape of the overhead scenario.
 type overheadCase struct {
 	name        string
 	rate        float64 // open loop when > 0
 	concurrency int     // closed loop when > 0
-	requests    int
+	requests    int     // per path, over all rounds
+	rounds      int     // alternations of direct and gateway; default 10
 	promptBytes int
 	limitMS     float64 // the issue's target for added p99; 0 when none
 }
@@ -36,19 +48,116 @@ func overheadCases(quick bool) []overheadCase {
 	if quick {
 		return []overheadCase{
 			{name: "one at a time, ~1 KB prompts", concurrency: 1, requests: 500, promptBytes: 1000},
-			{name: "open-loop 300 req/s, ~1 KB prompts", rate: 300, requests: 600, promptBytes: 1000},
-			{name: "closed-loop 20 concurrent, 220 KB prompts", concurrency: 20, requests: 100, promptBytes: 220_000},
+			{name: "open-loop 1000 req/s, ~1 KB prompts", rate: 1000, requests: 2000, promptBytes: 1000},
+			{name: "closed-loop 20 concurrent, 220 KB prompts", concurrency: 20, requests: 200, promptBytes: 220_000},
 		}
 	}
 	return []overheadCase{
 		// Without load: what the gateway adds to one request.
 		{name: "one at a time, ~1 KB prompts", concurrency: 1, requests: 2000, promptBytes: 1000},
-		{name: "one at a time, 220 KB prompts", concurrency: 1, requests: 200, promptBytes: 220_000},
+		{name: "one at a time, 220 KB prompts", concurrency: 1, requests: 300, promptBytes: 220_000},
 		// The issue's targets.
-		{name: "open-loop 5000 req/s, ~1 KB prompts", rate: 5000, requests: 15_000, promptBytes: 1000, limitMS: 1},
-		{name: "open-loop 500 req/s, ~1 KB prompts", rate: 500, requests: 5000, promptBytes: 1000},
+		{name: "open-loop 5000 req/s, ~1 KB prompts", rate: 5000, requests: 30_000, promptBytes: 1000, limitMS: 1},
+		{name: "open-loop 1000 req/s, ~1 KB prompts", rate: 1000, requests: 10_000, promptBytes: 1000},
 		{name: "closed-loop 150 concurrent, 220 KB prompts", concurrency: 150, requests: 1500, promptBytes: 220_000, limitMS: 20},
 	}
+}
+
+// connsPerTarget is the load generator's connections per target in an
+// open loop: 16 to each of 8 engines, or 128 to the gateway.
+const connsPerEngine = 16
+
+// engineEnv runs the engines' process on one P: eight zero-latency
+// engines do almost no work, and a second P only adds the runtime's
+// thread wake-ups and spinning to the machine's load (about 20% of the
+// engines' CPU per request here). The gateway runs as deployed, with the
+// runtime's defaults.
+var engineEnv = []string{"GOMAXPROCS=1"}
+
+// rig is the servers under test.
+type rig struct {
+	engines    []string // base URLs
+	gateway    string
+	enginesPID int // 0 when in process
+	gatewayPID int
+	stop       func()
+}
+
+// cpu reads each process's CPU time: the load generator (this process),
+// the gateway and the engines (zero when in process: all in self).
+func (r *rig) cpu() (self, gw, engines time.Duration, ok bool) {
+	self, ok = selfCPU()
+	if r.gatewayPID == 0 {
+		return self, 0, 0, ok
+	}
+	g, ok1 := processCPU(r.gatewayPID)
+	e, ok2 := processCPU(r.enginesPID)
+	return self, g, e, ok && ok1 && ok2
+}
+
+func engineConfigForOverhead() (enginesim.Config, error) {
+	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	cfg.MaxModelLen = 131072 // room for 220 KB prompts
+	return cfg, err
+}
+
+// startRig starts eight zero-latency engines and a gateway over them: as
+// processes of exe when it is set, else in this process.
+func startRig(ctx context.Context, exe, profileDir string) (*rig, error) {
+	if exe != "" {
+		return startRigProcs(ctx, exe, profileDir)
+	}
+	cfg, err := engineConfigForOverhead()
+	if err != nil {
+		return nil, err
+	}
+	r := &rig{}
+	var stops []func()
+	r.stop = func() {
+		for _, s := range slices.Backward(stops) {
+			s()
+		}
+	}
+	for range 8 {
+		s, err := enginesim.NewServer(enginesim.ServerConfig{Engine: cfg, Time: enginesim.TimeZero, ServedModelName: "sim"})
+		if err != nil {
+			r.stop()
+			return nil, err
+		}
+		u, stop, err := loopback(s)
+		if err != nil {
+			r.stop()
+			return nil, err
+		}
+		r.engines = append(r.engines, u)
+		stops = append(stops, stop)
+	}
+	var eps gateway.Static
+	for _, u := range r.engines {
+		eps = append(eps, gateway.Endpoint{URL: u, Model: "sim", Engine: &cfg})
+	}
+	g, err := gateway.New(gateway.Config{Source: eps, Seed: 1})
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); g.Run(gctx) }()
+	stops = append(stops, func() { cancel(); wg.Wait() })
+	if err := g.Refresh(ctx); err != nil {
+		r.stop()
+		return nil, err
+	}
+	u, stop, err := loopback(g)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	r.gateway = u
+	stops = append(stops, stop)
+	return r, nil
 }
 
 // loopback serves h on a fresh 127.0.0.1 port until stop is called.
@@ -66,125 +175,300 @@ func loopback(h http.Handler) (url string, stop func(), err error) {
 	}, nil
 }
 
-// runOverhead measures what the gateway adds to a request, against
-// zero-latency engines on 127.0.0.1: the same open- or closed-loop load
-// is sent straight to the engines (round-robin) and then through the
-// gateway, and the p99 latencies (first byte and whole answer) compared.
-func runOverhead(ctx context.Context, cases []overheadCase, progress func(string, ...any)) ([]Summary, error) {
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+func startRigProcs(ctx context.Context, exe, profileDir string) (*rig, error) {
+	r := &rig{}
+	var procs []*proc
+	r.stop = func() {
+		for _, p := range slices.Backward(procs) {
+			p.stop()
+		}
+	}
+	profile := func(name string) []string {
+		if profileDir == "" {
+			return nil
+		}
+		return []string{"--cpuprofile", filepath.Join(profileDir, name+".cpu.pprof"), "--memprofile", filepath.Join(profileDir, name+".allocs.pprof")}
+	}
+	p, err := startProc(ctx, exe, 8, engineEnv, append([]string{"engine-sim", "--replicas", "8", "--listen", "127.0.0.1:0", "--time", "zero",
+		"--model", "Qwen3-8B", "--gpu", "H100", "--tp", "1", "--max-model-len", "131072", "--served-model-name", "sim"}, profile("engines")...)...)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	procs = append(procs, p)
+	r.engines, r.enginesPID = p.urls, p.cmd.Process.Pid
+	p, err = startProc(ctx, exe, 1, nil, append([]string{"gateway", "--listen", "127.0.0.1:0", "--endpoints", strings.Join(r.engines, ","),
+		"--engine-model", "Qwen3-8B", "--gpu", "H100", "--tp", "1"}, profile("gateway")...)...)
+	if err != nil {
+		r.stop()
+		return nil, err
+	}
+	procs = append(procs, p)
+	r.gateway, r.gatewayPID = p.urls[0], p.cmd.Process.Pid
+	// The gateway routes once its first refresh has read every engine.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		resp, err := http.Get(r.gateway + enginesim.PathHealth)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			r.stop()
+			return nil, fmt.Errorf("gateway at %s not healthy after 10s (%v)", r.gateway, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	return r, nil
+}
+
+// proc is a gangway subcommand serving on the ports it printed.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *watchWriter
+	urls []string
+}
+
+// startProc runs exe args with env added and waits for n "listening on
+// URL" lines.
+func startProc(ctx context.Context, exe string, n int, env []string, args ...string) (*proc, error) {
+	w := &watchWriter{found: make(chan string, n)}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s %s: %w", exe, args[0], err)
+	}
+	p := &proc{cmd: cmd, out: w}
+	timeout := time.After(30 * time.Second)
+	for len(p.urls) < n {
+		select {
+		case u := <-w.found:
+			p.urls = append(p.urls, u)
+			continue
+		case <-timeout:
+		case <-ctx.Done():
+		}
+		p.stop()
+		return nil, fmt.Errorf("%s %s did not start listening: %s", exe, args[0], w.text())
+	}
+	return p, nil
+}
+
+// stop interrupts the process (it shuts down cleanly on SIGINT) and
+// waits for it, killing it after 10 s.
+func (p *proc) stop() {
+	p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { defer close(done); p.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// watchWriter keeps the first 64 KiB a process writes and reports the
+// URL of each "listening on" line in them, up to found's capacity.
+type watchWriter struct {
+	found chan string
+
+	mu   sync.Mutex // guards buf and seen
+	buf  []byte
+	seen int // of buf, scanned for lines
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) < 64<<10 {
+		w.buf = append(w.buf, p[:min(len(p), 64<<10-len(w.buf))]...)
+	}
+	for {
+		line, _, ok := bytes.Cut(w.buf[w.seen:], []byte("\n"))
+		if !ok {
+			break
+		}
+		w.seen += len(line) + 1
+		if _, u, ok := bytes.Cut(line, []byte("listening on ")); ok && len(w.found) < cap(w.found) {
+			w.found <- string(bytes.TrimSpace(u))
+		}
+	}
+	return len(p), nil
+}
+
+func (w *watchWriter) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
+}
+
+// loadAvg is the 1-minute load average, or 0.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// runOverhead runs each case on one rig: direct and through the gateway
+// alternately, warm first.
+func runOverhead(ctx context.Context, cases []overheadCase, exe, profileDir string, progress func(string, ...any)) ([]Summary, error) {
+	r, err := startRig(ctx, exe, profileDir)
 	if err != nil {
 		return nil, err
 	}
-	cfg.MaxModelLen = 131072 // room for 220 KB prompts
-	var urls []string
-	var stops []func()
-	defer func() {
-		for _, s := range slices.Backward(stops) {
-			s()
-		}
-	}()
-	for range 8 {
-		s, err := enginesim.NewServer(enginesim.ServerConfig{Engine: cfg, Time: enginesim.TimeZero, ServedModelName: "sim"})
+	defer r.stop()
+	if profileDir != "" && exe != "" {
+		f, err := os.Create(filepath.Join(profileDir, "loadgen.cpu.pprof"))
 		if err != nil {
 			return nil, err
 		}
-		u, stop, err := loopback(s)
-		if err != nil {
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
 			return nil, err
 		}
-		urls = append(urls, u)
-		stops = append(stops, stop)
+		defer pprof.StopCPUProfile()
 	}
-	var eps gateway.Static
-	for _, u := range urls {
-		eps = append(eps, gateway.Endpoint{URL: u, Model: "sim", Engine: &cfg})
+	where := "in this process"
+	if exe != "" {
+		where = "engines, gateway and load generator in separate processes"
 	}
-	g, err := gateway.New(gateway.Config{Source: eps, Seed: 1, MaxConnsPerEngine: connsPerEngine})
-	if err != nil {
-		return nil, err
-	}
-	gctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); g.Run(gctx) }()
-	defer func() { cancel(); wg.Wait() }()
-	if err := g.Refresh(ctx); err != nil {
-		return nil, err
-	}
-	gwURL, stop, err := loopback(g)
-	if err != nil {
-		return nil, err
-	}
-	stops = append(stops, stop)
-
-	// Both paths get the same connection budget per engine, so a request
-	// the machine cannot serve yet waits for a connection (and the wait
-	// counts, from its scheduled time) instead of opening a new one.
-	direct := &http.Client{Transport: &http.Transport{
-		MaxConnsPerHost: connsPerEngine, MaxIdleConnsPerHost: connsPerEngine, DisableCompression: true, IdleConnTimeout: 30 * time.Second,
-	}}
-	toGateway := &http.Client{Transport: &http.Transport{
-		MaxConnsPerHost: 8 * connsPerEngine, MaxIdleConnsPerHost: 8 * connsPerEngine, DisableCompression: true, IdleConnTimeout: 30 * time.Second,
-	}}
-	defer direct.CloseIdleConnections()
-	defer toGateway.CloseIdleConnections()
-
+	progress("  (%s)", where)
 	var out []Summary
 	for _, oc := range cases {
-		bodies := overheadBodies(oc.promptBytes, 64)
-		// Warm both paths' connection pools, then measure each.
-		toEngine := func(i int) string { return urls[i%len(urls)] }
-		toGW := func(int) string { return gwURL }
-		warm := oc
-		warm.requests = min(oc.requests/5, 500)
-		if _, err := drive(ctx, direct, warm, bodies, toEngine); err != nil {
-			return nil, err
+		s, err := runOverheadCase(ctx, r, oc)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", oc.name, err)
 		}
-		if _, err := drive(ctx, toGateway, warm, bodies, toGW); err != nil {
-			return nil, err
-		}
-		// Alternate direct and gateway rounds so that whatever else the
-		// machine does falls on both alike.
-		const rounds = 5
-		var straight, via driveResult
-		round := oc
-		round.requests = oc.requests / rounds
-		for range rounds {
-			d, err := drive(ctx, direct, round, bodies, toEngine)
-			if err != nil {
-				return nil, fmt.Errorf("%s, direct: %w", oc.name, err)
-			}
-			v, err := drive(ctx, toGateway, round, bodies, toGW)
-			if err != nil {
-				return nil, fmt.Errorf("%s, through the gateway: %w", oc.name, err)
-			}
-			straight.merge(d)
-			via.merge(v)
-		}
-		slices.Sort(straight.ttft)
-		slices.Sort(straight.e2e)
-		slices.Sort(via.ttft)
-		slices.Sort(via.e2e)
-		s := Summary{
-			Scenario: ScenarioOverhead, Policy: gateway.PolicyPrefixAffinity, Requests: len(via.e2e),
-			TTFTp50ms: percentile(via.ttft, .5), TTFTp90ms: percentile(via.ttft, .9), TTFTp99ms: percentile(via.ttft, .99), TTFTp999ms: percentile(via.ttft, .999),
-			E2Ep50ms: percentile(via.e2e, .5), E2Ep99ms: percentile(via.e2e, .99), E2Ep999ms: percentile(via.e2e, .999),
-			AddedP50ms:    percentile(via.e2e, .5) - percentile(straight.e2e, .5),
-			AddedP99ms:    percentile(via.e2e, .99) - percentile(straight.e2e, .99),
-			DirectP99ms:   percentile(straight.e2e, .99),
-			LimitMS:       oc.limitMS,
-			Load:          oc.name,
-			Goodput:       float64(len(via.e2e)) / via.wall.Seconds(),
-			SLOAttainment: 1,
-			DurationS:     via.wall.Seconds(),
-			Rate:          oc.rate,
-		}
-		s.Dropped = via.errors
 		out = append(out, s)
-		progress("  %-45s direct p99 %7.3f ms, gateway p99 %7.3f ms: added p99 %.3f ms (p50 %.3f ms), %d requests, %d errors",
-			oc.name, s.DirectP99ms, s.E2Ep99ms, s.AddedP99ms, s.AddedP50ms, s.Requests, via.errors+straight.errors)
+		cpu := ""
+		if c := s.CPU; c != nil {
+			cpu = fmt.Sprintf("; CPU/request direct %.0f us (engines %.0f, loadgen %.0f), via %.0f us (gateway %.0f, engines %.0f, loadgen %.0f)",
+				c.Direct.Total, c.Direct.Engines, c.Direct.LoadGen, c.Via.Total, c.Via.Gateway, c.Via.Engines, c.Via.LoadGen)
+		}
+		progress("  %-44s added p50 %.3f p99 %.3f p99.9 %.3f ms (direct p99 %.3f, via p99 %.3f)%s",
+			oc.name, s.AddedP50ms, s.AddedP99ms, s.AddedP999ms, s.DirectP99ms, s.E2Ep99ms, cpu)
 	}
 	return out, nil
+}
+
+func runOverheadCase(ctx context.Context, r *rig, oc overheadCase) (Summary, error) {
+	bodies := overheadBodies(oc.promptBytes, 64)
+	var direct, via []loadTarget
+	for _, u := range r.engines {
+		t, err := newLoadTarget(u, enginesim.PathCompletions, bodies)
+		if err != nil {
+			return Summary{}, err
+		}
+		direct = append(direct, t)
+	}
+	t, err := newLoadTarget(r.gateway, enginesim.PathCompletions, bodies)
+	if err != nil {
+		return Summary{}, err
+	}
+	via = append(via, t)
+	gens := [2]*loadGen{newLoadGen(direct, bodies), newLoadGen(via, bodies)}
+	defer gens[0].close()
+	defer gens[1].close()
+	rounds := oc.rounds
+	if rounds == 0 {
+		rounds = 10
+	}
+	shape := func(path, requests int, seed uint64) loadShape {
+		s := loadShape{rate: oc.rate, concurrency: oc.concurrency, requests: requests, seed: seed, conns: connsPerEngine}
+		if path == 1 {
+			s.conns = connsPerEngine * len(r.engines)
+		}
+		return s
+	}
+	// Warm both paths: connections dialed, pools and caches filled.
+	for path, g := range gens {
+		if err := g.dial(shape(path, 0, 0)); err != nil {
+			return Summary{}, err
+		}
+		if res := g.run(ctx, shape(path, max(oc.requests/10, 100), 99)); res.errors > 0 {
+			return Summary{}, fmt.Errorf("warm-up: %d of %d requests failed: %v", res.errors, res.errors+len(res.e2e), res.firstErr)
+		}
+	}
+	var res [2]loadResult
+	var added [3][]float64      // per round: gateway − direct at p50, p99, p99.9
+	var cpu [2][3]time.Duration // path → self, gateway, engines
+	cpuOK := true
+	load0 := loadAvg()
+	for round := range rounds {
+		var pair [2]loadResult
+		for k := range 2 {
+			path := (round + k) % 2 // alternate which goes first
+			s0, g0, e0, ok0 := r.cpu()
+			rr := gens[path].run(ctx, shape(path, oc.requests/rounds, uint64(round+1)))
+			s1, g1, e1, ok1 := r.cpu()
+			if err := ctx.Err(); err != nil {
+				return Summary{}, err
+			}
+			cpuOK = cpuOK && ok0 && ok1
+			cpu[path][0] += s1 - s0
+			cpu[path][1] += g1 - g0
+			cpu[path][2] += e1 - e0
+			res[path].merge(rr)
+			pair[path] = rr
+		}
+		for q, at := range []float64{.5, .99, .999} {
+			added[q] = append(added[q], percentile(pair[1].e2e, at)-percentile(pair[0].e2e, at))
+		}
+	}
+	load1 := loadAvg()
+	for path, rr := range res {
+		if rr.errors > len(rr.e2e)/100 || len(rr.e2e) == 0 {
+			return Summary{}, fmt.Errorf("%s: %d of %d requests failed: %v", [2]string{"direct", "through the gateway"}[path], rr.errors, rr.errors+len(rr.e2e), rr.firstErr)
+		}
+		slices.Sort(res[path].ttft)
+		slices.Sort(res[path].e2e)
+	}
+	d, v := res[0], res[1]
+	s := Summary{
+		Scenario: ScenarioOverhead, Policy: gateway.PolicyPrefixAffinity, Requests: len(v.e2e), Dropped: v.errors,
+		TTFTp50ms: percentile(v.ttft, .5), TTFTp90ms: percentile(v.ttft, .9), TTFTp99ms: percentile(v.ttft, .99), TTFTp999ms: percentile(v.ttft, .999),
+		E2Ep50ms: percentile(v.e2e, .5), E2Ep99ms: percentile(v.e2e, .99), E2Ep999ms: percentile(v.e2e, .999),
+		DirectP50ms: percentile(d.e2e, .5), DirectP99ms: percentile(d.e2e, .99), DirectP999ms: percentile(d.e2e, .999),
+		LimitMS: oc.limitMS, Load: oc.name, Rate: oc.rate,
+		Goodput: float64(len(v.e2e)) / v.wall.Seconds(), SLOAttainment: 1, DurationS: v.wall.Seconds(),
+	}
+	// What the gateway adds: the median over rounds of each round's
+	// difference with the direct round beside it, so that a disturbance
+	// of this shared machine during one round (it shows in the pooled
+	// percentiles of whichever path ran then) does not decide the figure.
+	for q := range added {
+		slices.Sort(added[q])
+	}
+	s.AddedP50ms, s.AddedP99ms, s.AddedP999ms = percentile(added[0], .5), percentile(added[1], .5), percentile(added[2], .5)
+	s.AddedP99PooledMS = s.E2Ep99ms - s.DirectP99ms
+	if cpuOK {
+		per := func(path int, x time.Duration) float64 {
+			return float64(x) / float64(time.Microsecond) / float64(len(res[path].e2e)+res[path].errors)
+		}
+		c := &OverheadCPU{SendLateP99ms: max(d.lateP99, v.lateP99), LoadAvg: [2]float64{load0, load1}}
+		for path, cc := range []*ComponentCPU{&c.Direct, &c.Via} {
+			if r.gatewayPID == 0 {
+				// One process: only the total is known.
+				cc.Total = per(path, cpu[path][0])
+				continue
+			}
+			cc.LoadGen, cc.Gateway, cc.Engines = per(path, cpu[path][0]), per(path, cpu[path][1]), per(path, cpu[path][2])
+			cc.Total = cc.LoadGen + cc.Gateway + cc.Engines
+		}
+		s.CPU = c
+	}
+	return s, nil
 }
 
 // overheadBodies returns n streamed completion bodies of about size
@@ -207,112 +491,4 @@ func overheadBodies(size, n int) [][]byte {
 		out[i] = fmt.Appendf(nil, `{"model":"sim","prompt":%q,"max_tokens":16,"stream":true,"ignore_eos":true}`, prompt)
 	}
 	return out
-}
-
-type driveResult struct {
-	ttft, e2e []float64 // ms, sorted
-	errors    int
-	wall      time.Duration
-}
-
-func (r *driveResult) merge(o driveResult) {
-	r.ttft = append(r.ttft, o.ttft...)
-	r.e2e = append(r.e2e, o.e2e...)
-	r.errors += o.errors
-	r.wall += o.wall
-}
-
-// drive sends oc.requests requests, open loop at oc.rate (latency counted
-// from each request's scheduled time, so a slow sender cannot hide
-// queueing) or closed loop with oc.concurrency workers.
-func drive(ctx context.Context, client *http.Client, oc overheadCase, bodies [][]byte, target func(int) string) (driveResult, error) {
-	var mu sync.Mutex
-	var res driveResult
-	one := func(i int, sched time.Time) {
-		ttft, e2e, err := send(ctx, client, target(i), bodies[i%len(bodies)], sched)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			res.errors++
-			return
-		}
-		res.ttft = append(res.ttft, ms(ttft))
-		res.e2e = append(res.e2e, ms(e2e))
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
-	switch {
-	case oc.rate > 0:
-		rng := rand.New(rand.NewPCG(11, 13))
-		next := start
-		for i := range oc.requests {
-			if ctx.Err() != nil {
-				break
-			}
-			next = next.Add(time.Duration(rng.ExpFloat64() / oc.rate * float64(time.Second)))
-			if d := time.Until(next); d > 0 {
-				time.Sleep(d)
-			}
-			wg.Add(1)
-			go func(sched time.Time) { defer wg.Done(); one(i, sched) }(next)
-		}
-	default:
-		jobs := make(chan int)
-		for range oc.concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range jobs {
-					one(i, time.Now())
-				}
-			}()
-		}
-		for i := range oc.requests {
-			if ctx.Err() != nil {
-				break
-			}
-			jobs <- i
-		}
-		close(jobs)
-	}
-	wg.Wait()
-	res.wall = time.Since(start)
-	slices.Sort(res.ttft)
-	slices.Sort(res.e2e)
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	if len(res.e2e) == 0 {
-		return res, errors.New("every request failed")
-	}
-	if res.errors > len(res.e2e)/100 {
-		return res, fmt.Errorf("%d of %d requests failed", res.errors, oc.requests)
-	}
-	return res, nil
-}
-
-func send(ctx context.Context, c *http.Client, base string, body []byte, sched time.Time) (ttft, e2e time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+enginesim.PathCompletions, bytes.NewReader(body))
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	var buf [4096]byte
-	n, err := resp.Body.Read(buf[:])
-	ttft = time.Since(sched)
-	if n == 0 && err != nil {
-		return 0, 0, fmt.Errorf("read answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("status %d: %s", resp.StatusCode, buf[:n])
-	}
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0, 0, fmt.Errorf("read answer: %w", err)
-	}
-	return ttft, time.Since(sched), nil
 }

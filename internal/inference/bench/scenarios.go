@@ -20,12 +20,15 @@ const (
 	ScenarioNoReuse   = "noreuse"
 	ScenarioBurst     = "burst"
 	ScenarioAutoscale = "autoscale"
-	ScenarioOverhead  = "overhead"
+	// ScenarioAutoscaleNoQueue is the autoscale scenario without the
+	// gateway's admission queue: what it is judged against.
+	ScenarioAutoscaleNoQueue = "autoscale-noqueue"
+	ScenarioOverhead         = "overhead"
 )
 
 // ScenarioNames lists the scenarios in the order Run runs them.
 func ScenarioNames() []string {
-	return []string{ScenarioRouting, ScenarioNoReuse, ScenarioBurst, ScenarioAutoscale, ScenarioOverhead}
+	return []string{ScenarioRouting, ScenarioNoReuse, ScenarioBurst, ScenarioAutoscale, ScenarioAutoscaleNoQueue, ScenarioOverhead}
 }
 
 // Options selects what Run runs.
@@ -37,6 +40,13 @@ type Options struct {
 	Quick    bool
 	Seed     uint64    // workload seed; default 1
 	Progress io.Writer // nil: silent
+	// Exe is a gangway binary to run the overhead scenario's engines and
+	// gateway as processes of their own (`gangway engine-sim`, `gangway
+	// gateway`); empty runs them in this process.
+	Exe string
+	// ProfileDir, with Exe, gets CPU and allocation profiles of the
+	// overhead scenario's gateway, first engine and load generator.
+	ProfileDir string
 }
 
 // Check is one of the issue's targets, evaluated on the results.
@@ -67,7 +77,12 @@ type virtualScenario struct {
 	stepAt    time.Duration
 	window    time.Duration // TTFT p99 is judged per window of arrivals
 	drainTime time.Duration // how long after the last arrival the run may go on
+	admission *Admission    // the gateway's admission queue; nil: none
 }
+
+// gatewayAdmission is the gateway's default admission queue
+// (gateway.Config.MaxQueued, QueueTimeout and MaxPendingPrefill).
+var gatewayAdmission = &Admission{MaxQueued: 1024, Timeout: 60 * time.Second, MaxPendingPrefill: 5 * time.Second}
 
 var routingPolicies = []string{
 	gateway.PolicyPrecisePrefix, gateway.PolicyApproxPrefix, gateway.PolicyLoad, gateway.PolicyRandom,
@@ -107,6 +122,23 @@ func virtualScenarios(quick bool) []virtualScenario {
 		}
 		return full
 	}
+	autoscaled := virtualScenario{
+		name:  ScenarioAutoscale,
+		about: "the routing workload at 2 req/s stepping 10× to 20 req/s (at 120 s; 60 s with --quick); 1 replica at first, autoscaled to at most 16, 30 s engine start-up",
+		workload: func() Workload {
+			w := llmdWorkload(n(5000, 1800), 2)
+			w.StepAt, w.StepFactor = stepAt, 10
+			return w
+		}(),
+		policies: []string{gateway.PolicyPrefixAffinity},
+		slo:      defaultSLO,
+		scale:    &autoscale.Config{Min: 1, Max: 16},
+		startup:  30 * time.Second, initial: 1, stepAt: stepAt, window: 10 * time.Second,
+		drainTime: 10 * time.Minute, admission: gatewayAdmission,
+	}
+	noQueue := autoscaled
+	noQueue.name, noQueue.admission = ScenarioAutoscaleNoQueue, nil
+	noQueue.about = "the autoscale scenario with the gateway's admission queue off: requests that find every replica full go to one anyway"
 	return []virtualScenario{
 		{
 			name:     ScenarioRouting,
@@ -134,20 +166,8 @@ func virtualScenarios(quick bool) []virtualScenario {
 			policies: []string{gateway.PolicyLeastRequest, gateway.PolicyRoundRobin, gateway.PolicyPowerOfTwo, gateway.PolicyPrecisePrefix, gateway.PolicyPrefixAffinity},
 			slo:      defaultSLO, drainTime: 10 * time.Minute,
 		},
-		{
-			name:  ScenarioAutoscale,
-			about: "the routing workload at 2 req/s stepping 10× to 20 req/s (at 120 s; 60 s with --quick); 1 replica at first, autoscaled to at most 16, 30 s engine start-up",
-			workload: func() Workload {
-				w := llmdWorkload(n(5000, 1800), 2)
-				w.StepAt, w.StepFactor = stepAt, 10
-				return w
-			}(),
-			policies: []string{gateway.PolicyPrefixAffinity},
-			slo:      defaultSLO,
-			scale:    &autoscale.Config{Min: 1, Max: 16},
-			startup:  30 * time.Second, initial: 1, stepAt: stepAt, window: 10 * time.Second,
-			drainTime: 10 * time.Minute,
-		},
+		autoscaled,
+		noQueue,
 	}
 }
 
@@ -204,7 +224,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	if slices.Contains(want, ScenarioOverhead) {
 		progress("overhead: 8 zero-latency engines on 127.0.0.1, straight vs through the gateway")
-		res, err := runOverhead(ctx, overheadCases(opts.Quick), progress)
+		res, err := runOverhead(ctx, overheadCases(opts.Quick), opts.Exe, opts.ProfileDir, progress)
 		if err != nil {
 			return rep, fmt.Errorf("scenario overhead: %w", err)
 		}
@@ -217,7 +237,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 func runVirtual(sc virtualScenario, policy string, seed uint64, arrivals []Arrival) (Summary, error) {
 	cfg := ClusterConfig{
 		Engine: engineConfig(), Replicas: max(sc.replicas, 1), Policy: policy, Seed: seed,
-		Deadline: arrivals[len(arrivals)-1].At + sc.drainTime,
+		Deadline: arrivals[len(arrivals)-1].At + sc.drainTime, Admission: sc.admission,
 	}
 	if sc.scale != nil {
 		a, err := autoscale.New(*sc.scale)
@@ -346,6 +366,16 @@ func checks(rs []Summary) []Check {
 			Detail: fmt.Sprintf("recovered %.0f s after the step, peak %d replicas; %s", a.RecoveryS, a.PeakReplicas, a.Note),
 		})
 	}
+	if q, ok := get(ScenarioAutoscale, gateway.PolicyPrefixAffinity); ok {
+		if nq, ok := get(ScenarioAutoscaleNoQueue, gateway.PolicyPrefixAffinity); ok {
+			out = append(out, Check{
+				Name: "admission queue: TTFT p99 of the 10× step lower than without it",
+				Pass: q.TTFTp99ms < nq.TTFTp99ms,
+				Detail: fmt.Sprintf("TTFT p99 %.0f ms vs %.0f ms without (%.1f×); goodput %.2f/s vs %.2f/s (%+.0f%%); %d rejected, held p99 %.0f ms",
+					q.TTFTp99ms, nq.TTFTp99ms, nq.TTFTp99ms/q.TTFTp99ms, q.Goodput, nq.Goodput, 100*(q.Goodput/nq.Goodput-1), q.Rejected, q.HeldP99ms),
+			})
+		}
+	}
 	for _, r := range rs {
 		if r.Scenario != ScenarioOverhead || r.LimitMS == 0 {
 			continue
@@ -353,7 +383,7 @@ func checks(rs []Summary) []Check {
 		out = append(out, Check{
 			Name:   fmt.Sprintf("overhead, %s: added p99 ≤ %.0f ms", r.Load, r.LimitMS),
 			Pass:   r.AddedP99ms <= r.LimitMS,
-			Detail: fmt.Sprintf("gateway e2e p99 %.3f ms vs direct %.3f ms: added p99 %.3f ms (p50 %.3f ms) over %d requests", r.E2Ep99ms, r.DirectP99ms, r.AddedP99ms, r.AddedP50ms, r.Requests),
+			Detail: fmt.Sprintf("added p99 %.3f ms (p50 %.3f, p99.9 %.3f; median over rounds of gateway minus direct), pooled: gateway e2e p99 %.3f ms vs direct %.3f ms over %d requests each", r.AddedP99ms, r.AddedP50ms, r.AddedP999ms, r.E2Ep99ms, r.DirectP99ms, r.Requests),
 		})
 	}
 	return out

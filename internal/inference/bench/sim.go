@@ -35,7 +35,9 @@ type Outcome struct {
 	Output     int // tokens generated
 	Cached     int // prompt tokens served from the replica's prefix cache
 	Replica    int
-	Dropped    bool // the run ended first (or no replica would take it)
+	Dropped    bool          // the run ended first (or no replica would take it)
+	Rejected   bool          // the admission queue turned it away (full, or held past its timeout)
+	Held       time.Duration // time spent in the admission queue
 	Preempted  int
 	PromptLen  int
 	HitBlocks  int // blocks the router believed cached on its pick
@@ -61,6 +63,16 @@ type ClusterConfig struct {
 	StartupTime time.Duration
 	// InitialReplicas, when Scaler is set, is how many start ready.
 	InitialReplicas int
+	// Admission, when set, holds requests that every replica is too full
+	// for, as the gateway does (gateway.Config.MaxQueued/QueueTimeout).
+	Admission *Admission
+}
+
+// Admission bounds the virtual gateway's admission queue.
+type Admission struct {
+	MaxQueued         int
+	Timeout           time.Duration
+	MaxPendingPrefill time.Duration // gateway.RouterOptions.MaxPendingPrefill
 }
 
 // Scaler decides replica counts from the cluster's state.
@@ -148,6 +160,7 @@ type cluster struct {
 	arrivals []Arrival
 	out      []Outcome
 	held     []int // arrivals waiting for a ready replica
+	queued   []int // arrivals waiting for a replica with room (admission), first come first
 	peak     int   // most replicas the scaler asked for
 	ev       eventHeap
 	seq      int64
@@ -197,7 +210,7 @@ func simulate(cfg ClusterConfig, arrivals []Arrival) ([]Outcome, *cluster, error
 	}
 	var err error
 	c := &cluster{cfg: cfg, arrivals: arrivals, out: make([]Outcome, len(arrivals))}
-	c.router, err = gateway.NewRouter(pol, gateway.RouterOptions{Seed: cfg.Seed, Oracle: c})
+	c.router, err = gateway.NewRouter(pol, gateway.RouterOptions{Seed: cfg.Seed, Oracle: c, HoldWhenSaturated: cfg.Admission != nil, MaxPendingPrefill: admissionPrefill(cfg.Admission)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -233,15 +246,22 @@ func simulate(cfg ClusterConfig, arrivals []Arrival) ([]Outcome, *cluster, error
 		c.now = e.at
 		switch e.kind {
 		case evArrival:
-			c.arrive(e.i)
+			if c.arrive(e.i) {
+				pending--
+			}
 		case evStepDone:
-			pending -= c.stepDone(e.i)
+			done, freed := c.stepDone(e.i)
+			pending -= done
+			if freed {
+				pending -= c.admitQueued()
+			}
 		case evReady:
 			r := c.reps[e.i]
 			if !r.stopped {
 				r.ready = true
 				c.syncRouter()
-				c.releaseHeld()
+				pending -= c.releaseHeld()
+				pending -= c.admitQueued()
 			}
 		case evScrape:
 			for _, r := range c.reps {
@@ -250,9 +270,11 @@ func simulate(cfg ClusterConfig, arrivals []Arrival) ([]Outcome, *cluster, error
 					c.router.Observe(r.id, gateway.EngineLoad{At: epoch.Add(c.now), Running: l.Running, Waiting: l.Waiting, KVUsage: l.KVUsage}, true)
 				}
 			}
+			pending -= c.admitQueued() // expire what waited too long
 			c.push(c.now+cfg.ScrapeInterval, evScrape, 0)
 		case evScale:
-			c.scale()
+			pending -= c.scale()
+			pending -= c.admitQueued()
 			c.push(c.now+c.cfg.ScaleEvery, evScale, 0)
 		}
 	}
@@ -262,6 +284,13 @@ func simulate(cfg ClusterConfig, arrivals []Arrival) ([]Outcome, *cluster, error
 		}
 	}
 	return c.out, c, nil
+}
+
+func admissionPrefill(a *Admission) time.Duration {
+	if a == nil {
+		return 0
+	}
+	return a.MaxPendingPrefill
 }
 
 func (c *cluster) addReplica(now time.Duration, ready bool) error {
@@ -297,15 +326,77 @@ func (c *cluster) repIndex(id string) int {
 	return -1
 }
 
-func (c *cluster) arrive(i int) {
+// arrive routes arrival i, or holds it; it reports whether the request
+// was turned away (and so is finished).
+func (c *cluster) arrive(i int) (rejected bool) {
+	if len(c.queued) > 0 {
+		// Others wait already: join them, first come first served.
+		if c.enqueue(i) {
+			return true
+		}
+		return c.admitQueued() > 0 && c.out[i].Rejected
+	}
+	switch c.dispatch(i) {
+	case gateway.ErrSaturated:
+		return c.enqueue(i)
+	}
+	return false
+}
+
+func (c *cluster) enqueue(i int) (rejected bool) {
+	if len(c.queued) >= c.cfg.Admission.MaxQueued {
+		c.reject(i)
+		return true
+	}
+	c.queued = append(c.queued, i)
+	return false
+}
+
+func (c *cluster) reject(i int) {
+	o := &c.out[i]
+	o.Dropped, o.Rejected, o.Held = true, true, c.now-o.Arrival
+}
+
+// admitQueued turns away the requests held past the timeout, then
+// admits held requests, oldest first, while a replica has room. It
+// returns how many it turned away.
+func (c *cluster) admitQueued() (rejected int) {
+	adm := c.cfg.Admission
+	kept := c.queued[:0]
+	for _, i := range c.queued {
+		if c.now-c.arrivals[i].At > adm.Timeout {
+			c.reject(i)
+			rejected++
+			continue
+		}
+		kept = append(kept, i)
+	}
+	c.queued = kept
+	for len(c.queued) > 0 {
+		i := c.queued[0]
+		if c.dispatch(i) == gateway.ErrSaturated {
+			break
+		}
+		c.out[i].Held = c.now - c.arrivals[i].At
+		c.queued = c.queued[1:]
+	}
+	return rejected
+}
+
+// dispatch routes arrival i to a replica now; ErrSaturated means the
+// admission queue should hold it, and a missing replica holds it in held.
+func (c *cluster) dispatch(i int) error {
 	a := &c.arrivals[i]
 	prompt := a.prompt()
 	hashes := enginesim.AppendBlockHashes(append(make([]uint64, 0, len(prompt)/gateway.BlockSize), a.PrefixHashes...), prompt, gateway.BlockSize)
 	req := &gateway.Request{Hashes: hashes, PromptTokens: len(prompt), MaxTokens: a.MaxTokens}
 	t, err := c.router.Pick(epoch.Add(c.now), req, nil)
+	if err == gateway.ErrSaturated {
+		return err
+	}
 	if err != nil {
 		c.held = append(c.held, i)
-		return
+		return nil
 	}
 	ri := c.repIndex(t.Replica)
 	r := c.reps[ri]
@@ -313,7 +404,7 @@ func (c *cluster) arrive(i int) {
 	if err := r.eng.Add(er, c.now); err != nil {
 		t.Done(epoch.Add(c.now), gateway.Failure)
 		c.out[i].Dropped = true
-		return
+		return nil
 	}
 	c.out[i].Replica = ri
 	c.out[i].HitBlocks = t.HitBlocks
@@ -321,14 +412,20 @@ func (c *cluster) arrive(i int) {
 	if !r.busy {
 		c.step(ri)
 	}
+	return nil
 }
 
-func (c *cluster) releaseHeld() {
+// releaseHeld routes the requests held for lack of a replica; it
+// returns how many the admission queue turned away.
+func (c *cluster) releaseHeld() (rejected int) {
 	held := c.held
 	c.held = nil
 	for _, i := range held {
-		c.arrive(i)
+		if c.dispatch(i) == gateway.ErrSaturated && c.enqueue(i) {
+			rejected++
+		}
 	}
+	return rejected
 }
 
 // step starts a step on replica ri at c.now.
@@ -353,10 +450,10 @@ func (c *cluster) step(ri int) {
 }
 
 // stepDone delivers a step's tokens and starts the next; it returns how
-// many requests finished.
-func (c *cluster) stepDone(ri int) int {
+// many requests finished and whether any reached its first token or its
+// end (which frees router capacity).
+func (c *cluster) stepDone(ri int) (done int, freed bool) {
 	r := c.reps[ri]
-	done := 0
 	at := epoch.Add(c.now)
 	for _, ev := range r.events {
 		sr := ev.req.Tag.(*simReq)
@@ -375,15 +472,21 @@ func (c *cluster) stepDone(ri int) int {
 		}
 	}
 	c.step(ri)
-	return done
+	return done, len(r.events) > 0
 }
 
-func (c *cluster) scale() {
+// scale asks the scaler for a count and adds or drains replicas; it
+// returns how many held requests the admission queue turned away.
+func (c *cluster) scale() (rejected int) {
 	snap := map[string]gateway.Candidate{}
 	for _, cd := range c.router.Snapshot(epoch.Add(c.now)) {
 		snap[cd.ID] = cd
 	}
-	smp := autoscale.Sample{Held: len(c.held)}
+	smp := autoscale.Sample{Held: len(c.held) + len(c.queued)}
+	for _, i := range append(c.held[:len(c.held):len(c.held)], c.queued...) {
+		a := &c.arrivals[i]
+		smp.HeldTokens += int64(len(a.Prefix) + len(a.Body) + a.MaxTokens)
+	}
 	have := 0
 	for _, r := range c.reps {
 		if r.stopped || r.drain {
@@ -416,5 +519,5 @@ func (c *cluster) scale() {
 		have--
 	}
 	c.syncRouter()
-	c.releaseHeld()
+	return c.releaseHeld()
 }

@@ -17,8 +17,10 @@ type SLO struct {
 type Summary struct {
 	Scenario      string  `json:"scenario"`
 	Policy        string  `json:"policy"`
-	Requests      int     `json:"requests"` // completed
-	Dropped       int     `json:"dropped,omitempty"`
+	Requests      int     `json:"requests"`           // completed
+	Dropped       int     `json:"dropped,omitempty"`  // unfinished, rejected included
+	Rejected      int     `json:"rejected,omitempty"` // turned away by the admission queue (429/503)
+	HeldP99ms     float64 `json:"held_p99_ms,omitempty"`
 	TTFTp50ms     float64 `json:"ttft_p50_ms"`
 	TTFTp90ms     float64 `json:"ttft_p90_ms"`
 	TTFTp99ms     float64 `json:"ttft_p99_ms"`
@@ -31,16 +33,46 @@ type Summary struct {
 	Goodput       float64 `json:"goodput"`        // requests/s meeting the SLO
 	SLOAttainment float64 `json:"slo_attainment"` // share of requests meeting it
 	PrefixHitRate float64 `json:"prefix_hit_rate,omitempty"`
-	AddedP99ms    float64 `json:"added_p99_ms,omitempty"` // overhead scenario: gateway p99 minus direct p99
-	AddedP50ms    float64 `json:"added_p50_ms,omitempty"`
-	DirectP99ms   float64 `json:"direct_e2e_p99_ms,omitempty"` // overhead: straight to the engines
-	LimitMS       float64 `json:"limit_ms,omitempty"`          // overhead: the target for added_p99_ms
-	Load          string  `json:"load,omitempty"`              // overhead: the load shape
-	Rate          float64 `json:"rate_rps,omitempty"`
-	PeakReplicas  int     `json:"peak_replicas,omitempty"`
-	RecoveryS     float64 `json:"recovery_s,omitempty"`
-	DurationS     float64 `json:"duration_s"`
-	Note          string  `json:"note,omitempty"`
+	// The overhead scenario: e2e percentiles through the gateway minus the
+	// same percentiles straight to the engines, measured in alternating
+	// rounds of the same load: the median over rounds of each round's
+	// difference; the pooled difference (all rounds together) beside it.
+	AddedP50ms       float64      `json:"added_p50_ms,omitempty"`
+	AddedP99ms       float64      `json:"added_p99_ms,omitempty"`
+	AddedP999ms      float64      `json:"added_p999_ms,omitempty"`
+	AddedP99PooledMS float64      `json:"added_p99_pooled_ms,omitempty"`
+	DirectP50ms      float64      `json:"direct_e2e_p50_ms,omitempty"`
+	DirectP99ms      float64      `json:"direct_e2e_p99_ms,omitempty"`
+	DirectP999ms     float64      `json:"direct_e2e_p999_ms,omitempty"`
+	CPU              *OverheadCPU `json:"cpu_us_per_request,omitempty"`
+	LimitMS          float64      `json:"limit_ms,omitempty"` // overhead: the target for added_p99_ms
+	Load             string       `json:"load,omitempty"`     // overhead: the load shape
+	Rate             float64      `json:"rate_rps,omitempty"`
+	PeakReplicas     int          `json:"peak_replicas,omitempty"`
+	RecoveryS        float64      `json:"recovery_s,omitempty"`
+	DurationS        float64      `json:"duration_s"`
+	Note             string       `json:"note,omitempty"`
+}
+
+// OverheadCPU is the CPU time per request of each process in the
+// overhead scenario, in microseconds, on each path: what the machine's
+// cores were spent on. In-process runs (tests) have only a total.
+type OverheadCPU struct {
+	Direct ComponentCPU `json:"direct"`
+	Via    ComponentCPU `json:"via_gateway"`
+	// SendLateP99ms is how late the load generator released a request
+	// after its scheduled time, 99th percentile (open loop).
+	SendLateP99ms float64 `json:"send_late_p99_ms,omitempty"`
+	// LoadAvg is the machine's 1-minute load average before and after.
+	LoadAvg [2]float64 `json:"load_avg,omitempty"`
+}
+
+// ComponentCPU splits one path's CPU per request by process.
+type ComponentCPU struct {
+	LoadGen float64 `json:"loadgen_us,omitempty"`
+	Gateway float64 `json:"gateway_us,omitempty"`
+	Engines float64 `json:"engines_us,omitempty"` // the eight together
+	Total   float64 `json:"total_us"`
 }
 
 // percentile is the nearest-rank q-quantile (0..1) of sorted xs.
@@ -59,12 +91,18 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // they waited (end − arrival) so that overload shows in the tail.
 func summarize(scenario, policy string, outs []Outcome, slo SLO, end time.Duration) Summary {
 	s := Summary{Scenario: scenario, Policy: policy}
-	var ttft, tpot, e2e []float64
+	var ttft, tpot, e2e, held []float64
 	var cached, prompt float64
 	good := 0
 	var last time.Duration
 	for _, o := range outs {
 		last = max(last, o.Arrival)
+		if o.Held > 0 {
+			held = append(held, ms(o.Held))
+		}
+		if o.Rejected {
+			s.Rejected++
+		}
 		if o.Dropped || o.E2E == 0 {
 			s.Dropped++
 			w := o.TTFT
@@ -95,6 +133,10 @@ func summarize(scenario, policy string, outs []Outcome, slo SLO, end time.Durati
 	s.TTFTp50ms, s.TTFTp90ms, s.TTFTp99ms, s.TTFTp999ms = percentile(ttft, .5), percentile(ttft, .9), percentile(ttft, .99), percentile(ttft, .999)
 	s.TPOTp50ms, s.TPOTp99ms = percentile(tpot, .5), percentile(tpot, .99)
 	s.E2Ep50ms, s.E2Ep99ms, s.E2Ep999ms = percentile(e2e, .5), percentile(e2e, .99), percentile(e2e, .999)
+	if len(held) > 0 {
+		slices.Sort(held)
+		s.HeldP99ms = percentile(held, .99)
+	}
 	if len(outs) > 0 {
 		s.SLOAttainment = float64(good) / float64(len(outs))
 	}

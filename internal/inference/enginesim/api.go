@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -22,27 +23,65 @@ const (
 // ReadBody reads a request body of at most limit bytes, sized from its
 // Content-Length when known.
 func ReadBody(r io.Reader, contentLength, limit int64) ([]byte, error) {
+	return ReadBodyInto(nil, r, contentLength, limit)
+}
+
+// ReadBodyInto is ReadBody reading into dst's backing array when it is
+// large enough (dst's contents are overwritten), so that a caller can
+// reuse one buffer across requests.
+func ReadBodyInto(dst []byte, r io.Reader, contentLength, limit int64) ([]byte, error) {
 	if contentLength > 0 && contentLength <= limit {
-		b := make([]byte, contentLength)
+		b := slices.Grow(dst[:0], int(contentLength))[:contentLength]
 		if _, err := io.ReadFull(r, b); err != nil {
 			return nil, err
 		}
 		return b, nil
 	}
-	return io.ReadAll(io.LimitReader(r, limit+1))
+	b := dst[:0]
+	for {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, max(512, len(b)))
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			return nil, fmt.Errorf("body over %d bytes", limit)
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // PromptRequest is what the engine and the gateway need from an OpenAI
 // completions or chat-completions body.
 type PromptRequest struct {
-	Chat         bool
-	Model        string
-	Text         string   // the prompt (chat: rendered with ChatPrompt); "" when TokenIDs is set
+	Chat  bool
+	Model string
+	// Prompt is the prompt's text (chat: rendered with ChatPrompt); nil
+	// when TokenIDs is set. It may alias the body it was parsed from, or
+	// the scratch buffer given to ParsePromptInto.
+	Prompt       []byte
 	TokenIDs     []uint32 // a completions prompt given as token ids
 	MaxTokens    int      // 0 when the client left it to the server
 	Stream       bool
 	IncludeUsage bool // stream_options.include_usage
 	IgnoreEOS    bool // vLLM's ignore_eos
+
+	rendered bool // Prompt was appended to ParsePromptInto's scratch
+}
+
+// Scratch returns Prompt's buffer emptied, for the next ParsePromptInto,
+// when the prompt was rendered into the scratch buffer (or a grown copy
+// of it); otherwise nil: the prompt aliases the body or was allocated.
+func (p PromptRequest) Scratch() []byte {
+	if !p.rendered {
+		return nil
+	}
+	return p.Prompt[:0]
 }
 
 // Tokens returns the prompt's tokens under a vocabulary of vocab.
@@ -50,7 +89,7 @@ func (p PromptRequest) Tokens(vocab int) []uint32 {
 	if p.TokenIDs != nil {
 		return p.TokenIDs
 	}
-	return Tokenize(p.Text, vocab)
+	return Tokenize(p.Prompt, vocab)
 }
 
 // NumTokens is len(p.Tokens(v)) without tokenizing.
@@ -58,7 +97,7 @@ func (p PromptRequest) NumTokens() int {
 	if p.TokenIDs != nil {
 		return len(p.TokenIDs)
 	}
-	return CountTokens(p.Text)
+	return CountTokens(len(p.Prompt))
 }
 
 type wireRequest struct {
@@ -109,8 +148,31 @@ func quickString(b []byte) (string, bool) {
 }
 
 // ParsePrompt decodes a request body for path (PathCompletions or
-// PathChatCompletions). Errors name the offending field.
+// PathChatCompletions). Errors name the offending field. The prompt may
+// alias body.
 func ParsePrompt(path string, body []byte) (PromptRequest, error) {
+	return ParsePromptInto(nil, path, body)
+}
+
+// ParsePromptInto is ParsePrompt that renders a prompt which cannot alias
+// body (a chat conversation, a string with escapes) by appending to
+// scratch[:0], so that a caller can reuse one buffer across requests.
+//
+// Bodies of the usual shape (an object with string prompts or messages
+// of string content, integer and boolean options) are decoded by a
+// single validating scan that never copies an escape-free prompt; any
+// other body, and every body that is in error, is decoded by
+// encoding/json, which also words the errors. Both give the same result
+// (FuzzParsePromptAgrees).
+func ParsePromptInto(scratch []byte, path string, body []byte) (PromptRequest, error) {
+	if p, ok := scanPrompt(scratch, path, body); ok {
+		return p, nil
+	}
+	return parsePromptJSON(path, body)
+}
+
+// parsePromptJSON is ParsePrompt by encoding/json: the reference.
+func parsePromptJSON(path string, body []byte) (PromptRequest, error) {
 	var w wireRequest
 	if err := json.Unmarshal(body, &w); err != nil {
 		return PromptRequest{}, fmt.Errorf("request body: %w", err)
@@ -152,7 +214,7 @@ func ParsePrompt(path string, body []byte) (PromptRequest, error) {
 			}
 			msgs[i] = ChatMessage{Role: m.Role, Content: c}
 		}
-		p.Text = ChatPrompt(msgs)
+		p.Prompt = []byte(ChatPrompt(msgs))
 	case PathCompletions:
 		if err := p.setPrompt(w.Prompt); err != nil {
 			return p, fmt.Errorf(`field "prompt": %w`, err)
@@ -174,7 +236,7 @@ func (p *PromptRequest) setPrompt(raw []byte) error {
 		if s == "" {
 			return errors.New("empty")
 		}
-		p.Text = s
+		p.Prompt = []byte(s)
 		return nil
 	}
 	var ss []string
@@ -182,7 +244,7 @@ func (p *PromptRequest) setPrompt(raw []byte) error {
 		if len(ss) != 1 || ss[0] == "" {
 			return fmt.Errorf("a list of %d prompts; only one non-empty prompt per request is supported", len(ss))
 		}
-		p.Text = ss[0]
+		p.Prompt = []byte(ss[0])
 		return nil
 	}
 	var ids []uint32

@@ -54,6 +54,7 @@ type Server struct {
 	mu  sync.Mutex // guards eng (all of its state and stats)
 	eng *Engine
 
+	bufs     sync.Pool // *reqBufs
 	ids      atomic.Uint64
 	inflight atomic.Int64 // TimeZero: requests being answered
 	zeroMu   sync.Mutex   // guards zero
@@ -90,6 +91,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: lg, start: time.Now(), eng: eng, wake: make(chan struct{}, 1)}
+	s.bufs.New = func() any { return new(reqBufs) }
 	s.zero.Finished = map[string]int64{}
 	s.zero.TTFT = promtext.NewHistogram(ttftBuckets)
 	s.zero.ITL = promtext.NewHistogram(itlBuckets)
@@ -225,6 +227,8 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 	switch code {
 	case http.StatusNotFound:
 		typ = "NotFoundError"
+	case http.StatusTooManyRequests:
+		typ = "RateLimitError"
 	case http.StatusServiceUnavailable, http.StatusBadGateway:
 		typ = "ServiceUnavailableError"
 	case http.StatusInternalServerError:
@@ -234,60 +238,56 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	body, err := ReadBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
+	bp := s.bufs.Get().(*reqBufs)
+	defer s.bufs.Put(bp)
+	body, err := ReadBodyInto(bp.body, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
-	p, err := ParsePrompt(r.URL.Path, body)
+	bp.keepBody(body)
+	p, err := ParsePromptInto(bp.prompt, r.URL.Path, body)
 	if err != nil {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	bp.keepPrompt(p)
 	if p.Model != s.cfg.ServedModelName {
 		WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
 		return
 	}
 	cfg := s.cfg.Engine
-	toks := p.Tokens(cfg.Model.Vocab)
-	for i, t := range toks {
+	for i, t := range p.TokenIDs {
 		if int(t) >= cfg.Model.Vocab {
 			WriteError(w, http.StatusBadRequest, fmt.Sprintf("field \"prompt\": token %d at index %d is outside the vocabulary of %d", t, i, cfg.Model.Vocab))
 			return
 		}
 	}
+	nPrompt := p.NumTokens()
 	maxTokens := p.MaxTokens
 	if maxTokens == 0 {
 		if p.Chat {
-			maxTokens = cfg.MaxModelLen - len(toks)
+			maxTokens = cfg.MaxModelLen - nPrompt
 		} else {
 			maxTokens = 16
 		}
 	}
-	if len(toks)+maxTokens > cfg.MaxModelLen || maxTokens < 1 {
+	if nPrompt+maxTokens > cfg.MaxModelLen || maxTokens < 1 {
 		WriteError(w, http.StatusBadRequest, fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			cfg.MaxModelLen, len(toks)+maxTokens, len(toks), maxTokens))
+			cfg.MaxModelLen, nPrompt+maxTokens, nPrompt, maxTokens))
 		return
-	}
-	seed := promptSeed(toks)
-	req := &Request{Prompt: toks, MaxTokens: maxTokens, Seed: seed}
-	if !p.IgnoreEOS {
-		// The simulated end-of-sequence token: a deterministic answer
-		// length between 64 and 1087 tokens.
-		req.StopAfter = 64 + int(seed%1024)
 	}
 	id := s.ids.Add(1)
-	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks)}
-	if p.Chat {
-		out.id = fmt.Sprintf("chatcmpl-%016x", id)
-	} else {
-		out.id = fmt.Sprintf("cmpl-%016x", id)
-	}
 	if s.cfg.Time == TimeZero {
-		s.answerNow(r.Context(), out, req)
+		// No scheduler: the prompt's tokens matter only through the seed.
+		seed := p.seed(cfg.Model.Vocab)
+		s.answerNow(r.Context(), w, bp, p, id, newGenRequest(nil, maxTokens, seed, p.IgnoreEOS), nPrompt)
 		return
 	}
+	toks := p.Tokens(cfg.Model.Vocab)
+	req := newGenRequest(toks, maxTokens, promptSeed(toks), p.IgnoreEOS)
+	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks), id: responseID(p.Chat, id)}
 
 	st := &stream{notify: make(chan struct{}, 1)}
 	req.Tag = st
@@ -329,8 +329,62 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// answerNow is TimeZero: all tokens at once, no scheduler.
-func (s *Server) answerNow(ctx context.Context, out *responder, req *Request) {
+// newGenRequest is the engine request for a prompt: without ignore_eos
+// the simulated end-of-sequence token makes the answer a deterministic
+// length between 64 and 1087 tokens.
+func newGenRequest(toks []uint32, maxTokens int, seed uint64, ignoreEOS bool) *Request {
+	req := &Request{Prompt: toks, MaxTokens: maxTokens, Seed: seed}
+	if !ignoreEOS {
+		req.StopAfter = 64 + int(seed%1024)
+	}
+	return req
+}
+
+// responseID is vLLM's id for answer number n.
+func responseID(chat bool, n uint64) string {
+	b := make([]byte, 0, 25)
+	if chat {
+		b = append(b, "chatcmpl-"...)
+	} else {
+		b = append(b, "cmpl-"...)
+	}
+	return string(appendHex16(b, n))
+}
+
+func appendHex16(b []byte, n uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[n>>uint(shift)&0xf])
+	}
+	return b
+}
+
+// reqBufs are one request's reusable buffers: the body, a rendered
+// prompt, the answer. Buffers that grew past maxPooledBytes are dropped
+// rather than kept.
+type reqBufs struct {
+	body, prompt, out []byte
+}
+
+const maxPooledBytes = 1 << 20
+
+func (b *reqBufs) keepBody(body []byte) {
+	if cap(body) <= maxPooledBytes {
+		b.body = body[:0]
+	}
+}
+
+// keepPrompt keeps the buffer a prompt was rendered into.
+func (b *reqBufs) keepPrompt(p PromptRequest) {
+	if sc := p.Scratch(); cap(sc) <= maxPooledBytes {
+		b.prompt = sc
+	}
+}
+
+// answerNow is TimeZero: all tokens at once, no scheduler, and the whole
+// answer in one write with its Content-Length (a stream is still SSE
+// events, just all in one piece).
+func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBufs, p PromptRequest, id uint64, req *Request, promptTokens int) {
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	n := req.MaxTokens
@@ -338,12 +392,8 @@ func (s *Server) answerNow(ctx context.Context, out *responder, req *Request) {
 	if req.StopAfter > 0 && req.StopAfter < n {
 		n, reason = req.StopAfter, FinishStop
 	}
-	toks := make([]uint32, n)
-	for i := range toks {
-		toks[i] = genToken(req.Seed, i)
-	}
 	s.zeroMu.Lock()
-	s.zero.PromptTokens += int64(len(req.Prompt))
+	s.zero.PromptTokens += int64(promptTokens)
 	s.zero.GenerationTokens += int64(n)
 	s.zero.Finished[reason]++
 	s.zero.TTFT.Observe(0)
@@ -353,13 +403,52 @@ func (s *Server) answerNow(ctx context.Context, out *responder, req *Request) {
 	if ctx.Err() != nil {
 		return
 	}
-	out.tokens(toks, true, reason)
+	if !p.Stream {
+		toks := make([]uint32, n)
+		for i := range toks {
+			toks[i] = genToken(req.Seed, i)
+		}
+		out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: promptTokens, id: responseID(p.Chat, id)}
+		out.tokens(toks, true, reason)
+		return
+	}
+	a := sseAnswer{chat: p.Chat, model: s.cfg.ServedModelName, created: time.Now().Unix(), id: id}
+	b := a.appendAll(bp.out[:0], req.Seed, n, reason, p.IncludeUsage, promptTokens)
+	if cap(b) <= maxPooledBytes {
+		bp.out = b[:0]
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 func promptSeed(toks []uint32) uint64 {
 	h := uint64(1469598103934665603)
 	for _, t := range toks {
 		h = (h ^ uint64(t)) * 1099511628211
+	}
+	return mix64(h)
+}
+
+// seed is promptSeed(p.Tokens(vocab)) without building the tokens.
+func (p PromptRequest) seed(vocab int) uint64 {
+	if p.TokenIDs != nil {
+		return promptSeed(p.TokenIDs)
+	}
+	m := newTokenMod(vocab)
+	text := p.Prompt
+	h := uint64(1469598103934665603)
+	full := len(text) / BytesPerToken
+	for i := range full {
+		j := i * BytesPerToken
+		t := m.token(uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24)
+		h = (h ^ uint64(t)) * 1099511628211
+	}
+	if full*BytesPerToken < len(text) {
+		h = (h ^ uint64(tailToken(m, text[full*BytesPerToken:]))) * 1099511628211
 	}
 	return mix64(h)
 }

@@ -347,7 +347,7 @@ func FuzzParsePrompt(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if p.Model == "" || (p.Text == "" && len(p.TokenIDs) == 0) || p.MaxTokens < 0 {
+		if p.Model == "" || (len(p.Prompt) == 0 && len(p.TokenIDs) == 0) || p.MaxTokens < 0 {
 			t.Fatalf("accepted %q as %+v", body, p)
 		}
 		if p.NumTokens() != len(p.Tokens(1000)) {

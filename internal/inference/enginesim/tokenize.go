@@ -1,6 +1,9 @@
 package enginesim
 
-import "strings"
+import (
+	"math/bits"
+	"strings"
+)
 
 // BytesPerToken is how many bytes of text the simulated tokenizer folds
 // into one token: about what BPE tokenizers average on English.
@@ -11,32 +14,60 @@ const BytesPerToken = 4
 // share their first k bytes share their first k/BytesPerToken tokens, so
 // shared prompt prefixes become shared KV blocks. Ids are below vocab
 // (vocab <= 0 means 2^31).
-func Tokenize(text string, vocab int) []uint32 {
-	n := (len(text) + BytesPerToken - 1) / BytesPerToken
-	out := make([]uint32, n)
-	mod := uint32(1 << 31)
-	if vocab > 0 {
-		mod = uint32(vocab)
-	}
+func Tokenize[T ~string | ~[]byte](text T, vocab int) []uint32 {
+	out := make([]uint32, CountTokens(len(text)))
+	m := newTokenMod(vocab)
 	full := len(text) / BytesPerToken
 	for i := range full {
 		j := i * BytesPerToken
-		v := uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24
-		out[i] = uint32(mix64(uint64(v))>>32) % mod
+		out[i] = m.token(uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24)
 	}
-	if full < n {
-		// The short last chunk: its length is part of its identity.
-		v := uint64(len(text) - full*BytesPerToken)
-		for j := full * BytesPerToken; j < len(text); j++ {
-			v = v<<8 | uint64(text[j])
-		}
-		out[full] = uint32(mix64(v|1<<40)>>32) % mod
+	if full < len(out) {
+		out[full] = tailToken(m, text[full*BytesPerToken:])
 	}
 	return out
 }
 
-// CountTokens is len(Tokenize(text, v)) without building the slice.
-func CountTokens(text string) int { return (len(text) + BytesPerToken - 1) / BytesPerToken }
+// tokenMod reduces a chunk's mixed bits to an id below the vocabulary:
+// by a mask for 2^31, by Lemire's multiply-shift otherwise, which is
+// exact for 32-bit operands and avoids a division per token.
+type tokenMod struct {
+	d uint32
+	m uint64 // ⌈2^64 / d⌉
+}
+
+func newTokenMod(vocab int) tokenMod {
+	if vocab <= 0 {
+		return tokenMod{}
+	}
+	d := uint32(vocab)
+	return tokenMod{d: d, m: ^uint64(0)/uint64(d) + 1}
+}
+
+func (t tokenMod) reduce(x uint32) uint32 {
+	if t.d == 0 {
+		return x % (1 << 31)
+	}
+	hi, _ := bits.Mul64(t.m*uint64(x), uint64(t.d))
+	return uint32(hi)
+}
+
+// token is the id of a full chunk of BytesPerToken bytes (little-endian).
+func (t tokenMod) token(v uint32) uint32 { return t.reduce(uint32(mix64(uint64(v)) >> 32)) }
+
+// tailToken is the id of the short last chunk: its length is part of
+// its identity.
+func tailToken[T ~string | ~[]byte](t tokenMod, chunk T) uint32 {
+	v := uint64(len(chunk))
+	for j := range len(chunk) {
+		v = v<<8 | uint64(chunk[j])
+	}
+	return t.reduce(uint32(mix64(v|1<<40) >> 32))
+}
+
+// CountTokens is len(Tokenize(text, v)) for a text of n bytes, without
+// building the slice.
+func CountTokens(n int) int { return (n + BytesPerToken - 1) / BytesPerToken }
 
 // hashSeed starts every hash chain; a different seed would mean a
 // different model (vLLM mixes the model and LoRA into its block hashes).

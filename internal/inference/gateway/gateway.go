@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangway/gangway/internal/inference/enginesim"
@@ -39,9 +44,23 @@ type Config struct {
 	// MaxConnsPerEngine bounds the gateway's connections to one engine
 	// (a streamed answer holds one for its whole length); default 1024.
 	MaxConnsPerEngine int
+	// MaxQueued bounds the requests held per model while every replica
+	// is saturated or none is ready (see admission.go); past it they get
+	// 429. Default 1024; negative turns holding off: a saturated pool
+	// then takes requests anyway, and a model without replicas is 404.
+	MaxQueued int
+	// QueueTimeout is how long a request may be held before it gets 503;
+	// default 60s.
+	QueueTimeout time.Duration
+	// MaxPendingPrefill makes a replica count as saturated for admission
+	// once the prefill queued on it (the router's estimate) plus the
+	// request's own would exceed it; default 5s, negative: only KV cache
+	// and sequence slots count. See RouterOptions.MaxPendingPrefill.
+	MaxPendingPrefill time.Duration
 	Router            RouterOptions // Seed is taken from Seed above
-	// Transport carries requests to the engines; nil means a pooled
-	// transport tuned for many concurrent streams.
+	// Transport carries requests to the engines; nil means the gateway's
+	// own (upstream.go): pooled keep-alive connections, no goroutines of
+	// its own, net/http's Transport for https.
 	Transport http.RoundTripper
 	Logger    *slog.Logger // nil discards
 }
@@ -57,11 +76,22 @@ type Gateway struct {
 	client    *http.Client // scrapes
 	mux       *http.ServeMux
 	metrics   *metrics
-	bufs      sync.Pool
+	bufs      sync.Pool // *proxyBufs
+	urls      sync.Map  // replica base URL → *url.URL
 
 	mu    sync.Mutex           // guards pools and eps
 	pools map[string]*Router   // by served model name
 	eps   map[string]*endpoint // by URL
+	// routers is a copy of pools for the request path, replaced (never
+	// modified) under mu.
+	routers atomic.Pointer[map[string]*Router]
+	known   map[string]struct{} // models the source knows, replicas or not; guarded by mu
+	// refreshed is closed when a Refresh finishes (then replaced); nil
+	// until someone waits. Guarded by mu.
+	refreshed chan struct{}
+
+	qmu    sync.Mutex        // guards queues; taken after mu when both are
+	queues map[string]*queue // admission, by model
 }
 
 // endpoint is what the gateway learned about one Endpoint.
@@ -104,17 +134,35 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.MaxConnsPerEngine == 0 {
 		cfg.MaxConnsPerEngine = 1024
 	}
-	if cfg.RefreshInterval < 0 || cfg.ScrapeTimeout < 0 || cfg.MaxAttempts < 1 || cfg.MaxBodyBytes < 1 || cfg.DefaultMaxTokens < 1 {
-		return nil, errors.New("gateway config: refresh interval, scrape timeout, max attempts, max body bytes and default max tokens must be positive")
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = 1024
+	}
+	if cfg.QueueTimeout == 0 {
+		cfg.QueueTimeout = 60 * time.Second
+	}
+	if cfg.MaxPendingPrefill == 0 {
+		cfg.MaxPendingPrefill = 5 * time.Second
+	}
+	if cfg.RefreshInterval < 0 || cfg.ScrapeTimeout < 0 || cfg.MaxAttempts < 1 || cfg.MaxBodyBytes < 1 || cfg.DefaultMaxTokens < 1 || cfg.QueueTimeout < 0 {
+		return nil, errors.New("gateway config: refresh interval, scrape timeout, max attempts, max body bytes, default max tokens and queue timeout must be positive")
 	}
 	cfg.Router.Seed = cfg.Seed
+	cfg.Router.HoldWhenSaturated = cfg.MaxQueued >= 0
+	cfg.Router.MaxPendingPrefill = max(cfg.MaxPendingPrefill, 0)
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	scrape := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &http.Transport{
+		fallback := &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        0,
@@ -125,15 +173,17 @@ func New(cfg Config) (*Gateway, error) {
 			WriteBufferSize:     64 << 10,
 			ReadBufferSize:      64 << 10,
 		}
+		tr = newUpstream(fallback, cfg.MaxConnsPerEngine)
 	}
 	g := &Gateway{
 		cfg: cfg, log: lg, transport: tr,
-		client:  &http.Client{Transport: tr, Timeout: cfg.ScrapeTimeout},
+		client:  &http.Client{Transport: scrape, Timeout: cfg.ScrapeTimeout},
 		metrics: newMetrics(cfg.Policy),
 		pools:   map[string]*Router{},
 		eps:     map[string]*endpoint{},
+		known:   map[string]struct{}{},
+		queues:  map[string]*queue{},
 	}
-	g.bufs.New = func() any { b := make([]byte, 32<<10); return &b }
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+enginesim.PathCompletions, g.proxy)
 	mux.HandleFunc("POST "+enginesim.PathChatCompletions, g.proxy)
@@ -155,9 +205,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.Serv
 func (g *Gateway) Run(ctx context.Context) error {
 	t := time.NewTicker(g.cfg.RefreshInterval)
 	defer t.Stop()
-	if tr, ok := g.transport.(interface{ CloseIdleConnections() }); ok {
-		defer tr.CloseIdleConnections()
-	}
+	defer g.closeIdle()
 	for {
 		if err := g.Refresh(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("refresh endpoints", "err", err)
@@ -170,6 +218,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 }
 
+// closeIdle closes the idle connections to the engines.
+func (g *Gateway) closeIdle() {
+	if tr, ok := g.transport.(interface{ CloseIdleConnections() }); ok {
+		tr.CloseIdleConnections()
+	}
+	g.client.CloseIdleConnections()
+}
+
 // Refresh reads the endpoint list once, asks new endpoints which model
 // they serve, scrapes every engine's /metrics and updates the routers. It
 // blocks until all scrapes finish or time out.
@@ -178,7 +234,21 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list endpoints: %w", err)
 	}
+	var known map[string]struct{}
+	if ms, ok := g.cfg.Source.(ModelSource); ok {
+		models, err := ms.Models(ctx)
+		if err != nil {
+			return fmt.Errorf("list models: %w", err)
+		}
+		known = make(map[string]struct{}, len(models))
+		for _, m := range models {
+			known[m] = struct{}{}
+		}
+	}
 	g.mu.Lock()
+	if known != nil {
+		g.known = known
+	}
 	next := make(map[string]*endpoint, len(list))
 	for _, e := range list {
 		old, ok := g.eps[e.URL]
@@ -191,6 +261,12 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 		next[e.URL] = old
 	}
 	g.eps = next
+	g.urls.Range(func(k, _ any) bool {
+		if _, ok := next[k.(string)]; !ok {
+			g.urls.Delete(k)
+		}
+		return true
+	})
 	eps := make([]*endpoint, 0, len(next))
 	for _, e := range next {
 		eps = append(eps, e)
@@ -226,6 +302,7 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.publishLocked()
 	byModel := map[string][]*endpoint{}
 	for _, r := range results {
 		e := r.e
@@ -273,6 +350,25 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// publishLocked hands the request path a fresh copy of the routers, then
+// lets held requests through to models that now have one.
+func (g *Gateway) publishLocked() {
+	routers := maps.Clone(g.pools)
+	g.routers.Store(&routers)
+	g.syncGatesLocked()
+	if g.refreshed != nil {
+		close(g.refreshed)
+		g.refreshed = nil
+	}
+}
+
+func (g *Gateway) isKnown(model string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.known[model]
+	return ok
+}
+
 func (g *Gateway) decisionsLocked() int64 {
 	var n int64
 	for _, rt := range g.pools {
@@ -294,9 +390,10 @@ func (g *Gateway) Replicas(model string, now time.Time) []Candidate {
 }
 
 func (g *Gateway) pool(model string) *Router {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pools[model]
+	if m := g.routers.Load(); m != nil {
+		return (*m)[model]
+	}
+	return nil
 }
 
 func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -311,12 +408,14 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
+	// Models scaled to zero are served too: their requests are held.
 	g.mu.Lock()
-	models := make([]string, 0, len(g.pools))
+	set := maps.Clone(g.known)
 	for m := range g.pools {
-		models = append(models, m)
+		set[m] = struct{}{}
 	}
 	g.mu.Unlock()
+	models := slices.Collect(maps.Keys(set))
 	sort.Strings(models)
 	type model struct {
 		ID      string `json:"id"`
@@ -337,12 +436,14 @@ func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// copyHeader copies src's end-to-end headers into dst, sharing their
+// value slices: neither side's values are modified afterwards.
 func copyHeader(dst, src http.Header) {
 	for k, vs := range src {
 		if slices.Contains(hopHeaders, k) {
 			continue
 		}
-		dst[k] = append(dst[k][:0:0], vs...)
+		dst[k] = vs
 	}
 }
 
@@ -351,15 +452,69 @@ func retryableStatus(code int) bool {
 	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
 }
 
+// proxyBufs are one request's reusable buffers. Body goes back to the pool
+// only when the transport has finished writing every copy of the request
+// it was given (it may still be writing after RoundTrip returns, and it
+// may resend the body through GetBody).
+type proxyBufs struct {
+	body   []byte
+	prompt []byte
+	hashes []uint64
+	relay  []byte
+	req    Request
+	open   atomic.Int32 // request writes handed a reader over body and not finished
+	trace  httptrace.ClientTrace
+}
+
+// maxPooledBytes caps what a pooled buffer may grow to and stay pooled.
+const maxPooledBytes = 1 << 20
+
+func (g *Gateway) getBufs() *proxyBufs {
+	if b, ok := g.bufs.Get().(*proxyBufs); ok {
+		return b
+	}
+	b := &proxyBufs{relay: make([]byte, 32<<10)}
+	b.trace.WroteRequest = func(httptrace.WroteRequestInfo) { b.open.Add(-1) }
+	return b
+}
+
+func (g *Gateway) putBufs(b *proxyBufs, body []byte, p enginesim.PromptRequest) {
+	if b.open.Load() != 0 {
+		return // a transport may still read body: let the collector have it all
+	}
+	if cap(body) <= maxPooledBytes {
+		b.body = body[:0]
+	}
+	if sc := p.Scratch(); sc != nil && cap(sc) <= maxPooledBytes {
+		b.prompt = sc
+	}
+	if cap(b.req.Hashes) <= maxPooledBytes/8 {
+		b.hashes = b.req.Hashes[:0]
+	}
+	b.req = Request{}
+	g.bufs.Put(b)
+}
+
+// bodyOver is a request body over the pooled buffer. It is a no-op
+// closer around a *bytes.Reader, which net/http recognizes as in memory
+// and writes together with the headers.
+func (b *proxyBufs) bodyOver(body []byte) io.ReadCloser {
+	b.open.Add(1)
+	return io.NopCloser(bytes.NewReader(body))
+}
+
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := enginesim.ReadBody(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
+	bufs := g.getBufs()
+	body, err := enginesim.ReadBodyInto(bufs.body, http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
 	if err != nil {
+		g.putBufs(bufs, nil, enginesim.PromptRequest{})
 		g.metrics.request("", http.StatusBadRequest)
 		enginesim.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
-	p, err := enginesim.ParsePrompt(r.URL.Path, body)
+	p, err := enginesim.ParsePromptInto(bufs.prompt, r.URL.Path, body)
+	defer func() { g.putBufs(bufs, body, p) }()
 	if err != nil {
 		g.metrics.request("", http.StatusBadRequest)
 		enginesim.WriteError(w, http.StatusBadRequest, err.Error())
@@ -367,40 +522,84 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := g.pool(p.Model)
 	if rt == nil {
-		g.metrics.request(p.Model, http.StatusNotFound)
-		enginesim.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
-		return
+		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) {
+			g.metrics.request(p.Model, http.StatusNotFound)
+			enginesim.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+			return
+		}
+		if rt, err = g.awaitReplica(r.Context(), p.Model); err != nil {
+			g.notAdmitted(w, r, p.Model, err)
+			return
+		}
 	}
 	maxTokens := p.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = g.cfg.DefaultMaxTokens
 	}
-	req := RequestFor(p.Tokens(0), maxTokens)
+	req := &bufs.req
+	if p.TokenIDs != nil {
+		*req = *RequestFor(p.TokenIDs, maxTokens)
+	} else {
+		RequestForText(req, bufs.hashes, p.Prompt, maxTokens)
+	}
 
-	var tried []string
-	var lastErr error
-	for attempt := 0; attempt < g.cfg.MaxAttempts; attempt++ {
-		t, err := rt.Pick(time.Now(), req, tried)
+	// A model the source knows whose every replica fails to connect is
+	// most likely between replicas (one retired, the next starting): it
+	// is held for the next refresh, within QueueTimeout, rather than
+	// answered 502 at once.
+	holdUntil := time.Now().Add(g.cfg.QueueTimeout)
+	for {
+		tried, lastErr, answered := g.attempts(w, r, rt, req, p, bufs, body, start)
+		if answered {
+			return
+		}
+		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) || !time.Now().Before(holdUntil) {
+			g.metrics.request(p.Model, http.StatusBadGateway)
+			enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
+			return
+		}
+		ctx, cancel := context.WithDeadline(r.Context(), holdUntil)
+		err := g.nextRefresh(ctx)
+		cancel()
+		if err == nil {
+			if rt = g.pool(p.Model); rt == nil {
+				rt, err = g.awaitReplica(r.Context(), p.Model)
+			}
+		}
 		if err != nil {
-			lastErr = err
-			break
+			g.notAdmitted(w, r, p.Model, ErrQueueTimeout)
+			return
+		}
+	}
+}
+
+// attempts tries up to MaxAttempts replicas of rt; answered says it
+// wrote the response (relayed, or turned away), else tried and lastErr
+// say what failed.
+func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, req *Request, p enginesim.PromptRequest, bufs *proxyBufs, body []byte, start time.Time) (tried []string, lastErr error, answered bool) {
+	for attempt := 0; attempt < g.cfg.MaxAttempts; attempt++ {
+		t, err := g.pick(r.Context(), p.Model, rt, req, tried)
+		if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueTimeout) || r.Context().Err() != nil {
+			g.notAdmitted(w, r, p.Model, err)
+			return tried, err, true
+		}
+		if err != nil {
+			return tried, err, false
 		}
 		g.metrics.decision(t.HitBlocks, len(req.Hashes))
 		tried = append(tried, t.Replica)
-		out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, t.Replica+r.URL.RequestURI(), bytes.NewReader(body))
+		out, err := g.upstreamRequest(r, t.Replica, bufs, body)
 		if err != nil {
 			t.Done(time.Now(), Failure)
 			lastErr = err
 			continue
 		}
-		copyHeader(out.Header, r.Header)
-		out.ContentLength = int64(len(body))
 		resp, err := g.transport.RoundTrip(out)
 		if err != nil {
 			if r.Context().Err() != nil {
 				t.Done(time.Now(), Canceled)
 				g.metrics.request(p.Model, 499)
-				return
+				return tried, err, true
 			}
 			t.Done(time.Now(), Failure)
 			lastErr = err
@@ -414,24 +613,92 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 			lastErr = fmt.Errorf("replica %s answered %d", t.Replica, resp.StatusCode)
 			continue
 		}
-		g.relay(w, r, resp, t, p, start)
-		return
+		g.relay(w, r, resp, t, p, bufs.relay, start)
+		return tried, nil, true
 	}
-	g.metrics.request(p.Model, http.StatusBadGateway)
-	enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
+	return tried, lastErr, false
+}
+
+// nextRefresh waits for the next Refresh to finish, or for ctx.
+func (g *Gateway) nextRefresh(ctx context.Context) error {
+	g.mu.Lock()
+	if g.refreshed == nil {
+		g.refreshed = make(chan struct{})
+	}
+	ch := g.refreshed
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// notAdmitted answers a request the admission queue turned away (429,
+// 503, both with Retry-After) or whose client left while held.
+func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model string, err error) {
+	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("model %s: no replica had room within %v; retry later", model, g.cfg.QueueTimeout)
+	switch {
+	case r.Context().Err() != nil:
+		g.metrics.request(model, 499)
+		return
+	case errors.Is(err, ErrQueueFull):
+		code, msg = http.StatusTooManyRequests, fmt.Sprintf("model %s: %d requests already waiting for a replica with room; retry later", model, g.cfg.MaxQueued)
+	case !errors.Is(err, ErrQueueTimeout):
+		code, msg = http.StatusBadGateway, fmt.Sprintf("model %s: %v", model, err)
+	}
+	g.metrics.request(model, code)
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(g.cfg.QueueTimeout.Seconds()/10))))
+	enginesim.WriteError(w, code, msg)
+}
+
+// upstreamRequest is r for replica (a base URL), its body the pooled
+// buffer; GetBody lets the transport resend it on a connection that
+// turned out to be closed.
+func (g *Gateway) upstreamRequest(r *http.Request, replica string, bufs *proxyBufs, body []byte) (*http.Request, error) {
+	base, err := g.baseURL(replica)
+	if err != nil {
+		return nil, err
+	}
+	u := *base
+	u.Path, u.RawPath, u.RawQuery = r.URL.Path, r.URL.RawPath, r.URL.RawQuery
+	// WroteRequest (bufs.trace) counts each write of the body out.
+	out := (&http.Request{
+		Method: http.MethodPost, URL: &u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        make(http.Header, len(r.Header)),
+		Body:          bufs.bodyOver(body),
+		ContentLength: int64(len(body)),
+		GetBody:       func() (io.ReadCloser, error) { return bufs.bodyOver(body), nil },
+	}).WithContext(httptrace.WithClientTrace(r.Context(), &bufs.trace))
+	copyHeader(out.Header, r.Header)
+	return out, nil
+}
+
+// baseURL parses a replica's base URL once.
+func (g *Gateway) baseURL(replica string) (*url.URL, error) {
+	if u, ok := g.urls.Load(replica); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(replica)
+	if err != nil {
+		return nil, fmt.Errorf("replica URL %q: %w", replica, err)
+	}
+	g.urls.Store(replica, u)
+	return u, nil
 }
 
 var dataPrefix = []byte("data: ")
 
-// relay streams resp to the client, flushing each chunk as it arrives.
-func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p enginesim.PromptRequest, start time.Time) {
+// relay streams resp to the client, flushing each chunk as it arrives:
+// the last one is left for the server to write with the end of the
+// answer, in one write.
+func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p enginesim.PromptRequest, buf []byte, start time.Time) {
 	defer resp.Body.Close()
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
-	bp := g.bufs.Get().(*[]byte)
-	defer g.bufs.Put(bp)
-	buf := *bp
 	var ttft time.Duration
 	events := 0
 	outcome := Success
@@ -453,7 +720,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 				outcome = Canceled
 				break
 			}
-			if fl != nil {
+			if fl != nil && err == nil {
 				fl.Flush()
 			}
 		}

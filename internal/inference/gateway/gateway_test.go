@@ -3,12 +3,15 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +54,15 @@ func startGateway(t *testing.T, policy string, urls ...string) (*Gateway, *httpt
 	for _, u := range urls {
 		eps = append(eps, Endpoint{URL: u})
 	}
-	g, err := New(Config{Source: eps, Policy: policy, Seed: 1, ScrapeTimeout: 2 * time.Second})
+	return newTestGateway(t, eps, Config{Policy: policy, ScrapeTimeout: 2 * time.Second})
+}
+
+// newTestGateway serves a gateway over src, refreshed once, until the
+// test ends.
+func newTestGateway(t *testing.T, src Source, cfg Config) (*Gateway, *httptest.Server) {
+	t.Helper()
+	cfg.Source, cfg.Seed = src, 1
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +73,7 @@ func startGateway(t *testing.T, policy string, urls ...string) (*Gateway, *httpt
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		if tr, ok := g.transport.(*http.Transport); ok {
-			tr.CloseIdleConnections()
-		}
+		g.closeIdle()
 	})
 	return g, hs
 }
@@ -376,4 +385,89 @@ func FuzzParseEndpoints(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Pooled request buffers never leak one request's bytes into another's:
+// an echoing engine (which answers 503 to every third request first, so
+// that bodies are resent to another replica) must get each body intact.
+func TestPooledBodiesArriveIntact(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	echo := func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case enginesim.PathModels:
+			io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
+			return
+		case enginesim.PathMetrics:
+			io.WriteString(w, "vllm:num_requests_running 0\n")
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		sum := fmt.Sprintf("%x", sha256.Sum256(b))
+		mu.Lock()
+		seen[sum]++
+		n := seen[sum]
+		mu.Unlock()
+		if n == 1 && b[len(b)-3]%3 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", sum)
+	}
+	a, b := httptest.NewServer(http.HandlerFunc(echo)), httptest.NewServer(http.HandlerFunc(echo))
+	defer a.Close()
+	defer b.Close()
+	_, gw := startGateway(t, PolicyRoundRobin, a.URL, b.URL)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path, body := enginesim.PathCompletions, fmt.Sprintf(`{"model":"m","stream":true,"prompt":%q,"x":%d}`, strings.Repeat(fmt.Sprint(i), 100*(i%7+1)), i)
+			if i%2 == 1 {
+				path, body = enginesim.PathChatCompletions, fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"line\n%s"}],"x":%d}`, strings.Repeat("é", 50*i), i)
+			}
+			resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("data: %x\n\ndata: [DONE]\n\n", sha256.Sum256([]byte(body))); string(got) != want {
+				errs <- fmt.Errorf("request %d: status %d, answer %q, want %q", i, resp.StatusCode, got, want)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A finished request's buffers go back to the pool: the transport's
+// count of body writes balances (it once went negative, and no buffer
+// was ever reused).
+func TestRequestBuffersAreReused(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // the pool survives
+	e := startEngine(t)
+	g, gw := startGateway(t, "", e.URL)
+	// The race detector makes the pool drop a quarter of what it is
+	// given: a few tries.
+	for range 10 {
+		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"hello there","max_tokens":2}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		b := g.getBufs()
+		if b.open.Load() != 0 {
+			t.Fatalf("%d body writes open after a finished request", b.open.Load())
+		}
+		if cap(b.body) > 0 {
+			return
+		}
+	}
+	t.Error("no request's buffers came back from the pool")
 }

@@ -135,6 +135,15 @@ func (g *Gateway) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g.mu.Unlock()
+	g.qmu.Lock()
+	held := map[string]int{}
+	for model := range g.queues {
+		held[model] = 0
+	}
+	g.qmu.Unlock()
+	for model := range held {
+		held[model], _ = g.Held(model)
+	}
 
 	m.mu.Lock()
 	pw.Header("gangway_gateway_requests_total", "counter", "Requests answered, by model and HTTP status (499: client went away).")
@@ -162,6 +171,14 @@ func (g *Gateway) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	pw.Header("gangway_gateway_decisions_total", "counter", "Routing decisions, retries included.")
 	for model, s := range stats {
 		pw.Sample("gangway_gateway_decisions_total", []promtext.Label{pl, {Name: "model", Value: model}}, float64(s.Decisions))
+	}
+	pw.Header("gangway_gateway_held_requests", "gauge", "Requests held for a replica with room, or for a first replica.")
+	for model, n := range held {
+		pw.Sample("gangway_gateway_held_requests", []promtext.Label{pl, {Name: "model", Value: model}}, float64(n))
+	}
+	pw.Header("gangway_gateway_saturated_total", "counter", "Routing attempts that found every replica saturated and held the request.")
+	for model, s := range stats {
+		pw.Sample("gangway_gateway_saturated_total", []promtext.Label{pl, {Name: "model", Value: model}}, float64(s.Saturated))
 	}
 	pw.Header("gangway_gateway_retries_total", "counter", "Decisions that retried a request on another replica.")
 	for model, s := range stats {

@@ -237,11 +237,7 @@ func (p *PrefixAffinity) EstimateTTFT(req *Request, c *Candidate) (ttft float64,
 		}
 		queued += float64(extra) * avg
 	}
-	cached := min(c.IndexHit*BlockSize, max(req.PromptTokens-1, 0))
-	kvNeed := c.InFlightTokens + int64(req.PromptTokens-cached+req.MaxTokens)
-	saturated = (c.Capacity.KVTokens > 0 && kvNeed > c.Capacity.KVTokens) ||
-		(c.Capacity.MaxNumSeqs > 0 && c.InFlight >= c.Capacity.MaxNumSeqs)
-	return queued + own, saturated
+	return queued + own, Overflows(req, c)
 }
 
 func (*PrefixAffinity) ownPrefill(req *Request, c *Candidate) float64 {

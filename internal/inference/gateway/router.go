@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -14,6 +16,12 @@ import (
 
 // ErrNoReplica is returned by Pick when no replica is left to try.
 var ErrNoReplica = errors.New("gateway: no replica available")
+
+// ErrSaturated is returned by Pick, when the router holds what does not
+// fit (RouterOptions.HoldWhenSaturated), if the request would overflow
+// every replica it could go to. Nothing is charged; the caller may try
+// again once Freed's channel closes.
+var ErrSaturated = errors.New("gateway: every replica is saturated")
 
 // BlockSize is the number of tokens per prompt block the router hashes
 // and indexes: vLLM's default KV block size. The index is the router's
@@ -145,6 +153,16 @@ type RouterOptions struct {
 	EjectFor         time.Duration // first ejection; doubles each time, up to 32×; default 5s
 	MaxEjectFraction float64       // never eject more than this share of replicas; default 0.5
 	Oracle           CacheOracle   // required by policies that implement UsesOracle
+	// HoldWhenSaturated makes Pick answer ErrSaturated rather than route
+	// a request that every candidate replica is too full for — unless one
+	// of them has nothing in flight, which always takes it. Too full: the
+	// request Overflows it, or its pending prefill plus the request's own
+	// would exceed MaxPendingPrefill (when positive): past that point a
+	// request waits longer in that engine's queue than its TTFT allows,
+	// and is better held where a replica that frees up or starts can
+	// take it.
+	HoldWhenSaturated bool
+	MaxPendingPrefill time.Duration
 }
 
 // Router decides which replica serves each request. It is safe for
@@ -160,7 +178,8 @@ type Router struct {
 	replicas []*replica // sorted by ID
 	byID     map[string]*replica
 	stats    RouterStats
-	cands    []Candidate // scratch
+	cands    []Candidate   // scratch
+	freed    chan struct{} // closed when capacity frees; nil until Freed is called
 }
 
 // RouterStats are the router's cumulative counters.
@@ -173,6 +192,7 @@ type RouterStats struct {
 	Retries     int64 // picks that excluded an already-tried replica
 	Failures    int64
 	FirstTokens int64
+	Saturated   int64 // picks refused with ErrSaturated
 }
 
 type replica struct {
@@ -262,6 +282,7 @@ func (r *Router) SetReplicas(reps []Replica) {
 		return 0
 	})
 	r.replicas, r.byID = next, byID
+	r.signalLocked()
 }
 
 // Replicas lists the current replica IDs, sorted.
@@ -281,10 +302,33 @@ func (r *Router) Observe(id string, l EngineLoad, healthy bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rep, ok := r.byID[id]; ok {
+		if healthy && !rep.healthy {
+			r.signalLocked()
+		}
 		rep.healthy = healthy
 		if healthy {
 			rep.engine = l
 		}
+	}
+}
+
+// Freed returns a channel that is closed the next time capacity may have
+// freed: a request ends, replicas change, or one recovers. A caller that
+// got ErrSaturated takes the channel before trying again, so that a
+// release between its try and its wait is not missed.
+func (r *Router) Freed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.freed == nil {
+		r.freed = make(chan struct{})
+	}
+	return r.freed
+}
+
+func (r *Router) signalLocked() {
+	if r.freed != nil {
+		close(r.freed)
+		r.freed = nil
 	}
 }
 
@@ -371,6 +415,10 @@ func (r *Router) Pick(now time.Time, req *Request, tried []string) (*Ticket, err
 		}
 		r.cands = append(r.cands, c)
 	}
+	if r.opts.HoldWhenSaturated && !r.anyFits(req, r.cands) {
+		r.stats.Saturated++
+		return nil, ErrSaturated
+	}
 	i := r.policy.Pick(req, r.cands, r.rng)
 	if i < 0 || i >= len(pool) {
 		i = 0
@@ -399,6 +447,40 @@ func (r *Router) Pick(now time.Time, req *Request, tried []string) (*Ticket, err
 	r.stats.Blocks += int64(len(req.Hashes))
 	r.stats.HitBlocks += int64(hit)
 	return t, nil
+}
+
+// Overflows reports whether req would saturate c: the KV its tokens
+// would allocate there (its prompt after the blocks the index places
+// there, plus its output) on top of what c's in-flight requests may
+// grow to exceeds c's KV cache, or c's sequence slots are all taken.
+func Overflows(req *Request, c *Candidate) bool {
+	cached := min(c.IndexHit*BlockSize, max(req.PromptTokens-1, 0))
+	kvNeed := c.InFlightTokens + int64(req.PromptTokens-cached+req.MaxTokens)
+	return (c.Capacity.KVTokens > 0 && kvNeed > c.Capacity.KVTokens) ||
+		(c.Capacity.MaxNumSeqs > 0 && c.InFlight >= c.Capacity.MaxNumSeqs)
+}
+
+// anyFits: some candidate has room for req, or has nothing in flight
+// (a request larger than a whole replica still goes somewhere).
+func (r *Router) anyFits(req *Request, cands []Candidate) bool {
+	budget := r.opts.MaxPendingPrefill.Seconds()
+	for i := range cands {
+		c := &cands[i]
+		if c.InFlight == 0 {
+			return true
+		}
+		if Overflows(req, c) {
+			continue
+		}
+		if budget > 0 {
+			cached := min(c.IndexHit*BlockSize, max(req.PromptTokens-1, 0))
+			if c.PendingPrefill+c.Capacity.PrefillSeconds(cached, req.PromptTokens-cached) > budget {
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // Ticket is one routing decision. Its methods are safe to call from the
@@ -432,6 +514,7 @@ func (t *Ticket) firstLocked() {
 	t.rep.prefilling--
 	t.rep.pendingPrefill = math.Max(0, t.rep.pendingPrefill-t.prefill)
 	t.r.stats.FirstTokens++
+	t.r.signalLocked()
 }
 
 // Outcome is how a routed request ended.
@@ -461,6 +544,7 @@ func (t *Ticket) Done(now time.Time, o Outcome) {
 	rep := t.rep
 	rep.inFlight--
 	rep.inFlightTokens -= t.tokens
+	r.signalLocked()
 	switch o {
 	case Success:
 		rep.failures = 0
@@ -494,4 +578,59 @@ func RequestFor(tokens []uint32, maxTokens int) *Request {
 		PromptTokens: len(tokens),
 		MaxTokens:    maxTokens,
 	}
+}
+
+// BlockBytes is the prompt text one block of the prefix index covers
+// when the gateway hashes text: BlockSize tokens of enginesim's
+// tokenizer (enginesim.BytesPerToken bytes each).
+const BlockBytes = BlockSize * enginesim.BytesPerToken
+
+// RequestForText builds the router's view of a prompt from its text,
+// with AppendTextHashes into hashes[:0] (which the request keeps).
+func RequestForText(dst *Request, hashes []uint64, text []byte, maxTokens int) {
+	*dst = Request{
+		Hashes:       AppendTextHashes(hashes[:0], text),
+		PromptTokens: enginesim.CountTokens(len(text)),
+		MaxTokens:    maxTokens,
+	}
+}
+
+// AppendTextHashes appends the chained hashes of text's full
+// BlockBytes-byte blocks: hash i covers text[:(i+1)·BlockBytes], so
+// equal hashes mean equal prefixes, as with enginesim.BlockHashes over
+// tokens (which is a different function: the gateway has no tokenizer
+// and hashes the text itself, 16 bytes per multiply). A trailing partial
+// block gets no hash.
+func AppendTextHashes(dst []uint64, text []byte) []uint64 {
+	h := uint64(0x243f6a8885a308d3)
+	for len(text) >= BlockBytes {
+		h = hashTextBlock(h, text[:BlockBytes])
+		dst = append(dst, h)
+		text = text[BlockBytes:]
+	}
+	return dst
+}
+
+// hashTextBlock chains one 64-byte block onto prev with wyhash's
+// multiply-fold mixing.
+func hashTextBlock(prev uint64, b []byte) uint64 {
+	const (
+		k0 = 0xa0761d6478bd642f
+		k1 = 0xe7037ed1a0b428db
+		k2 = 0x8ebc6af09c88c6e3
+		k3 = 0x589965cc75374cc3
+	)
+	_ = b[63]
+	le := binary.LittleEndian
+	a := mum(le.Uint64(b[0:])^k0, le.Uint64(b[8:])^prev)
+	c := mum(le.Uint64(b[16:])^k1, le.Uint64(b[24:])^k2)
+	d := mum(le.Uint64(b[32:])^k2, le.Uint64(b[40:])^k3)
+	e := mum(le.Uint64(b[48:])^k3, le.Uint64(b[56:])^k1)
+	return mum(a^c^k1, d^e^prev^k0)
+}
+
+// mum folds the 128-bit product of a and b.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }

@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"bytes"
+	"container/list"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,6 +225,107 @@ func TestLRUSetKeepsPrefixes(t *testing.T) {
 	s.resize(3)
 	if s.len() != 3 || s.prefixLen(b) != 3 {
 		t.Errorf("after resize: len %d, b prefix %d", s.len(), s.prefixLen(b))
+	}
+}
+
+// The index evicts exactly as a linked-list LRU would, and its binary
+// search for a chain's cached prefix agrees with a linear scan, on
+// chains that share prefixes of random lengths.
+func TestLRUSetMatchesAListLRU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, capacity := range []int{1, 7, 64, 300} {
+		s := newLRUSet(capacity)
+		ref := list.New()
+		elems := map[uint64]*list.Element{}
+		var chains [][]uint64
+		for step := range 3000 {
+			// A new chain: a prefix of an earlier one, then new blocks.
+			var c []uint64
+			if len(chains) > 0 && rng.IntN(4) > 0 {
+				old := chains[rng.IntN(len(chains))]
+				c = append(c, old[:rng.IntN(len(old)+1)]...)
+			}
+			prev := uint64(step)
+			if len(c) > 0 {
+				prev = c[len(c)-1]
+			}
+			for range rng.IntN(20) {
+				prev = prev*6364136223846793005 + 1442695040888963407
+				c = append(c, prev)
+			}
+			if len(c) == 0 {
+				continue
+			}
+			chains = append(chains, c)
+			for _, probe := range []int{rng.IntN(len(chains)), len(chains) - 1} {
+				q := chains[probe]
+				lin := 0
+				for lin < len(q) && elems[q[lin]] != nil {
+					lin++
+				}
+				if got := s.prefixLen(q); got != lin {
+					t.Fatalf("cap %d step %d: prefixLen %d, linear scan %d", capacity, step, got, lin)
+				}
+			}
+			s.addChain(c)
+			for i := len(c) - 1; i >= 0; i-- {
+				if e := elems[c[i]]; e != nil {
+					ref.MoveToFront(e)
+				} else {
+					elems[c[i]] = ref.PushFront(c[i])
+				}
+				for ref.Len() > capacity {
+					delete(elems, ref.Remove(ref.Back()).(uint64))
+				}
+			}
+			if step%700 == 699 {
+				capacity = 1 + rng.IntN(2*capacity)
+				s.resize(capacity)
+				for ref.Len() > capacity {
+					delete(elems, ref.Remove(ref.Back()).(uint64))
+				}
+			}
+			if s.len() != ref.Len() {
+				t.Fatalf("cap %d step %d: %d blocks, list LRU %d", capacity, step, s.len(), ref.Len())
+			}
+			for h := range elems {
+				if !s.contains(h) {
+					t.Fatalf("cap %d step %d: %x evicted early", capacity, step, h)
+				}
+			}
+		}
+		if len(s.slots) > s.cap+1 {
+			t.Errorf("cap %d: %d slots", s.cap, len(s.slots))
+		}
+	}
+}
+
+func TestTextHashesChainPrefixes(t *testing.T) {
+	text := []byte(strings.Repeat("0123456789abcdef", 40)) // 10 blocks
+	h := AppendTextHashes(nil, text)
+	if len(h) != 10 || len(AppendTextHashes(nil, text[:BlockBytes*3+63])) != 3 {
+		t.Fatalf("%d hashes for 10 blocks; a partial block must get none", len(h))
+	}
+	other := bytes.Clone(text)
+	other[4*BlockBytes+7] ^= 1
+	o := AppendTextHashes(nil, other)
+	if !slices.Equal(h[:4], o[:4]) {
+		t.Error("equal leading blocks hash differently")
+	}
+	for i := 4; i < 10; i++ {
+		if h[i] == o[i] {
+			t.Errorf("block %d: same hash after a differing block", i)
+		}
+	}
+	if slices.Equal(AppendTextHashes(nil, text[BlockBytes:2*BlockBytes]), h[1:2]) {
+		t.Error("a block's hash does not depend on the blocks before it")
+	}
+	seen := map[uint64]bool{}
+	for _, x := range h {
+		if seen[x] {
+			t.Error("repeated blocks of one prompt share a hash")
+		}
+		seen[x] = true
 	}
 }
 

@@ -19,6 +19,12 @@ type scrapeResult struct {
 	capacity *Capacity // nil when the metrics do not size the replica
 }
 
+// scraped is which metrics scrapeMetrics reads.
+var scraped = map[string]bool{
+	"vllm:num_requests_running": true, "vllm:num_requests_waiting": true, "vllm:kv_cache_usage_perc": true,
+	"vllm:gpu_cache_usage_perc": true, "vllm:cache_config_info": true, "gangway:engine_info": true,
+}
+
 // scrapeMetrics reads an engine's /metrics.
 func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResult, error) {
 	var res scrapeResult
@@ -35,7 +41,7 @@ func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResu
 		io.Copy(io.Discard, resp.Body)
 		return res, fmt.Errorf("scrape %s: status %d", base, resp.StatusCode)
 	}
-	samples, err := promtext.Parse(io.LimitReader(resp.Body, 8<<20))
+	samples, err := promtext.ParseOnly(io.LimitReader(resp.Body, 8<<20), scraped)
 	if err != nil {
 		return res, fmt.Errorf("scrape %s: %w", base, err)
 	}

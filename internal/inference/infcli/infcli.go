@@ -15,6 +15,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -75,6 +78,7 @@ func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
 func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("engine-sim", stderr)
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
+	replicas := fs.Int("replicas", 1, "serve this many independent engines, on --listen's port and the ones after it (port 0: free ports)")
 	model := fs.String("model", "Qwen3-32B", "model: "+strings.Join(enginesim.ModelNames(), ", "))
 	served := fs.String("served-model-name", "", "model name clients send (default: --model)")
 	gpu := fs.String("gpu", "H100", "GPU: "+strings.Join(enginesim.GPUNames(), ", "))
@@ -86,6 +90,7 @@ func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	maxSeqs := fs.Int("max-num-seqs", 256, "sequences per step")
 	maxTokens := fs.Int("max-num-batched-tokens", 8192, "token budget per step")
 	maxLen := fs.Int("max-model-len", 0, "longest prompt + output (0: the model's)")
+	prof := profileFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -104,41 +109,134 @@ func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		cfg.TP = n
 	}
-	srv, err := enginesim.NewServer(enginesim.ServerConfig{
-		Engine: cfg, ServedModelName: *served, Time: enginesim.TimeMode(*timeMode), TimeScale: *scale,
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "engine-sim: %v\n", err)
+	if *replicas < 1 {
+		fmt.Fprintf(stderr, "engine-sim: --replicas %d: want at least 1\n", *replicas)
 		return 2
 	}
-	c := srv.Config().Engine
+	addrs, err := replicaAddrs(*listen, *replicas)
+	if err != nil {
+		fmt.Fprintf(stderr, "engine-sim: --listen %q: %v\n", *listen, err)
+		return 2
+	}
+	var srvs []server
+	for range *replicas {
+		srv, err := enginesim.NewServer(enginesim.ServerConfig{
+			Engine: cfg, ServedModelName: *served, Time: enginesim.TimeMode(*timeMode), TimeScale: *scale,
+			Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "engine-sim: %v\n", err)
+			return 2
+		}
+		srvs = append(srvs, server{srv, srv.Run})
+	}
+	c := srvs[0].h.(*enginesim.Server).Config().Engine
 	cp := c.Capacity()
 	fmt.Fprintf(stderr, "engine-sim: %s on %d × %s (%s): weights %.1f GiB/GPU, KV cache %d tokens (%d blocks of %d), prefill ≈ %.0f tokens/s, decode step ≈ %v\n",
 		c.Model.Name, c.TP, c.GPU.Name, c.Quant, float64(cp.WeightBytesPerGPU)/(1<<30), cp.KVTokens, cp.KVBlocks, c.BlockSize,
 		float64(c.MaxNumBatchedTokens)/c.PrefillTime(0, c.MaxNumBatchedTokens).Seconds(), c.DecodeStepTime(1, 1000).Round(time.Microsecond))
-	return serve(ctx, *listen, srv, srv.Run, "engine-sim", stdout, stderr)
+	return serve(ctx, addrs, srvs, "engine-sim", prof, stdout, stderr)
 }
 
-// serve runs h on addr and run (the handler's loop) until ctx ends.
-func serve(ctx context.Context, addr string, h http.Handler, run func(context.Context) error, name string, stdout, stderr io.Writer) int {
-	ln, err := net.Listen("tcp", addr)
+// profiles are the --cpuprofile and --memprofile files of a server.
+type profiles struct{ cpu, mem *string }
+
+func profileFlags(fs *flag.FlagSet) profiles {
+	return profiles{
+		cpu: fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file"),
+		mem: fs.String("memprofile", "", "write an allocation profile to this file at shutdown"),
+	}
+}
+
+// start begins the CPU profile; the returned func ends it and writes the
+// allocation profile.
+func (p profiles) start() (stop func() error, err error) {
+	var cpu *os.File
+	if *p.cpu != "" {
+		if cpu, err = os.Create(*p.cpu); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, err
+		}
+	}
+	return func() error {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if err := cpu.Close(); err != nil {
+				return err
+			}
+		}
+		if *p.mem == "" {
+			return nil
+		}
+		f, err := os.Create(*p.mem)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}, nil
+}
+
+// server is one handler and its loop.
+type server struct {
+	h   http.Handler
+	run func(context.Context) error
+}
+
+// serve runs each server on its address until ctx ends (or one fails),
+// printing a "listening on" line for each.
+func serve(ctx context.Context, addrs []string, srvs []server, name string, prof profiles, stdout, stderr io.Writer) int {
+	var lns []net.Listener
+	for _, addr := range addrs {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 1
+		}
+		lns = append(lns, ln)
+	}
+	stopProf, err := prof.start()
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		for _, l := range lns {
+			l.Close()
+		}
+		fmt.Fprintf(stderr, "%s: profile: %v\n", name, err)
 		return 1
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-	fmt.Fprintf(stdout, "%s: listening on http://%s\n", name, ln.Addr())
+	defer func() {
+		if err := stopProf(); err != nil {
+			fmt.Fprintf(stderr, "%s: profile: %v\n", name, err)
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		run(ctx)
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	errc := make(chan error, len(srvs))
+	hss := make([]*http.Server, len(srvs))
+	for i, s := range srvs {
+		hss[i] = &http.Server{Handler: s.h, ReadHeaderTimeout: 30 * time.Second}
+		fmt.Fprintf(stdout, "%s: listening on http://%s\n", name, lns[i].Addr())
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			s.run(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			if err := hss[i].Serve(lns[i]); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
 	code := 0
 	select {
 	case <-ctx.Done():
@@ -148,10 +246,34 @@ func serve(ctx context.Context, addr string, h http.Handler, run func(context.Co
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
-	hs.Shutdown(sctx)
+	for _, hs := range hss {
+		hs.Shutdown(sctx)
+	}
 	cancel()
 	wg.Wait()
 	return code
+}
+
+// replicaAddrs are the addresses of n replicas from one --listen: the
+// same host, port and the ports after it (port 0: a free port each).
+func replicaAddrs(listen string, n int) ([]string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p+n-1 > 65535 {
+		return nil, fmt.Errorf("port %q: want 0..65535, room for %d replicas", port, n)
+	}
+	out := make([]string, n)
+	for i := range out {
+		q := p
+		if p != 0 {
+			q = p + i
+		}
+		out[i] = net.JoinHostPort(host, strconv.Itoa(q))
+	}
+	return out, nil
 }
 
 // Gateway is `gangway gateway`: the OpenAI gateway in front of engines.
@@ -167,6 +289,10 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	refresh := fs.Duration("refresh", 100*time.Millisecond, "how often to read the endpoints' metrics")
 	attempts := fs.Int("max-attempts", 3, "replicas to try when connecting fails")
 	seed := fs.Uint64("seed", 1, "seed of the policies' randomness")
+	maxQueued := fs.Int("max-queued", 1024, "requests held per model while every replica is saturated or none is ready (then 429); -1: hold none")
+	queueTimeout := fs.Duration("queue-timeout", 60*time.Second, "how long a request may be held (then 503)")
+	maxPrefill := fs.Duration("max-pending-prefill", 5*time.Second, "a replica with this much prefill queued counts as saturated; -1s: only KV cache and sequence slots count")
+	prof := profileFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -191,6 +317,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	g, err := gateway.New(gateway.Config{
 		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
+		MaxQueued: *maxQueued, QueueTimeout: *queueTimeout, MaxPendingPrefill: *maxPrefill,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 	})
 	if err != nil {
@@ -198,7 +325,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(stderr, "gateway: policy %s over %d endpoints\n", *policy, len(eps))
-	return serve(ctx, *listen, g, g.Run, "gateway", stdout, stderr)
+	return serve(ctx, []string{*listen}, []server{{g, g.Run}}, "gateway", prof, stdout, stderr)
 }
 
 // BenchInference is `gangway bench inference`.
@@ -211,6 +338,8 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 	seed := fs.Uint64("seed", 1, "workload seed")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	failOnCheck := fs.Bool("fail-on-check", false, "exit 1 when a target is missed")
+	inProcess := fs.Bool("overhead-in-process", false, "run the overhead scenario's engines and gateway in this process, not as their own")
+	profileDir := fs.String("profile-dir", "", "write CPU and allocation profiles of the overhead scenario's processes here")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -218,7 +347,12 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "bench inference: -o %q: want text or json\n", *output)
 		return 2
 	}
-	opts := bench.Options{Quick: *quick, Seed: *seed}
+	opts := bench.Options{Quick: *quick, Seed: *seed, ProfileDir: *profileDir}
+	if !*inProcess {
+		if exe, err := os.Executable(); err == nil {
+			opts.Exe = exe
+		}
+	}
 	if *scenarios != "" {
 		opts.Scenarios = strings.Split(*scenarios, ",")
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,60 @@ func TestBenchInferenceText(t *testing.T) {
 	for _, want := range []string{"ttft p99 ms", "prefix-affinity", "round-robin", "noreuse: default TTFT p99"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestEngineSimReplicas(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"engine-sim", "--replicas", "3", "--listen", "127.0.0.1:0", "--model", "Qwen3-8B", "--time", "zero"}, &out, &errOut)
+	}()
+	var urls []string
+	for deadline := time.Now().Add(20 * time.Second); len(urls) < 3; time.Sleep(10 * time.Millisecond) {
+		urls = nil
+		for _, m := range listenRE.FindAllStringSubmatch(out.String(), -1) {
+			urls = append(urls, m[1])
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("listening on %v: %s", urls, errOut.String())
+		}
+	}
+	for _, u := range urls {
+		resp, err := http.Post(u+"/v1/completions", "application/json", strings.NewReader(`{"model":"Qwen3-8B","prompt":"hi","max_tokens":2}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: status %d", u, resp.StatusCode)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestReplicaAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		n      int
+		want   []string
+	}{
+		{"127.0.0.1:8000", 3, []string{"127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"}},
+		{"127.0.0.1:0", 2, []string{"127.0.0.1:0", "127.0.0.1:0"}},
+		{"127.0.0.1:65535", 2, nil},
+		{"nohost", 1, nil},
+	} {
+		got, err := replicaAddrs(tc.listen, tc.n)
+		if (err != nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("replicaAddrs(%q, %d) = %v, %v; want %v", tc.listen, tc.n, got, err, tc.want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ package promtext
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -202,13 +203,29 @@ func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
 // Parse reads the text format and returns its samples in order. Comment and
 // blank lines are skipped; timestamps are accepted and dropped. A malformed
 // line is an error naming its line number and column.
-func Parse(r io.Reader) ([]Sample, error) {
+func Parse(r io.Reader) ([]Sample, error) { return ParseOnly(r, nil) }
+
+// ParseOnly is Parse keeping only the samples of the metrics in names
+// (nil keeps all); the lines of other metrics are skipped without being
+// parsed (or checked), which is what makes scraping a vLLM /metrics for
+// three gauges cheap.
+func ParseOnly(r io.Reader, names map[string]bool) ([]Sample, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	var out []Sample
 	line := 0
 	for sc.Scan() {
 		line++
+		if names != nil {
+			b := bytes.TrimLeft(sc.Bytes(), " \t")
+			n := 0
+			for n < len(b) && isNameChar(b[n], n == 0) {
+				n++
+			}
+			if n == 0 || !names[string(b[:n])] {
+				continue // comments and blank lines have no name either
+			}
+		}
 		text := strings.TrimRight(sc.Text(), "\r")
 		t := strings.TrimLeft(text, " \t")
 		if t == "" || t[0] == '#' {

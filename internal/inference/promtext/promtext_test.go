@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -112,4 +113,38 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("re-parse gave %d samples, want %d", len(again), len(samples))
 		}
 	})
+}
+
+// ParseOnly returns what Parse does for the metrics it keeps, on any
+// input Parse accepts; and it skips the lines of others unparsed.
+func FuzzParseOnlyAgrees(f *testing.F) {
+	f.Add("a 1\nb 2\na{x=\"y\"} 3\n")
+	f.Add("# HELP a x\n# TYPE a gauge\na 1\nb{le=\"+Inf\"} 2\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		names := map[string]bool{"a": true, "vllm:x": true}
+		only, err := ParseOnly(strings.NewReader(in), names)
+		all, errAll := Parse(strings.NewReader(in))
+		if errAll != nil {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: ParseOnly failed where Parse did not: %v", in, err)
+		}
+		var want []Sample
+		for _, s := range all {
+			if names[s.Name] {
+				want = append(want, s)
+			}
+		}
+		if d := cmp.Diff(want, only, cmpopts.EquateNaNs(), cmpopts.EquateEmpty()); d != "" {
+			t.Fatalf("%q: (-Parse +ParseOnly)\n%s", in, d)
+		}
+	})
+}
+
+func TestParseOnlySkipsOtherLines(t *testing.T) {
+	got, err := ParseOnly(strings.NewReader("bad line {{{\nkeep 1\n"), map[string]bool{"keep": true})
+	if err != nil || len(got) != 1 || got[0].Value != 1 {
+		t.Errorf("got %v, %v", got, err)
+	}
 }

@@ -1,0 +1,133 @@
+package enginesim
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// sseAnswer renders a whole streamed answer at once, byte for byte what
+// responder writes event by event through encoding/json
+// (TestSSEAnswerMatchesResponder), without reflection or a buffer per
+// event: TimeZero's hot path.
+type sseAnswer struct {
+	chat    bool
+	model   string
+	created int64
+	id      uint64
+}
+
+// appendAll appends every event of an answer of n tokens for seed, the
+// usage event when asked, and [DONE].
+func (a sseAnswer) appendAll(b []byte, seed uint64, n int, reason string, usage bool, promptTokens int) []byte {
+	if a.chat {
+		b = a.appendHead(b)
+		b = append(b, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`...)
+		b = append(b, "\n\n"...)
+	}
+	for i := range n {
+		b = a.appendHead(b)
+		text := TokenText(genToken(seed, i))
+		if a.chat {
+			b = append(b, `[{"index":0,"delta":{"content":`...)
+			b = appendJSONString(b, text)
+			b = append(b, `},"logprobs":null,"finish_reason":`...)
+		} else {
+			b = append(b, `[{"index":0,"text":`...)
+			b = appendJSONString(b, text)
+			b = append(b, `,"logprobs":null,"finish_reason":`...)
+		}
+		if i == n-1 {
+			b = appendJSONString(b, reason)
+		} else {
+			b = append(b, "null"...)
+		}
+		if !a.chat {
+			b = append(b, `,"stop_reason":null`...)
+		}
+		b = append(b, "}]}\n\n"...)
+	}
+	if usage {
+		b = a.appendHead(b)
+		b = append(b, `[],"usage":{"prompt_tokens":`...)
+		b = strconv.AppendInt(b, int64(promptTokens), 10)
+		b = append(b, `,"completion_tokens":`...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		b = append(b, `,"total_tokens":`...)
+		b = strconv.AppendInt(b, int64(promptTokens+n), 10)
+		b = append(b, "}}\n\n"...)
+	}
+	return append(b, "data: [DONE]\n\n"...)
+}
+
+// appendHead appends an event up to its choices' value.
+func (a sseAnswer) appendHead(b []byte) []byte {
+	b = append(b, `data: {"id":"`...)
+	if a.chat {
+		b = append(b, "chatcmpl-"...)
+	} else {
+		b = append(b, "cmpl-"...)
+	}
+	b = appendHex16(b, a.id)
+	if a.chat {
+		b = append(b, `","object":"chat.completion.chunk","created":`...)
+	} else {
+		b = append(b, `","object":"text_completion","created":`...)
+	}
+	b = strconv.AppendInt(b, a.created, 10)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, a.model)
+	return append(b, `,"choices":`...)
+}
+
+// appendJSONString appends s as encoding/json.Marshal writes a string:
+// HTML-safe escapes, \ufffd for invalid UTF-8, U+2028 and U+2029
+// escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
