@@ -78,8 +78,8 @@ type Agent struct {
 	log *slog.Logger
 	drv *driver.Supervisor // set by Run before its loops start
 
-	kick   chan struct{}  // asks the heartbeat loop to report now
-	awaits sync.WaitGroup // the goroutines watching ranks' exits
+	kick chan struct{}  // asks the heartbeat loop to report now
+	bg   sync.WaitGroup // goroutines watching ranks' exits and stopping ranks; Run waits for them
 
 	mu         sync.Mutex       // guards the fields below
 	tasks      map[string]*task // by task key
@@ -192,7 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.drv = drv
 	defer drv.Close()
-	defer a.awaits.Wait()
+	defer a.bg.Wait()
 	a.adopt(ctx)
 
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}

@@ -130,7 +130,8 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	for _, t := range stop {
 		if t.h != nil {
 			a.log.Info("stopping rank", "task", t.asg.TaskKey())
-			go t.h.Stop(t.asg.Grace.D())
+			a.bg.Add(1)
+			go func() { defer a.bg.Done(); t.h.Stop(ctx, t.asg.Grace.D()) }()
 		}
 	}
 	if len(start)+len(stop) > 0 {
@@ -248,9 +249,9 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 // goAwait watches t's process until it exits or ctx ends; Run waits for
 // every watcher before it returns.
 func (a *Agent) goAwait(ctx context.Context, t *task) {
-	a.awaits.Add(1)
+	a.bg.Add(1)
 	go func() {
-		defer a.awaits.Done()
+		defer a.bg.Done()
 		select {
 		case <-t.h.Done():
 			a.await(t)

@@ -2,16 +2,16 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/store"
 )
 
 // deploymentSource feeds the gateway the ready replicas of every
-// deployment, by served model name.
+// deployment, by served model name, from the server's cache: the gateway
+// asks ten times a second, which is no reason to read etcd.
 type deploymentSource struct {
-	st *store.Store
+	c *store.Cache
 }
 
 var (
@@ -21,10 +21,7 @@ var (
 
 // Endpoints lists ready, not retiring replicas.
 func (s deploymentSource) Endpoints(ctx context.Context) ([]gateway.Endpoint, error) {
-	ds, _, err := s.st.Deployments(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("gateway endpoints: %w", err)
-	}
+	ds := s.c.Deployments()
 	var out []gateway.Endpoint
 	for _, d := range ds {
 		if d.Status.Deleting {
@@ -43,10 +40,7 @@ func (s deploymentSource) Endpoints(ctx context.Context) ([]gateway.Endpoint, er
 // deleted, replicas or not: the gateway holds a request for one with no
 // ready replica (scaled to zero, starting) instead of answering 404.
 func (s deploymentSource) Models(ctx context.Context) ([]string, error) {
-	ds, _, err := s.st.Deployments(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("gateway models: %w", err)
-	}
+	ds := s.c.Deployments()
 	var out []string
 	for _, d := range ds {
 		if !d.Status.Deleting {

@@ -159,7 +159,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); _ = s.cache.Run(cctx) }()
 	// The gateway always runs: it watches every deployment's replicas,
 	// which the autoscaler needs; it serves requests only with a listener.
-	gw, err := gateway.New(gateway.Config{Source: deploymentSource{st: s.st}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
+	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("server: gateway: %w", err)
 	}

@@ -312,6 +312,18 @@ func (c *Cache) WaitRevision(ctx context.Context, rev int64) error {
 	return nil
 }
 
+// Deployments returns every deployment as the cache has it, by name.
+func (c *Cache) Deployments() []*api.Deployment {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*api.Deployment, 0, len(c.deploys))
+	for _, d := range c.deploys {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Spec.Name < out[j].Spec.Name })
+	return out
+}
+
 // Node returns a node as the cache has it, if it does.
 func (c *Cache) Node(name string) (*api.Node, bool) {
 	c.mu.Lock()

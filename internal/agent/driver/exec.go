@@ -17,6 +17,7 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -112,24 +113,31 @@ func (h *Handle) Signal(sig syscall.Signal) error {
 	return nil
 }
 
-// Stop sends SIGTERM, waits up to grace, then SIGKILL, and waits for exit.
-func (h *Handle) Stop(grace time.Duration) {
+// Stop sends SIGTERM, waits up to grace, then SIGKILL, and waits for the
+// exit or for ctx to end (the agent stopping: the signals are sent, and the
+// supervisor records the exit for the next agent).
+func (h *Handle) Stop(ctx context.Context, grace time.Duration) {
 	_ = h.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-h.done:
 		return
+	case <-ctx.Done():
+		return
 	case <-t.C:
 	}
-	_ = h.Signal(syscall.SIGKILL)
-	<-h.done
+	h.Kill(ctx)
 }
 
-// Kill sends SIGKILL to the group at once and waits for exit.
-func (h *Handle) Kill() {
+// Kill sends SIGKILL to the group at once and waits for the exit or for
+// ctx to end.
+func (h *Handle) Kill(ctx context.Context) {
 	_ = h.Signal(syscall.SIGKILL)
-	<-h.done
+	select {
+	case <-h.done:
+	case <-ctx.Done():
+	}
 }
 
 // finish records the exit and closes Done; only the first call counts.

@@ -115,7 +115,7 @@ func TestStopGivesGraceThenKills(t *testing.T) {
 	// A polite rank: exits 0 on SIGTERM.
 	h, dir := start(t, s, `trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
 	waitFile(t, filepath.Join(dir, "stdout.log"), "ready")
-	h.Stop(10 * time.Second)
+	h.Stop(context.Background(), 10*time.Second)
 	if e := h.Exit(); e.Code != 0 {
 		t.Errorf("polite rank exit = %+v; want 0", e)
 	}
@@ -123,7 +123,7 @@ func TestStopGivesGraceThenKills(t *testing.T) {
 	h, dir = start(t, s, `trap '' TERM; echo ready; while :; do sleep 0.05; done`)
 	waitFile(t, filepath.Join(dir, "stdout.log"), "ready")
 	t0 := time.Now()
-	h.Stop(300 * time.Millisecond)
+	h.Stop(context.Background(), 300*time.Millisecond)
 	if e := h.Exit(); e.Signal != syscall.SIGKILL.String() {
 		t.Errorf("stubborn rank exit = %+v; want killed", e)
 	}
@@ -147,7 +147,7 @@ func TestStartFailureIsReported(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Errorf("second start of %s = %v; want already running", h.Key(), err)
 	}
-	h.Kill()
+	h.Kill(context.Background())
 }
 
 func TestReattachAfterAgentRestart(t *testing.T) {
@@ -396,4 +396,23 @@ func TestDiscardedOutputCreatesNoLogFiles(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("task directory holds %d entries (%s); want none", len(ents), ents[0].Name())
 	}
+}
+
+func TestStopReturnsWhenItsContextEnds(t *testing.T) {
+	dir := t.TempDir()
+	t.Cleanup(func() { KillAll(dir) })
+	s := connect(t, dir)
+	h, _ := start(t, s, `trap '' TERM; sleep 30`)
+	// The agent shuts down: no exit event can reach this handle any more.
+	s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Stop(ctx, time.Hour); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("Stop returned before the grace or its context ended")
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	<-done // a Stop that ignored ctx would hang here (and the test time out)
 }
