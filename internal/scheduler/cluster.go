@@ -54,8 +54,12 @@ type cluster struct {
 	hist  [nLevels][]int32 // hist[L][g*hw+k]: nodes of group g with k free GPUs
 	gfree [nLevels][]int32 // free GPUs per group
 
-	shared   []sharedGPU
-	sharedAt map[int64]int32 // node<<8|gpu → index in shared
+	shared []sharedGPU
+	// shareHead[n] is node n's most recent entry in shared (-1: none);
+	// a node's entries link through sharedGPU.next, so finding a GPU's
+	// entry walks its node's few. nshared counts the entries in use.
+	shareHead []int32
+	nshared   int
 
 	// version counts changes to free GPUs, for memoized reasons.
 	version uint64
@@ -69,6 +73,7 @@ type sharedGPU struct {
 	mode  uint8 // shareMilli or shareMIG; 0 once released
 	milli int16 // used thousandths, shareMilli
 	mig   uint8 // used MIG positions, shareMIG
+	next  int32 // the node's previous entry in shared, -1 none
 }
 
 const (
@@ -76,7 +81,16 @@ const (
 	shareMIG   = 2
 )
 
-func sharedKey(node int32, gpu int) int64 { return int64(node)<<8 | int64(gpu) }
+// sharedIdx returns the index in shared of GPU gpu of node n while it is
+// shared, or -1.
+func (c *cluster) sharedIdx(n int32, gpu int) int32 {
+	for i := c.shareHead[n]; i >= 0; i = c.shared[i].next {
+		if s := &c.shared[i]; s.mode != 0 && int(s.gpu) == gpu {
+			return i
+		}
+	}
+	return -1
+}
 
 // newCluster builds the working state. Nodes the topology does not know
 // are skipped with a warning.
@@ -86,7 +100,7 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 		topo = topologyFromLabels(snap.Nodes, warn)
 	}
 	nn := topo.NumNodes()
-	c := &cluster{topo: topo, nn: nn, sharedAt: map[int64]int32{}}
+	c := &cluster{topo: topo, nn: nn}
 	c.ok = make([]bool, nn)
 	c.total = make([]uint8, nn)
 	c.all = make([]uint64, nn)
@@ -94,6 +108,15 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 	c.free = make([]uint64, nn)
 	c.nfree = make([]uint8, nn)
 	c.rail = make([][]int16, nn)
+	c.shareHead = make([]int32, nn)
+	for n := range nn {
+		c.shareHead[n] = -1
+	}
+	nshare := 0
+	for i := range snap.Nodes {
+		nshare += len(snap.Nodes[i].Shared)
+	}
+	c.shared = make([]sharedGPU, 0, nshare)
 	maxG := 0
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
@@ -144,25 +167,29 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 				warn(fmt.Sprintf("node %s: shared GPU %d has no fractional use (milli %d); treated as busy", n.Name, s.Index, s.UsedMilli))
 				continue
 			}
-			c.sharedAt[sharedKey(sg.node, s.Index)] = int32(len(c.shared))
-			c.shared = append(c.shared, sg)
+			if c.sharedIdx(sg.node, s.Index) >= 0 {
+				warn(fmt.Sprintf("node %s: shared GPU %d is listed twice; the first entry is used", n.Name, s.Index))
+				continue
+			}
+			c.linkShared(sg)
 		}
 		c.free[id] = m
 		c.nfree[id] = uint8(bits.OnesCount64(m))
 		maxG = max(maxG, total)
 		if tg := topo.GPUs(id); tg > 0 {
-			r := make([]int16, total)
-			known := false
-			for g := range r {
-				r[g] = -1
-				if g < tg {
-					r[g] = int16(topo.Rail(topology.GPURef{Node: id, GPU: int32(g)}))
-					known = known || r[g] >= 0
+			var r []int16 // allocated at the first known rail
+			for g := range min(tg, total) {
+				if rl := topo.Rail(topology.GPURef{Node: id, GPU: int32(g)}); rl >= 0 {
+					if r == nil {
+						r = make([]int16, total)
+						for k := range r {
+							r[k] = -1
+						}
+					}
+					r[g] = int16(rl)
 				}
 			}
-			if known {
-				c.rail[id] = r
-			}
+			c.rail[id] = r
 		}
 	}
 	c.hw = maxG + 1
@@ -174,6 +201,16 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 	}
 	c.buildHierarchy()
 	return c
+}
+
+// linkShared adds s to the shared GPUs, in use.
+func (c *cluster) linkShared(s sharedGPU) int32 {
+	i := int32(len(c.shared))
+	s.next = c.shareHead[s.node]
+	c.shareHead[s.node] = i
+	c.shared = append(c.shared, s)
+	c.nshared++
+	return i
 }
 
 // topologyFromLabels builds a topology from the nodes' labels; when the
@@ -334,7 +371,7 @@ func (c *cluster) give(n int32, mask uint64) uint64 {
 	got := mask & c.all[n] &^ c.free[n]
 	for m := got; m != 0; m &= m - 1 {
 		g := bits.TrailingZeros64(m)
-		if i, ok := c.sharedAt[sharedKey(n, g)]; ok && c.shared[i].mode != 0 {
+		if c.sharedIdx(n, g) >= 0 {
 			got &^= 1 << uint(g)
 		}
 	}
@@ -354,10 +391,7 @@ func (c *cluster) clone() *cluster {
 		d.gfree[L] = slices.Clone(c.gfree[L])
 	}
 	d.shared = slices.Clone(c.shared)
-	d.sharedAt = make(map[int64]int32, len(c.sharedAt))
-	for k, v := range c.sharedAt {
-		d.sharedAt[k] = v
-	}
+	d.shareHead = slices.Clone(c.shareHead)
 	return &d
 }
 

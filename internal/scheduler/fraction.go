@@ -131,7 +131,7 @@ func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fr
 			if left < 0 {
 				continue
 			}
-			if best < 0 || left < bestLeft || (left == bestLeft && c.fuller(lvNode, s.node, c.shared[best].node)) {
+			if best < 0 || left < bestLeft || (left == bestLeft && c.tighterShare(s, &c.shared[best])) {
 				best, bestLeft, bestStart = i, left, start
 			}
 		}
@@ -181,11 +181,20 @@ func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fr
 	return pl, ops, true
 }
 
+// tighterShare breaks a tie between shared GPUs a and b with the same room:
+// the fuller node, then the lower GPU index, whatever their order in the
+// snapshot.
+func (c *cluster) tighterShare(a, b *sharedGPU) bool {
+	if a.node != b.node {
+		return c.fuller(lvNode, a.node, b.node)
+	}
+	return a.gpu < b.gpu
+}
+
 // applyFrac makes op's change on c.
 func (c *cluster) applyFrac(op fracOp) {
-	key := sharedKey(op.node, op.gpu)
-	i, ok := c.sharedAt[key]
-	if !ok || c.shared[i].mode == 0 {
+	i := c.sharedIdx(op.node, op.gpu)
+	if i < 0 {
 		c.take(op.node, 1<<uint(op.gpu))
 		s := sharedGPU{node: op.node, gpu: int8(op.gpu)}
 		if op.milli > 0 {
@@ -193,9 +202,7 @@ func (c *cluster) applyFrac(op fracOp) {
 		} else {
 			s.mode = shareMIG
 		}
-		i = int32(len(c.shared))
-		c.shared = append(c.shared, s)
-		c.sharedAt[key] = i
+		i = c.linkShared(s)
 	}
 	s := &c.shared[i]
 	s.milli += int16(op.milli)
@@ -205,9 +212,8 @@ func (c *cluster) applyFrac(op fracOp) {
 // releaseFrac removes op's use; a GPU nobody shares any more becomes
 // wholly free.
 func (c *cluster) releaseFrac(op fracOp) {
-	key := sharedKey(op.node, op.gpu)
-	i, ok := c.sharedAt[key]
-	if !ok {
+	i := c.sharedIdx(op.node, op.gpu)
+	if i < 0 {
 		return
 	}
 	s := &c.shared[i]
@@ -215,7 +221,7 @@ func (c *cluster) releaseFrac(op fracOp) {
 	s.mig &^= op.mig
 	if s.milli == 0 && s.mig == 0 {
 		s.mode = 0
-		delete(c.sharedAt, key)
+		c.nshared--
 		c.give(op.node, 1<<uint(op.gpu))
 	}
 }

@@ -155,6 +155,11 @@ func TestPlanProperties(t *testing.T) {
 			shuffled.Running[i], shuffled.Running[j] = shuffled.Running[j], shuffled.Running[i]
 		})
 		rng.Shuffle(len(r2), func(i, j int) { r2[i], r2[j] = r2[j], r2[i] })
+		for i := range shuffled.Nodes {
+			n := &shuffled.Nodes[i]
+			n.Shared = append([]SharedGPU(nil), n.Shared...)
+			rng.Shuffle(len(n.Shared), func(i, j int) { n.Shared[i], n.Shared[j] = n.Shared[j], n.Shared[i] })
+		}
 		if diff := cmp.Diff(plan, ScheduleWith(shuffled, r2, opts)); diff != "" {
 			t.Fatalf("seed %d: shuffled inputs, different plan (-sorted +shuffled):\n%s", seed, diff)
 		}
