@@ -101,7 +101,7 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 		return int(s.gfree[lvRoot][0]) >= g.gpus && s.canFit(g, strat)
 	}
 	hi := -1 // the fewest releases after which g fits
-	if strat == Topology && g.required == lvRoot && !g.tpAcross && g.sel == nil {
+	if strat == Topology && g.required == lvRoot && !g.tpAcross && g.flat {
 		// The check is a few multiplications: release one at a time.
 		for k := 1; k <= len(keys); k++ {
 			moveTo(k)
@@ -144,7 +144,7 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 
 	p.full = p.c.clone()
 	for _, m := range masks {
-		p.c.take(m.node, m.mask)
+		p.c.takeAll(m)
 	}
 	start := keys[hi-1].end
 	p.resv = &reservation{job: g.req.JobID, start: start, masks: masks}

@@ -61,9 +61,21 @@ type cluster struct {
 	shareHead []int32
 	nshared   int
 
-	// version counts changes to free GPUs, for memoized reasons.
+	// Host resources per node: capacity (immutable; zero where unknown)
+	// and what is free (hostUnlimited where the capacity is unknown).
+	cpuCap, memCap         []int64
+	cpuFree, memFree       []int64
+	cpuLimited, memLimited bool  // some node has a known capacity
+	maxCPU, maxMem         int64 // the largest known capacities
+
+	// version counts changes to free GPUs and host resources, for
+	// memoized reasons.
 	version uint64
 }
+
+// hostUnlimited is the free CPU or memory of a node whose capacity is not
+// known: more than any request.
+const hostUnlimited = int64(1) << 60
 
 // sharedGPU is a GPU held in part by fractional ranks. A zeroed entry
 // (mode 0) has been returned to the free GPUs.
@@ -109,8 +121,11 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 	c.nfree = make([]uint8, nn)
 	c.rail = make([][]int16, nn)
 	c.shareHead = make([]int32, nn)
+	c.cpuCap, c.memCap = make([]int64, nn), make([]int64, nn)
+	c.cpuFree, c.memFree = make([]int64, nn), make([]int64, nn)
 	for n := range nn {
 		c.shareHead[n] = -1
+		c.cpuFree[n], c.memFree[n] = hostUnlimited, hostUnlimited
 	}
 	nshare := 0
 	for i := range snap.Nodes {
@@ -145,6 +160,14 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 			c.all[id] = 1<<uint(total) - 1
 		}
 		c.labels[id] = n.Labels
+		if n.CPUMillis > 0 {
+			c.cpuCap[id], c.cpuFree[id] = n.CPUMillis, n.CPUMillis-max(0, n.CPUMillisUsed)
+			c.cpuLimited, c.maxCPU = true, max(c.maxCPU, n.CPUMillis)
+		}
+		if n.MemoryBytes > 0 {
+			c.memCap[id], c.memFree[id] = n.MemoryBytes, n.MemoryBytes-max(0, n.MemoryBytesUsed)
+			c.memLimited, c.maxMem = true, max(c.maxMem, n.MemoryBytes)
+		}
 		var m uint64
 		for _, g := range n.Free {
 			if g >= 0 && g < total {
@@ -211,6 +234,18 @@ func (c *cluster) linkShared(s sharedGPU) int32 {
 	c.shared = append(c.shared, s)
 	c.nshared++
 	return i
+}
+
+// sharesOf appends the free milli-GPUs of node n's time-sliced GPUs to
+// left, and their indices in c.shared to at.
+func (c *cluster) sharesOf(n int32, left []int16, at []int32) ([]int16, []int32) {
+	for i := c.shareHead[n]; i >= 0; i = c.shared[i].next {
+		if s := &c.shared[i]; s.mode == shareMilli {
+			left = append(left, 1000-s.milli)
+			at = append(at, i)
+		}
+	}
+	return left, at
 }
 
 // topologyFromLabels builds a topology from the nodes' labels; when the
@@ -381,9 +416,41 @@ func (c *cluster) give(n int32, mask uint64) uint64 {
 	return got
 }
 
+// takeHost and giveHost change node n's free CPU and memory. A resource
+// no node limits is not counted, so that without limits the counters
+// never change and clones share them.
+func (c *cluster) takeHost(n int32, cpu, mem int64) {
+	if !c.cpuLimited {
+		cpu = 0
+	}
+	if !c.memLimited {
+		mem = 0
+	}
+	if cpu|mem != 0 {
+		c.version++
+		c.cpuFree[n] -= cpu
+		c.memFree[n] -= mem
+	}
+}
+
+func (c *cluster) giveHost(n int32, cpu, mem int64) { c.takeHost(n, -cpu, -mem) }
+
+// takeAll takes the GPUs and host resources of m.
+func (c *cluster) takeAll(m nodeMask) {
+	c.take(m.node, m.mask)
+	c.takeHost(m.node, m.cpu, m.mem)
+}
+
 // clone returns a copy whose mutable state is independent of c.
 func (c *cluster) clone() *cluster {
 	d := *c
+	if c.cpuLimited {
+		d.cpuFree = slices.Clone(c.cpuFree)
+	}
+	if c.memLimited {
+		d.memFree = slices.Clone(c.memFree)
+	}
+	d.shareHead = slices.Clone(c.shareHead)
 	d.free = slices.Clone(c.free)
 	d.nfree = slices.Clone(c.nfree)
 	for L := range nLevels {
@@ -391,7 +458,6 @@ func (c *cluster) clone() *cluster {
 		d.gfree[L] = slices.Clone(c.gfree[L])
 	}
 	d.shared = slices.Clone(c.shared)
-	d.shareHead = slices.Clone(c.shareHead)
 	return &d
 }
 

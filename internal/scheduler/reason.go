@@ -10,6 +10,8 @@ func (p *Pass) needText(g *gang) string {
 	r := g.req
 	var s string
 	switch {
+	case g.hostOnly:
+		s = fmt.Sprintf("needs %d host-only %s", r.Ranks, plural(r.Ranks, "rank", "ranks"))
 	case g.frac && g.milli > 0:
 		s = fmt.Sprintf("needs %d %s of %d milli-GPUs", r.Ranks, plural(r.Ranks, "rank", "ranks"), g.milli)
 	case g.frac:
@@ -23,6 +25,7 @@ func (p *Pass) needText(g *gang) string {
 	default:
 		s = fmt.Sprintf("needs %d GPUs (%d ranks × %d)", g.gpus, r.Ranks, g.gpr)
 	}
+	s += hostNeed(g)
 	if g.required < lvRoot {
 		s += " under one " + levelWords[g.required]
 	}
@@ -65,6 +68,9 @@ func (p *Pass) whyNot(g *gang) (PendingKind, string) {
 			return PendingCapacity, fmt.Sprintf("%s; the %d matching nodes have only %d GPUs", need, eligible, total)
 		}
 		return PendingCapacity, fmt.Sprintf("%s; the cluster has only %d GPUs", need, total)
+	}
+	if why, ok := p.whyHost(g); ok && (g.frac || free >= g.gpus) {
+		return PendingResources, why
 	}
 	if g.frac {
 		return PendingCapacity, fmt.Sprintf("%s; no shared GPU has room and %d whole GPUs are free %s", need, free, where)

@@ -19,10 +19,17 @@ type Node struct {
 	// Total is the node's GPU count. At most 64 GPUs per node are used.
 	Total  int
 	Labels map[string]string
-	// CPUMillis and MemoryBytes are the node's capacity, used only to
-	// weigh CPU and memory in dominant-resource fair share. Zero: unknown.
+	// CPUMillis and MemoryBytes are the node's capacity. They weigh CPU
+	// and memory in dominant-resource fair share and bound what ranks
+	// placed here may ask for. Zero: unknown, not limited.
 	CPUMillis   int64
 	MemoryBytes int64
+	// CPUMillisUsed and MemoryBytesUsed are what is held on the node now
+	// (the ranks of running jobs, and anything else the caller counts),
+	// as Free is for GPUs: a rank fits when its request is at most the
+	// capacity less what is used. Ignored where the capacity is zero.
+	CPUMillisUsed   int64
+	MemoryBytesUsed int64
 }
 
 // SharedGPU is a GPU that fractional ranks use in part. A GPU is shared in
@@ -103,7 +110,9 @@ type Running struct {
 	// as soon free.
 	Stopping bool
 	// CPUMillis and MemoryBytes are what the whole job holds, for fair
-	// share.
+	// share. What each rank holds on its node is in Ranks (Slot.CPUMillis,
+	// Slot.MemoryBytes): backfill and preemption give it back with the
+	// rank's GPUs.
 	CPUMillis   int64
 	MemoryBytes int64
 }
@@ -119,7 +128,11 @@ type Request struct {
 	Ranks        int
 	GPUsPerRank  int // 0 means 1, unless GPUMilli or MIGProfile is set
 	RanksPerNode int // 0: pack onto the fewest nodes
+	// NodeSelector: every label given must have the value given.
 	NodeSelector map[string]string
+	// NodeSelectorIn: every label given must have one of the values given
+	// ("gpu-model" in {"A100-80GB", "H100"}). Both selectors apply.
+	NodeSelectorIn map[string][]string
 
 	// GPUMilli asks for a time-sliced fraction of one GPU per rank, 1 to
 	// 999 thousandths. MIGProfile asks for a MIG instance per rank
@@ -144,9 +157,15 @@ type Request struct {
 	// limit or an estimate); zero: unknown. Backfill uses it.
 	EstimatedDuration time.Duration
 
-	// CPUMillisPerRank and MemoryBytesPerRank weigh in fair share only.
+	// CPUMillisPerRank and MemoryBytesPerRank are what each rank needs of
+	// its node's CPU and memory; they weigh in fair share too. Zero: none.
 	CPUMillisPerRank   int64
 	MemoryBytesPerRank int64
+	// HostOnly ranks take no GPU, only CPUMillisPerRank and
+	// MemoryBytesPerRank (a CPU-only job beside the GPU jobs). They are
+	// placed one rank at a time, where they take least from what GPU
+	// requests will need.
+	HostOnly bool
 }
 
 // Slot is where one rank goes.
@@ -160,6 +179,11 @@ type Slot struct {
 	// profile and its first memory-slice position on GPUs[0].
 	MIGProfile string
 	MIGStart   int
+	// CPUMillis and MemoryBytes are the CPU and memory the rank holds on
+	// Node: in a placement, what its request asks for; in a running job,
+	// what it holds (zero: nothing counted).
+	CPUMillis   int64
+	MemoryBytes int64
 	// TP, PP and DP are the rank's coordinates in the parallel grid.
 	TP, PP, DP int
 }
@@ -209,6 +233,9 @@ const (
 	// that do not divide, an unknown MIG profile). It is not an error: the
 	// API should have rejected it; the reason says what is wrong.
 	PendingInvalid
+	// PendingResources: nodes have the GPUs, but not the CPU or memory
+	// its ranks ask for.
+	PendingResources
 )
 
 var pendingKindNames = [...]string{
@@ -220,6 +247,7 @@ var pendingKindNames = [...]string{
 	PendingBlocked:    "blocked",
 	PendingBackfill:   "backfill",
 	PendingInvalid:    "invalid",
+	PendingResources:  "resources",
 }
 
 // String returns the kind's name ("capacity", "topology", ...).
