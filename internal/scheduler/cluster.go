@@ -68,6 +68,10 @@ type cluster struct {
 	cpuLimited, memLimited bool  // some node has a known capacity
 	maxCPU, maxMem         int64 // the largest known capacities
 
+	// fm is the pass's fragmentation model (Topology strategy); nil
+	// when placement ignores fragmentation. Immutable, shared by clones.
+	fm *fragModel
+
 	// version counts changes to free GPUs and host resources, for
 	// memoized reasons.
 	version uint64

@@ -103,7 +103,9 @@ func fitMIG(shape MIGShape, used uint8) int {
 }
 
 // placeFrac places every rank of a fractional or host-only gang on c,
-// or none, a rank at a time. A time-sliced or MIG rank goes to the
+// or none, a rank at a time. With a fragmentation model (the Topology
+// strategy) each rank goes where the node's expected fragmentation grows
+// least (see fracByFrag). Otherwise a time-sliced or MIG rank goes to the
 // shared GPU it fits most tightly (best fit), and only when none has room
 // to a wholly free GPU on the node with the fewest free GPUs, so that
 // whole GPUs and whole nodes stay free; a host-only rank goes to the node
@@ -119,6 +121,8 @@ func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fr
 		var op fracOp
 		var ok bool
 		switch {
+		case c.fm != nil && strat == Topology && g.mig.Width == 0:
+			op, ok = c.fracByFrag(g)
 		case g.hostOnly:
 			op, ok = c.hostBestFit(g)
 		default:

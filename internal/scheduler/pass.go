@@ -141,6 +141,9 @@ func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
 	for k := range p.c.hw {
 		p.one.f[k], p.one.rk[k] = int32(k), int32(k)
 	}
+	if opts.Strategy == Topology {
+		p.c.fm = p.buildFrag()
+	}
 
 	p.plan.Pending = make([]Pending, 0, len(reqs))
 	p.pendingAt = make([]int32, len(reqs))

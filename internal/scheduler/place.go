@@ -122,6 +122,9 @@ func (c *cluster) bestNode(g *gang, strat Strategy, need int, Lg int, gg int32) 
 	if Lg == lvNode {
 		return gg, c.capOf(g, lvNode, gg) >= need
 	}
+	if strat == Topology && c.fm != nil {
+		return c.bestNodeFrag(g, need, Lg, gg)
+	}
 	if !g.flat || Lg < lvLeaf {
 		best := int32(-1)
 		for n := lo; n < hi; n++ {
@@ -152,6 +155,14 @@ func (c *cluster) bestNode(g *gang, strat Strategy, need int, Lg int, gg int32) 
 	if k < 0 {
 		return -1, false
 	}
+	return c.nodeWithFree(k, strat, Lg, gg)
+}
+
+// nodeWithFree returns a node with exactly k free GPUs inside group (Lg,
+// gg), Lg at least a leaf, which must hold one: (Topology) in the fullest
+// leaf with such a node, the fullest NVLink domain, then the lowest id.
+func (c *cluster) nodeWithFree(k int, strat Strategy, Lg int, gg int32) (int32, bool) {
+	lo, hi := c.span(Lg, gg)
 	llo, lhi := c.grp[lvLeaf][lo], c.grp[lvLeaf][hi-1]+1
 	leaf := int32(-1)
 	for l := llo; l < lhi; l++ {

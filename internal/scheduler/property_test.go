@@ -126,8 +126,8 @@ func randomCase(t testing.TB, rng *rand.Rand) (Snapshot, []Request, Options) {
 }
 
 // addHost gives half the cases CPU and memory: node capacities, what
-// running ranks hold, requests that ask for some, host-only requests and
-// selectors with alternatives.
+// running ranks hold, requests that ask for some, host-only requests,
+// selectors with alternatives, and sometimes an explicit workload.
 func addHost(rng *rand.Rand, snap *Snapshot, reqs []Request, opts *Options) {
 	if rng.IntN(2) == 0 {
 		return
@@ -168,6 +168,21 @@ func addHost(rng *rand.Rand, snap *Snapshot, reqs []Request, opts *Options) {
 			r.NodeSelectorIn = map[string][]string{"zone": [][]string{{"x", "y"}, {"y"}, {"y", "y", "w"}}[rng.IntN(3)]}
 		}
 	}
+	if rng.IntN(3) == 0 {
+		for range 1 + rng.IntN(6) {
+			d := Demand{GPUs: rng.IntN(9), Weight: float64(rng.IntN(5))}
+			if rng.IntN(3) == 0 {
+				d.GPUs, d.GPUMilli = 0, 100*(1+rng.IntN(9))
+			}
+			if rng.IntN(2) == 0 {
+				d.CPUMillis = int64(rng.IntN(16)) * 1000
+			}
+			if rng.IntN(4) == 0 {
+				d.NodeSelector = map[string]string{"zone": "x"}
+			}
+			opts.Workload = append(opts.Workload, d)
+		}
+	}
 }
 
 // TestPlanProperties checks on random inputs that every plan gives no GPU
@@ -206,7 +221,10 @@ func TestPlanProperties(t *testing.T) {
 			n.Shared = append([]SharedGPU(nil), n.Shared...)
 			rng.Shuffle(len(n.Shared), func(i, j int) { n.Shared[i], n.Shared[j] = n.Shared[j], n.Shared[i] })
 		}
-		if diff := cmp.Diff(plan, ScheduleWith(shuffled, r2, opts)); diff != "" {
+		o2 := opts
+		o2.Workload = append([]Demand(nil), opts.Workload...)
+		rng.Shuffle(len(o2.Workload), func(i, j int) { o2.Workload[i], o2.Workload[j] = o2.Workload[j], o2.Workload[i] })
+		if diff := cmp.Diff(plan, ScheduleWith(shuffled, r2, o2)); diff != "" {
 			t.Fatalf("seed %d: shuffled inputs, different plan (-sorted +shuffled):\n%s", seed, diff)
 		}
 	}

@@ -329,7 +329,10 @@ type Strategy uint8
 const (
 	// Topology is gangway's default: the tightest NVLink domain, leaf or
 	// spine that holds the gang, best fit among those, fewest children at
-	// each level, so whole nodes, leaves and spines stay free.
+	// each level, so whole nodes, leaves and spines stay free. A gang
+	// that fits on one node, fractional and host-only ranks go where the
+	// node's expected fragmentation over the workload (Options.Workload)
+	// grows least.
 	Topology Strategy = iota
 	// BestFit ignores leaves and spines: one node with the fewest free
 	// GPUs that fit, else the fewest nodes.
@@ -349,6 +352,35 @@ type Options struct {
 	// MaxPreemptionSearches bounds how many gangs per pass may search for
 	// victims (each search looks at running jobs). Zero means 64.
 	MaxPreemptionSearches int
+	// Workload is the mix of request shapes the cluster typically sees,
+	// for the Topology strategy's fragmentation-aware placement of gangs
+	// that fit on one node. Nil: learned from the pass's requests and
+	// running jobs. Its order does not matter.
+	Workload []Demand
+}
+
+// Demand is a request shape the cluster typically sees, and how common it
+// is. Placement keeps nodes able to take the common shapes: a node's
+// expected fragmentation is, over the shapes, the free GPU capacity that
+// a request of the shape could not use there (all of it when the shape
+// does not fit on the node at all). See Weng et al., "Beware of
+// Fragmentation", ATC'23.
+type Demand struct {
+	// GPUs is how many whole GPUs the shape takes on one node. GPUMilli,
+	// when set (1..999), is a share of one GPU instead. Both zero: a
+	// host-only shape.
+	GPUs     int
+	GPUMilli int
+	// CPUMillis and MemoryBytes are what the shape takes of the node.
+	CPUMillis   int64
+	MemoryBytes int64
+	// NodeSelector and NodeSelectorIn restrict the nodes it may use, as in
+	// Request.
+	NodeSelector   map[string]string
+	NodeSelectorIn map[string][]string
+	// Weight is how common the shape is relative to the others: a count
+	// or a share. Entries without a positive weight are ignored.
+	Weight float64
 }
 
 var modeNames = [...]string{Greedy: "greedy", Strict: "strict", Backfill: "backfill"}
