@@ -72,6 +72,11 @@ type cluster struct {
 	// when placement ignores fragmentation. Immutable, shared by clones.
 	fm *fragModel
 
+	// held marks GPUs reserved for a blocked gang (nil: none): give
+	// leaves them busy, so that a search that releases running jobs does
+	// not hand them to another gang.
+	held []uint64
+
 	// version counts changes to free GPUs and host resources, for
 	// memoized reasons.
 	version uint64
@@ -408,6 +413,9 @@ func (c *cluster) take(n int32, mask uint64) uint64 {
 // busy. GPUs the node does not have, and shared GPUs, are left alone.
 func (c *cluster) give(n int32, mask uint64) uint64 {
 	got := mask & c.all[n] &^ c.free[n]
+	if c.held != nil {
+		got &^= c.held[n]
+	}
 	for m := got; m != 0; m &= m - 1 {
 		g := bits.TrailingZeros64(m)
 		if c.sharedIdx(n, g) >= 0 {
@@ -418,6 +426,14 @@ func (c *cluster) give(n int32, mask uint64) uint64 {
 		c.setFree(n, c.free[n]|got)
 	}
 	return got
+}
+
+// hold marks GPUs of mask on node n held for a reservation.
+func (c *cluster) hold(n int32, mask uint64) {
+	if c.held == nil {
+		c.held = make([]uint64, c.nn)
+	}
+	c.held[n] |= mask
 }
 
 // takeHost and giveHost change node n's free CPU and memory. A resource
@@ -455,6 +471,7 @@ func (c *cluster) clone() *cluster {
 		d.memFree = slices.Clone(c.memFree)
 	}
 	d.shareHead = slices.Clone(c.shareHead)
+	d.held = slices.Clone(c.held)
 	d.free = slices.Clone(c.free)
 	d.nfree = slices.Clone(c.nfree)
 	for L := range nLevels {

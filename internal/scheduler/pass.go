@@ -51,17 +51,18 @@ type Decision struct {
 // keeps references to snap's and reqs' contents, which must not change
 // while it is in use.
 type Pass struct {
-	now  int64
-	reqs []Request
-	opts Options
-	c    *cluster // what is free now, less the reservation
-	full *cluster // what is free now; nil until a reservation is made
-	resv *reservation
-	sh   *sharing
-	run  []runJob
-	heap queueHeap
-	one  *gang
-	plan Plan
+	now   int64
+	reqs  []Request
+	opts  Options
+	c     *cluster // what is free now, less the reservations
+	full  *cluster // what is free now; nil until a reservation is made
+	resvs []*reservation
+	first *reservation // the reservation that starts first
+	sh    *sharing
+	run   []runJob
+	heap  queueHeap
+	one   *gang
+	plan  Plan
 
 	tables  *tableCache
 	reasons map[reasonKey]reasonMemo
@@ -440,24 +441,36 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 	case Strict:
 		p.blockedBy = r.JobID
 	case Backfill:
-		if p.resv != nil {
-			if !g.frac && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
-				return p.pending(i, q, PendingBackfill, fmt.Sprintf("%s; it would delay %s, whose reserved GPUs are free %s",
-					why, p.resv.job, p.resvWhen()))
-			}
-		} else if !g.frac {
+		if g.frac {
+			break
+		}
+		if len(p.resvs) < p.maxReservations() {
 			if text, ok := p.reserve(g); ok {
 				return p.pending(i, q, PendingReserved, why+"; "+text)
 			} else if text != "" {
 				why += "; " + text
 			}
 		}
+		if p.first != nil && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
+			if len(p.resvs) == 1 {
+				why += fmt.Sprintf("; it would delay %s, whose reserved GPUs are free %s", p.first.job, p.resvWhen(p.first))
+			} else {
+				why += fmt.Sprintf("; it would take GPUs reserved for %d gangs past the first reservation's start (%s's, %s)",
+					len(p.resvs), p.first.job, p.resvWhen(p.first))
+			}
+			return p.pending(i, q, PendingBackfill, why)
+		}
 	}
 	return p.pending(i, q, kind, why)
 }
 
-// tryPlace places g now if it fits without touching the reservation, or,
-// when it will end before the reservation starts, anywhere.
+// maxReservations is how many gangs may hold a reservation in this pass.
+func (p *Pass) maxReservations() int {
+	return max(1, p.opts.MaxReservations)
+}
+
+// tryPlace places g now if it fits without touching the reservations,
+// or, when it will end before the first of them starts, anywhere.
 func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 	strat := p.opts.Strategy
 	if g.frac {
@@ -485,7 +498,7 @@ func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 		p.placed = append(p.placed, placedJob{id: g.req.JobID, parts: parts, end: g.end(p.now)})
 		return pl, true
 	}
-	if p.resv == nil || p.resv.start == noEnd || g.end(p.now) > p.resv.start {
+	if p.first == nil || p.first.start == noEnd || g.end(p.now) > p.first.start {
 		return Placement{}, false
 	}
 	picks := p.full.find(g, strat, lvRoot, 0)
@@ -526,10 +539,7 @@ func (p *Pass) whyNotMemo(g *gang) (PendingKind, string) {
 	if g.frac {
 		return p.whyNot(g)
 	}
-	v := p.c.version
-	if p.resv != nil {
-		v |= 1 << 63
-	}
+	v := p.c.version | uint64(len(p.resvs))<<56
 	if m, ok := p.reasons[g.key]; ok && m.version == v {
 		return m.kind, m.why
 	}

@@ -54,8 +54,11 @@ func (p *Pass) whyNot(g *gang) (PendingKind, string) {
 	if g.sel != nil {
 		where = fmt.Sprintf("on the %d matching %s", eligible, plural(eligible, "node", "nodes"))
 	}
-	if p.resv != nil {
-		where += " outside the GPUs reserved for " + p.resv.job
+	switch n := len(p.resvs); {
+	case n == 1:
+		where += " outside the GPUs reserved for " + p.resvs[0].job
+	case n > 1:
+		where += fmt.Sprintf(" outside the GPUs reserved for %s and %d other %s", p.resvs[0].job, n-1, plural(n-1, "gang", "gangs"))
 	}
 	if eligible == 0 {
 		if g.sel != nil {

@@ -317,9 +317,10 @@ const (
 	// starts. A gang held back only by its own queue's quota blocks the
 	// rest of its queue, not other queues.
 	Strict
-	// Backfill: the first blocked gang gets a reservation from running
-	// jobs' estimated ends; later gangs start only if they cannot delay it
-	// (they end before it starts, or leave its GPUs alone).
+	// Backfill: the first blocked gang (the first Options.MaxReservations
+	// of them) gets a reservation from running jobs' estimated ends; later
+	// gangs start only if they cannot delay any (they leave the reserved
+	// GPUs alone, or end before the first reservation starts).
 	Backfill
 )
 
@@ -352,6 +353,10 @@ type Options struct {
 	// MaxPreemptionSearches bounds how many gangs per pass may search for
 	// victims (each search looks at running jobs). Zero means 64.
 	MaxPreemptionSearches int
+	// MaxReservations is how many blocked gangs, in the order they are
+	// decided, get a backfill reservation in one pass (Backfill mode).
+	// Zero means 1: EASY backfill.
+	MaxReservations int
 	// Workload is the mix of request shapes the cluster typically sees,
 	// for the Topology strategy's fragmentation-aware placement of gangs
 	// that fit on one node. Nil: learned from the pass's requests and
