@@ -648,7 +648,7 @@ func (e *engine) passQuota() error {
 	for _, v := range victims {
 		e.preempt(v)
 	}
-	out, err := e.pl.place(e.c, starts, call{now: e.now, mode: Greedy})
+	out, err := e.pl.place(e.c, starts, call{now: e.now, mode: Greedy, context: e.run})
 	if err != nil {
 		return err
 	}
