@@ -605,6 +605,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		byID[j.ID] = j
 		reqs = append(reqs, schedRequest(j))
 	}
+	addHostUse(&snap, p.v.Jobs)
 	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology})
 	for _, w := range plan.Warnings {
 		p.c.log.Warn("scheduler", "warning", w)

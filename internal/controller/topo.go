@@ -174,3 +174,35 @@ func coords(rank, tp, pp, dp int, order topology.RankOrder) (t, p, d int) {
 	}
 	return t, (rank / tp) % pp, rank / (tp * pp)
 }
+
+// addHostUse fills in what running attempts hold of their nodes' CPU and
+// memory, from their jobs' per-rank resources (spec.resources): each
+// running rank's slot gets its job's request, each node their sum as
+// used, each running job its total for fair share. The scheduler checks
+// new ranks against each node's capacity (what its agent registered: CPUs
+// and memory; zero means unknown and does not limit) less what is used.
+// Call it on a snapshot whose Running and Nodes are filled in.
+func addHostUse(snap *scheduler.Snapshot, jobs map[string]*api.Job) {
+	cpu, mem := map[string]int64{}, map[string]int64{}
+	for i := range snap.Running {
+		r := &snap.Running[i]
+		j := jobs[r.JobID]
+		if j == nil || j.Spec.Resources == nil {
+			continue
+		}
+		res := j.Spec.Resources
+		r.CPUMillis, r.MemoryBytes = 0, 0
+		for k := range r.Ranks {
+			s := &r.Ranks[k]
+			s.CPUMillis, s.MemoryBytes = res.CPUMillis, res.MemoryBytes
+			cpu[s.Node] += res.CPUMillis
+			mem[s.Node] += res.MemoryBytes
+			r.CPUMillis += res.CPUMillis
+			r.MemoryBytes += res.MemoryBytes
+		}
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		n.CPUMillisUsed, n.MemoryBytesUsed = cpu[n.Name], mem[n.Name]
+	}
+}

@@ -142,3 +142,35 @@ func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 		t.Fatalf("block topology: %+v, %v", bl, err)
 	}
 }
+
+func TestAddHostUse(t *testing.T) {
+	const gib = int64(1) << 30
+	jobs := map[string]*api.Job{
+		"1": {ID: "1", Spec: api.JobSpec{Resources: &api.Resources{CPUMillis: 3000, MemoryBytes: 8 * gib}}},
+		"2": {ID: "2", Spec: api.JobSpec{}}, // no resources: holds nothing counted
+	}
+	snap := scheduler.Snapshot{
+		Nodes: []scheduler.Node{
+			{Name: "a", Total: 4, Free: []int{2, 3}, CPUMillis: 8000, MemoryBytes: 64 * gib},
+			{Name: "b", Total: 4, Free: []int{0, 1, 2}, CPUMillis: 8000, MemoryBytes: 64 * gib},
+		},
+		Running: []scheduler.Running{
+			{JobID: "1", Ranks: []scheduler.Slot{{Node: "a", GPUs: []int{0}}, {Node: "a", GPUs: []int{1}}}},
+			{JobID: "2", Ranks: []scheduler.Slot{{Node: "b", GPUs: []int{3}}}},
+		},
+	}
+	addHostUse(&snap, jobs)
+	if d := cmp.Diff([]int64{6000, 16 * gib, 0, 0}, []int64{snap.Nodes[0].CPUMillisUsed, snap.Nodes[0].MemoryBytesUsed,
+		snap.Nodes[1].CPUMillisUsed, snap.Nodes[1].MemoryBytesUsed}); d != "" {
+		t.Errorf("used per node (-want +got):\n%s", d)
+	}
+	if r := snap.Running[0]; r.CPUMillis != 6000 || r.MemoryBytes != 16*gib || r.Ranks[1].CPUMillis != 3000 {
+		t.Errorf("running job 1: %+v", r)
+	}
+	// Node a has 2 of 8 CPUs left: a rank asking for 4 goes to b, though
+	// a is the tighter fit by GPUs.
+	plan := scheduler.Schedule(snap, []scheduler.Request{{JobID: "3", Ranks: 1, CPUMillisPerRank: 4000}})
+	if len(plan.Placements) != 1 || plan.Placements[0].Ranks[0].Node != "b" {
+		t.Errorf("placements %+v, pending %+v; want job 3 on b", plan.Placements, plan.Pending)
+	}
+}

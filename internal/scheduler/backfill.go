@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-// reservation is the backfill reservation of the first blocked gang.
+// reservation is the backfill reservation of a blocked gang.
 type reservation struct {
 	job   string
 	start int64 // noEnd when some job it waits for has no estimated end
@@ -33,10 +33,13 @@ func releaseTie(parts []nodeMask, frac []fracOp) int64 {
 
 // reserve finds the earliest time g fits, releasing running jobs (and
 // gangs placed in this pass) in the order of their estimated ends, and
-// reserves the GPUs it would get then: they are taken out of p.c, while
-// p.full keeps them for gangs that end before the reservation starts. It
-// returns the text for g's reason; false when g does not fit even on the
-// emptied cluster.
+// reserves the GPUs it would get then: they are taken out of p.c and held
+// there (releases do not give them back), while p.full keeps them for
+// gangs that end before the first reservation starts. Earlier
+// reservations' GPUs stay held during the search, as if their gangs kept
+// them for good, so reservations never share a GPU and each start holds
+// whatever later gangs do. It returns the text for g's reason; false when
+// g does not fit even on the emptied cluster.
 //
 // The search gallops (1, 2, 4, ... releases) and then bisects, undoing
 // releases as it moves back, so it costs O(releases) cheap counter
@@ -101,7 +104,7 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 		return int(s.gfree[lvRoot][0]) >= g.gpus && s.canFit(g, strat)
 	}
 	hi := -1 // the fewest releases after which g fits
-	if strat == Topology && g.required == lvRoot && !g.tpAcross && g.sel == nil {
+	if strat == Topology && g.required == lvRoot && !g.tpAcross && g.flat {
 		// The check is a few multiplications: release one at a time.
 		for k := 1; k <= len(keys); k++ {
 			moveTo(k)
@@ -142,12 +145,19 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 	picks := s.find(g, strat, lvRoot, 0)
 	masks := s.masks(g, picks)
 
-	p.full = p.c.clone()
+	if p.full == nil {
+		p.full = p.c.clone()
+	}
 	for _, m := range masks {
-		p.c.take(m.node, m.mask)
+		p.c.takeAll(m)
+		p.c.hold(m.node, m.mask)
 	}
 	start := keys[hi-1].end
-	p.resv = &reservation{job: g.req.JobID, start: start, masks: masks}
+	rv := &reservation{job: g.req.JobID, start: start, masks: masks}
+	p.resvs = append(p.resvs, rv)
+	if p.first == nil || start < p.first.start {
+		p.first = rv
+	}
 	nodes := make([]string, len(masks))
 	for i, m := range masks {
 		nodes[i] = p.c.topo.NodeName(nodeID(m.node))
@@ -159,15 +169,15 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 	}
 	p.plan.Reservations = append(p.plan.Reservations, r)
 	return fmt.Sprintf("reserved %d %s that are free %s; gangs behind it start first only if they leave those GPUs alone or end before then",
-		len(nodes), plural(len(nodes), "node", "nodes"), p.resvWhen()), true
+		len(nodes), plural(len(nodes), "node", "nodes"), p.resvWhen(rv)), true
 }
 
-// resvWhen says when the reserved GPUs are free, for reasons.
-func (p *Pass) resvWhen() string {
-	if p.resv.start == noEnd {
+// resvWhen says when r's reserved GPUs are free, for reasons.
+func (p *Pass) resvWhen(r *reservation) string {
+	if r.start == noEnd {
 		return "once running jobs without an estimated end finish"
 	}
-	return p.fmtIn(p.resv.start)
+	return p.fmtIn(r.start)
 }
 
 // fmtIn formats a time relative to the snapshot: "in 1h20m0s".

@@ -58,27 +58,12 @@ func TestBackfill(t *testing.T) {
 			snap.Now = now
 			plan := ScheduleWith(snap, reqs, Options{Mode: tt.mode})
 			checkPlan(t, snap, reqs, plan)
-			var placed []string
 			for _, pl := range plan.Placements {
-				placed = append(placed, pl.JobID)
 				if pl.Backfilled != (tt.mode == Backfill) {
 					t.Errorf("%s: Backfilled = %v", pl.JobID, pl.Backfilled)
 				}
 			}
-			slices.Sort(placed)
-			if diff := gocmp.Diff(tt.wantPlaced, placed); diff != "" {
-				t.Errorf("placed (-want +got):\n%s", diff)
-			}
-			kinds := map[string]PendingKind{}
-			for _, pe := range plan.Pending {
-				kinds[pe.JobID] = pe.Kind
-			}
-			if diff := gocmp.Diff(tt.wantKinds, kinds); diff != "" {
-				t.Errorf("pending kinds (-want +got):\n%s\n%+v", diff, plan.Pending)
-			}
-			if diff := gocmp.Diff(tt.wantResv, plan.Reservations); diff != "" {
-				t.Errorf("reservations (-want +got):\n%s", diff)
-			}
+			checkOutcome(t, plan, tt.wantPlaced, tt.wantKinds, tt.wantResv)
 		})
 	}
 	t.Run("reasons", func(t *testing.T) {
@@ -129,10 +114,93 @@ func TestBackfillSkipsImpossibleHead(t *testing.T) {
 	}
 }
 
+// TestBackfillReservesSeveral gives the first two blocked gangs
+// reservations that share no GPU, and checks that later gangs start only
+// when they end before the first reservation starts.
+func TestBackfillReservesSeveral(t *testing.T) {
+	now := 10 * hour
+	running := []Running{
+		ending(job("r1", "q", nodeNames(1, 8)...), now+hour),
+		ending(job("r2", "q", nodeNames(9, 15)...), now+3*hour),
+	}
+	reqs := []Request{
+		{JobID: "a", Queue: "q", Ranks: 64, Order: 1, EstimatedDuration: 2 * time.Hour},
+		{JobID: "b", Queue: "q", Ranks: 64, Order: 2, EstimatedDuration: time.Hour},
+		{JobID: "long", Queue: "q", Ranks: 8, Order: 3, EstimatedDuration: 2 * time.Hour},
+		{JobID: "short", Queue: "q", Ranks: 8, Order: 4, EstimatedDuration: 30 * time.Minute},
+	}
+	tests := []struct {
+		max        int
+		wantPlaced []string
+		wantKinds  map[string]PendingKind
+		wantResv   []Reservation
+	}{
+		{
+			// EASY: only a is reserved; node16 is free for anyone, and
+			// long takes it.
+			max:        1,
+			wantPlaced: []string{"long"},
+			wantKinds:  map[string]PendingKind{"a": PendingReserved, "b": PendingCapacity, "short": PendingCapacity},
+			wantResv:   []Reservation{{JobID: "a", Start: now + hour, Nodes: nodeNames(1, 8)}},
+		},
+		{
+			// b gets nodes 9-16 at 3 h (a holds 1-8); node16 is b's, so
+			// only a gang that is gone before the first reservation starts
+			// may use it: short, not long.
+			max:        2,
+			wantPlaced: []string{"short"},
+			wantKinds:  map[string]PendingKind{"a": PendingReserved, "b": PendingReserved, "long": PendingBackfill},
+			wantResv: []Reservation{{JobID: "a", Start: now + hour, Nodes: nodeNames(1, 8)},
+				{JobID: "b", Start: now + 3*hour, Nodes: nodeNames(9, 16)}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.max), func(t *testing.T) {
+			snap := withRunning(t, small, running)
+			snap.Now = now
+			plan := ScheduleWith(snap, reqs, Options{Mode: Backfill, MaxReservations: tt.max})
+			checkPlan(t, snap, reqs, plan)
+			checkOutcome(t, plan, tt.wantPlaced, tt.wantKinds, tt.wantResv)
+		})
+	}
+}
+
+// checkOutcome compares the gangs a plan placed (in id order), the kinds
+// of those it did not, and its reservations with what is wanted.
+func checkOutcome(t *testing.T, plan Plan, wantPlaced []string, wantKinds map[string]PendingKind, wantResv []Reservation) {
+	t.Helper()
+	var placed []string
+	for _, pl := range plan.Placements {
+		placed = append(placed, pl.JobID)
+	}
+	slices.Sort(placed)
+	if diff := gocmp.Diff(wantPlaced, placed); diff != "" {
+		t.Errorf("placed (-want +got):\n%s", diff)
+	}
+	kinds := map[string]PendingKind{}
+	for _, pe := range plan.Pending {
+		kinds[pe.JobID] = pe.Kind
+	}
+	if diff := gocmp.Diff(wantKinds, kinds); diff != "" {
+		t.Errorf("pending kinds (-want +got):\n%s\n%+v", diff, plan.Pending)
+	}
+	if diff := gocmp.Diff(wantResv, plan.Reservations); diff != "" {
+		t.Errorf("reservations (-want +got):\n%s", diff)
+	}
+}
+
 // TestBackfillNeverDelaysTheHead simulates random backlogs with exact
-// duration estimates and checks every reservation: the gang holding it
-// starts no later than the reservation said.
+// duration estimates, with one reservation per pass and with several, and
+// checks that no gang a pass starts holds reserved GPUs past the
+// reservation's start, that reservations share no GPU, and that the head
+// starts no later than its reservation said.
 func TestBackfillNeverDelaysTheHead(t *testing.T) {
+	for _, k := range []int{1, 3} {
+		t.Run(fmt.Sprint(k), func(t *testing.T) { testNeverDelays(t, k) })
+	}
+}
+
+func testNeverDelays(t *testing.T, maxResv int) {
 	topo, err := topology.Uniform(topology.UniformSpec{Nodes: 8, GPUsPerNode: 8, NodesPerLeaf: 4, Rails: 8, NVLink: true})
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +209,7 @@ func TestBackfillNeverDelaysTheHead(t *testing.T) {
 	if testing.Short() {
 		seeds = 5
 	}
+	several := 0
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		type jobT struct {
@@ -176,11 +245,60 @@ func TestBackfillNeverDelaysTheHead(t *testing.T) {
 			}
 			snap := withRunningOn(topo, running)
 			snap.Now = now
-			plan := ScheduleWith(snap, reqs, Options{Mode: Backfill})
+			pass := NewPass(snap, reqs, Options{Mode: Backfill, MaxReservations: maxResv})
+			for _, more := pass.Step(); more; _, more = pass.Step() {
+			}
+			plan := pass.Plan()
 			checkPlan(t, snap, reqs, plan)
-			for _, r := range plan.Reservations {
+			if len(plan.Reservations) > maxResv {
+				t.Fatalf("seed %d: %d reservations, at most %d allowed", seed, len(plan.Reservations), maxResv)
+			}
+			several = max(several, len(plan.Reservations))
+			// Within the pass: reservations share no GPU, and at its start
+			// every reserved GPU is free of the running jobs and of the
+			// gangs this plan starts.
+			holds := func(ranks []Slot, end int64, rv *reservation) bool {
+				for _, sl := range ranks {
+					id, _ := topo.NodeByName(sl.Node)
+					for _, m := range rv.masks {
+						if m.node != int32(id) {
+							continue
+						}
+						for _, g := range sl.GPUs {
+							if m.mask&(1<<uint(g)) != 0 && end > rv.start {
+								return true
+							}
+						}
+					}
+				}
+				return false
+			}
+			for i, rv := range pass.resvs {
+				for _, other := range pass.resvs[i+1:] {
+					if holds(maskSlots(topo, other.masks), noEnd, rv) {
+						t.Fatalf("seed %d: reservations of %s and %s share GPUs", seed, rv.job, other.job)
+					}
+				}
+				for _, r := range running {
+					if holds(r.Ranks, r.EstimatedEnd, rv) {
+						t.Fatalf("seed %d: %s's reserved GPUs are still held by %s at its start", seed, rv.job, r.JobID)
+					}
+				}
+				for _, pl := range plan.Placements {
+					if holds(pl.Ranks, now+byID[pl.JobID].dur, rv) {
+						t.Fatalf("seed %d: %s, started now, still holds %s's reserved GPUs at its start", seed, pl.JobID, rv.job)
+					}
+				}
+			}
+			// Across passes: the first reservation of each pass (the head)
+			// is a promise. Later ones may move, as the reservations ahead
+			// of them are worked out again on the next pass.
+			for k, r := range plan.Reservations {
 				if r.Start == 0 {
 					t.Fatalf("seed %d: reservation with unknown start although every job has an estimate", seed)
+				}
+				if k > 0 {
+					continue
 				}
 				if p, ok := promised[r.JobID]; !ok || r.Start < p {
 					promised[r.JobID] = r.Start
@@ -217,6 +335,24 @@ func TestBackfillNeverDelaysTheHead(t *testing.T) {
 			t.Errorf("seed %d: no reservation was ever made; the test proves nothing", seed)
 		}
 	}
+	if several < maxResv {
+		t.Errorf("no pass made %d reservations; the test proves nothing for them", maxResv)
+	}
+}
+
+// maskSlots turns node masks into slots, for comparisons.
+func maskSlots(topo *topology.Topology, masks []nodeMask) []Slot {
+	var out []Slot
+	for _, m := range masks {
+		sl := Slot{Node: topo.NodeName(topology.NodeID(m.node))}
+		for g := 0; g < 64; g++ {
+			if m.mask&(1<<uint(g)) != 0 {
+				sl.GPUs = append(sl.GPUs, g)
+			}
+		}
+		out = append(out, sl)
+	}
+	return out
 }
 
 func TestSortReleases(t *testing.T) {

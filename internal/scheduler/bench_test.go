@@ -99,3 +99,45 @@ func BenchmarkNewPass(b *testing.B) {
 		NewPass(snap, nil, Options{})
 	}
 }
+
+// BenchmarkPlaceOneHost is BenchmarkPlaceOne where nodes limit CPU and
+// each job asks for some: the fragmentation-aware choice scans the nodes.
+func BenchmarkPlaceOneHost(b *testing.B) {
+	snap := busyCluster(b, 0.5)
+	for i := range snap.Nodes {
+		snap.Nodes[i].CPUMillis, snap.Nodes[i].CPUMillisUsed = 128000, int64(i%64)*1000
+	}
+	var reqs []Request
+	for i := range 4096 {
+		reqs = append(reqs, Request{JobID: fmt.Sprintf("j%d", i), Queue: "q", Ranks: 1, Order: int64(i), CPUMillisPerRank: 8000})
+	}
+	benchSteps(b, snap, reqs)
+}
+
+// BenchmarkPlaceShare times one decision placing a half-GPU rank beside
+// others on the benchmark cluster.
+func BenchmarkPlaceShare(b *testing.B) {
+	snap := busyCluster(b, 0.5)
+	var reqs []Request
+	for i := range 4096 {
+		reqs = append(reqs, Request{JobID: fmt.Sprintf("j%d", i), Queue: "q", Ranks: 1, Order: int64(i), GPUMilli: []int{250, 500, 750}[i%3]})
+	}
+	benchSteps(b, snap, reqs)
+}
+
+// benchSteps times Step over reqs, starting a new pass every len(reqs)
+// decisions (outside the timer); every decision must place its gang.
+func benchSteps(b *testing.B, snap Snapshot, reqs []Request) {
+	b.ReportAllocs()
+	var p *Pass
+	for i := 0; b.Loop(); i++ {
+		if i%len(reqs) == 0 {
+			b.StopTimer()
+			p = NewPass(snap, reqs, Options{})
+			b.StartTimer()
+		}
+		if d, _ := p.Step(); !d.Placed {
+			b.Fatal("not placed")
+		}
+	}
+}

@@ -54,12 +54,37 @@ type cluster struct {
 	hist  [nLevels][]int32 // hist[L][g*hw+k]: nodes of group g with k free GPUs
 	gfree [nLevels][]int32 // free GPUs per group
 
-	shared   []sharedGPU
-	sharedAt map[int64]int32 // node<<8|gpu → index in shared
+	shared []sharedGPU
+	// shareHead[n] is node n's most recent entry in shared (-1: none);
+	// a node's entries link through sharedGPU.next, so finding a GPU's
+	// entry walks its node's few. nshared counts the entries in use.
+	shareHead []int32
+	nshared   int
 
-	// version counts changes to free GPUs, for memoized reasons.
+	// Host resources per node: capacity (immutable; zero where unknown)
+	// and what is free (hostUnlimited where the capacity is unknown).
+	cpuCap, memCap         []int64
+	cpuFree, memFree       []int64
+	cpuLimited, memLimited bool  // some node has a known capacity
+	maxCPU, maxMem         int64 // the largest known capacities
+
+	// fm is the pass's fragmentation model (Topology strategy); nil
+	// when placement ignores fragmentation. Immutable, shared by clones.
+	fm *fragModel
+
+	// held marks GPUs reserved for a blocked gang (nil: none): give
+	// leaves them busy, so that a search that releases running jobs does
+	// not hand them to another gang.
+	held []uint64
+
+	// version counts changes to free GPUs and host resources, for
+	// memoized reasons.
 	version uint64
 }
+
+// hostUnlimited is the free CPU or memory of a node whose capacity is not
+// known: more than any request.
+const hostUnlimited = int64(1) << 60
 
 // sharedGPU is a GPU held in part by fractional ranks. A zeroed entry
 // (mode 0) has been returned to the free GPUs.
@@ -69,6 +94,7 @@ type sharedGPU struct {
 	mode  uint8 // shareMilli or shareMIG; 0 once released
 	milli int16 // used thousandths, shareMilli
 	mig   uint8 // used MIG positions, shareMIG
+	next  int32 // the node's previous entry in shared, -1 none
 }
 
 const (
@@ -76,7 +102,16 @@ const (
 	shareMIG   = 2
 )
 
-func sharedKey(node int32, gpu int) int64 { return int64(node)<<8 | int64(gpu) }
+// sharedIdx returns the index in shared of GPU gpu of node n while it is
+// shared, or -1.
+func (c *cluster) sharedIdx(n int32, gpu int) int32 {
+	for i := c.shareHead[n]; i >= 0; i = c.shared[i].next {
+		if s := &c.shared[i]; s.mode != 0 && int(s.gpu) == gpu {
+			return i
+		}
+	}
+	return -1
+}
 
 // newCluster builds the working state. Nodes the topology does not know
 // are skipped with a warning.
@@ -86,7 +121,7 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 		topo = topologyFromLabels(snap.Nodes, warn)
 	}
 	nn := topo.NumNodes()
-	c := &cluster{topo: topo, nn: nn, sharedAt: map[int64]int32{}}
+	c := &cluster{topo: topo, nn: nn}
 	c.ok = make([]bool, nn)
 	c.total = make([]uint8, nn)
 	c.all = make([]uint64, nn)
@@ -94,6 +129,18 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 	c.free = make([]uint64, nn)
 	c.nfree = make([]uint8, nn)
 	c.rail = make([][]int16, nn)
+	c.shareHead = make([]int32, nn)
+	c.cpuCap, c.memCap = make([]int64, nn), make([]int64, nn)
+	c.cpuFree, c.memFree = make([]int64, nn), make([]int64, nn)
+	for n := range nn {
+		c.shareHead[n] = -1
+		c.cpuFree[n], c.memFree[n] = hostUnlimited, hostUnlimited
+	}
+	nshare := 0
+	for i := range snap.Nodes {
+		nshare += len(snap.Nodes[i].Shared)
+	}
+	c.shared = make([]sharedGPU, 0, nshare)
 	maxG := 0
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
@@ -122,6 +169,14 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 			c.all[id] = 1<<uint(total) - 1
 		}
 		c.labels[id] = n.Labels
+		if n.CPUMillis > 0 {
+			c.cpuCap[id], c.cpuFree[id] = n.CPUMillis, n.CPUMillis-max(0, n.CPUMillisUsed)
+			c.cpuLimited, c.maxCPU = true, max(c.maxCPU, n.CPUMillis)
+		}
+		if n.MemoryBytes > 0 {
+			c.memCap[id], c.memFree[id] = n.MemoryBytes, n.MemoryBytes-max(0, n.MemoryBytesUsed)
+			c.memLimited, c.maxMem = true, max(c.maxMem, n.MemoryBytes)
+		}
 		var m uint64
 		for _, g := range n.Free {
 			if g >= 0 && g < total {
@@ -144,25 +199,29 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 				warn(fmt.Sprintf("node %s: shared GPU %d has no fractional use (milli %d); treated as busy", n.Name, s.Index, s.UsedMilli))
 				continue
 			}
-			c.sharedAt[sharedKey(sg.node, s.Index)] = int32(len(c.shared))
-			c.shared = append(c.shared, sg)
+			if c.sharedIdx(sg.node, s.Index) >= 0 {
+				warn(fmt.Sprintf("node %s: shared GPU %d is listed twice; the first entry is used", n.Name, s.Index))
+				continue
+			}
+			c.linkShared(sg)
 		}
 		c.free[id] = m
 		c.nfree[id] = uint8(bits.OnesCount64(m))
 		maxG = max(maxG, total)
 		if tg := topo.GPUs(id); tg > 0 {
-			r := make([]int16, total)
-			known := false
-			for g := range r {
-				r[g] = -1
-				if g < tg {
-					r[g] = int16(topo.Rail(topology.GPURef{Node: id, GPU: int32(g)}))
-					known = known || r[g] >= 0
+			var r []int16 // allocated at the first known rail
+			for g := range min(tg, total) {
+				if rl := topo.Rail(topology.GPURef{Node: id, GPU: int32(g)}); rl >= 0 {
+					if r == nil {
+						r = make([]int16, total)
+						for k := range r {
+							r[k] = -1
+						}
+					}
+					r[g] = int16(rl)
 				}
 			}
-			if known {
-				c.rail[id] = r
-			}
+			c.rail[id] = r
 		}
 	}
 	c.hw = maxG + 1
@@ -174,6 +233,28 @@ func newCluster(snap *Snapshot, warn func(string)) *cluster {
 	}
 	c.buildHierarchy()
 	return c
+}
+
+// linkShared adds s to the shared GPUs, in use.
+func (c *cluster) linkShared(s sharedGPU) int32 {
+	i := int32(len(c.shared))
+	s.next = c.shareHead[s.node]
+	c.shareHead[s.node] = i
+	c.shared = append(c.shared, s)
+	c.nshared++
+	return i
+}
+
+// sharesOf appends the free milli-GPUs of node n's time-sliced GPUs to
+// left, and their indices in c.shared to at.
+func (c *cluster) sharesOf(n int32, left []int16, at []int32) ([]int16, []int32) {
+	for i := c.shareHead[n]; i >= 0; i = c.shared[i].next {
+		if s := &c.shared[i]; s.mode == shareMilli {
+			left = append(left, 1000-s.milli)
+			at = append(at, i)
+		}
+	}
+	return left, at
 }
 
 // topologyFromLabels builds a topology from the nodes' labels; when the
@@ -332,9 +413,12 @@ func (c *cluster) take(n int32, mask uint64) uint64 {
 // busy. GPUs the node does not have, and shared GPUs, are left alone.
 func (c *cluster) give(n int32, mask uint64) uint64 {
 	got := mask & c.all[n] &^ c.free[n]
+	if c.held != nil {
+		got &^= c.held[n]
+	}
 	for m := got; m != 0; m &= m - 1 {
 		g := bits.TrailingZeros64(m)
-		if i, ok := c.sharedAt[sharedKey(n, g)]; ok && c.shared[i].mode != 0 {
+		if c.sharedIdx(n, g) >= 0 {
 			got &^= 1 << uint(g)
 		}
 	}
@@ -344,9 +428,50 @@ func (c *cluster) give(n int32, mask uint64) uint64 {
 	return got
 }
 
+// hold marks GPUs of mask on node n held for a reservation.
+func (c *cluster) hold(n int32, mask uint64) {
+	if c.held == nil {
+		c.held = make([]uint64, c.nn)
+	}
+	c.held[n] |= mask
+}
+
+// takeHost and giveHost change node n's free CPU and memory. A resource
+// no node limits is not counted, so that without limits the counters
+// never change and clones share them.
+func (c *cluster) takeHost(n int32, cpu, mem int64) {
+	if !c.cpuLimited {
+		cpu = 0
+	}
+	if !c.memLimited {
+		mem = 0
+	}
+	if cpu|mem != 0 {
+		c.version++
+		c.cpuFree[n] -= cpu
+		c.memFree[n] -= mem
+	}
+}
+
+func (c *cluster) giveHost(n int32, cpu, mem int64) { c.takeHost(n, -cpu, -mem) }
+
+// takeAll takes the GPUs and host resources of m.
+func (c *cluster) takeAll(m nodeMask) {
+	c.take(m.node, m.mask)
+	c.takeHost(m.node, m.cpu, m.mem)
+}
+
 // clone returns a copy whose mutable state is independent of c.
 func (c *cluster) clone() *cluster {
 	d := *c
+	if c.cpuLimited {
+		d.cpuFree = slices.Clone(c.cpuFree)
+	}
+	if c.memLimited {
+		d.memFree = slices.Clone(c.memFree)
+	}
+	d.shareHead = slices.Clone(c.shareHead)
+	d.held = slices.Clone(c.held)
 	d.free = slices.Clone(c.free)
 	d.nfree = slices.Clone(c.nfree)
 	for L := range nLevels {
@@ -354,10 +479,6 @@ func (c *cluster) clone() *cluster {
 		d.gfree[L] = slices.Clone(c.gfree[L])
 	}
 	d.shared = slices.Clone(c.shared)
-	d.sharedAt = make(map[int64]int32, len(c.sharedAt))
-	for k, v := range c.sharedAt {
-		d.sharedAt[k] = v
-	}
 	return &d
 }
 

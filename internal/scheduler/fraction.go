@@ -84,11 +84,12 @@ type migProfile = MIGShape
 // fracOp is one change a fractional rank made, so it can be undone or
 // repeated on another cluster.
 type fracOp struct {
-	node    int32
-	gpu     int
-	created bool // the GPU was wholly free and became shared
-	milli   int
-	mig     uint8
+	node     int32
+	gpu      int  // -1: a host-only rank
+	created  bool // the GPU was wholly free and became shared
+	milli    int
+	mig      uint8
+	cpu, mem int64 // host resources the rank holds
 }
 
 // fitMIG returns the lowest start at which shape fits beside used, or -1.
@@ -101,10 +102,14 @@ func fitMIG(shape MIGShape, used uint8) int {
 	return -1
 }
 
-// placeFrac places every rank of a fractional gang on c, or none. Each
-// rank goes to the shared GPU it fits most tightly (best fit), and only
-// when none has room to a wholly free GPU on the node with the fewest free
-// GPUs, so that whole GPUs and whole nodes stay free.
+// placeFrac places every rank of a fractional or host-only gang on c,
+// or none, a rank at a time. With a fragmentation model (the Topology
+// strategy) each rank goes where the node's expected fragmentation grows
+// least (see fracByFrag). Otherwise a time-sliced or MIG rank goes to the
+// shared GPU it fits most tightly (best fit), and only when none has room
+// to a wholly free GPU on the node with the fewest free GPUs, so that
+// whole GPUs and whole nodes stay free; a host-only rank goes to the node
+// with the least CPU left.
 func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fracOp, bool) {
 	ops := make([]fracOp, 0, g.req.Ranks)
 	pl := Placement{JobID: g.req.JobID, Ranks: make([]Slot, 0, g.req.Ranks)}
@@ -113,53 +118,28 @@ func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fr
 		return Placement{}, nil, false
 	}
 	for range g.req.Ranks {
-		best, bestLeft, bestStart := -1, 1<<30, -1
-		for i := range c.shared {
-			s := &c.shared[i]
-			if s.mode == 0 || !g.eligible(c, s.node) {
-				continue
-			}
-			left, start := -1, -1
-			switch {
-			case g.milli > 0 && s.mode == shareMilli:
-				left = 1000 - int(s.milli) - g.milli
-			case g.milli == 0 && s.mode == shareMIG:
-				if start = fitMIG(g.mig, s.mig); start >= 0 {
-					left = 8 - bits.OnesCount8(s.mig) - g.mig.Width
-				}
-			}
-			if left < 0 {
-				continue
-			}
-			if best < 0 || left < bestLeft || (left == bestLeft && c.fuller(lvNode, s.node, c.shared[best].node)) {
-				best, bestLeft, bestStart = i, left, start
-			}
-		}
 		var op fracOp
-		if best >= 0 {
-			s := &c.shared[best]
-			op = fracOp{node: s.node, gpu: int(s.gpu), milli: g.milli}
-			if g.milli == 0 {
-				op.mig = g.mig.bits(bestStart)
-			}
-		} else {
-			one.sel = g.sel
-			n, ok := c.bestNode(one, strat, 1, lvRoot, 0)
-			if !ok {
-				return fail()
-			}
-			gpu := bits.TrailingZeros64(c.free[n])
-			op = fracOp{node: n, gpu: gpu, created: true, milli: g.milli}
-			if g.milli == 0 {
-				op.mig = g.mig.bits(fitMIG(g.mig, 0))
-			}
+		var ok bool
+		switch {
+		case c.fm != nil && strat == Topology && g.mig.Width == 0:
+			op, ok = c.fracByFrag(g)
+		case g.hostOnly:
+			op, ok = c.hostBestFit(g)
+		default:
+			op, ok = c.fracBestFit(g, strat, one)
+		}
+		if !ok {
+			return fail()
 		}
 		c.applyFrac(op)
 		ops = append(ops, op)
-		slot := Slot{Node: c.topo.NodeName(nodeID(op.node)), GPUs: []int{op.gpu}, DP: len(pl.Ranks)}
-		if g.milli > 0 {
-			slot.Milli = g.milli
-		} else {
+		slot := Slot{Node: c.topo.NodeName(nodeID(op.node)), CPUMillis: op.cpu, MemoryBytes: op.mem, DP: len(pl.Ranks)}
+		switch {
+		case g.hostOnly:
+		case g.milli > 0:
+			slot.GPUs, slot.Milli = []int{op.gpu}, g.milli
+		default:
+			slot.GPUs = []int{op.gpu}
 			slot.MIGProfile = g.req.MIGProfile
 			slot.MIGStart = bits.TrailingZeros8(op.mig)
 		}
@@ -181,11 +161,88 @@ func (c *cluster) placeFrac(g *gang, strat Strategy, one *gang) (Placement, []fr
 	return pl, ops, true
 }
 
+// fracBestFit chooses a time-sliced or MIG rank's GPU by best fit: the
+// shared GPU with the least room left after it, else a wholly free GPU
+// of the node bestNode chooses.
+func (c *cluster) fracBestFit(g *gang, strat Strategy, one *gang) (fracOp, bool) {
+	best, bestLeft, bestStart := -1, 1<<30, -1
+	for i := range c.shared {
+		s := &c.shared[i]
+		if s.mode == 0 || !g.eligible(c, s.node) || !c.hostFits(g, s.node) {
+			continue
+		}
+		left, start := -1, -1
+		switch {
+		case g.milli > 0 && s.mode == shareMilli:
+			left = 1000 - int(s.milli) - g.milli
+		case g.milli == 0 && s.mode == shareMIG:
+			if start = fitMIG(g.mig, s.mig); start >= 0 {
+				left = 8 - bits.OnesCount8(s.mig) - g.mig.Width
+			}
+		}
+		if left < 0 {
+			continue
+		}
+		if best < 0 || left < bestLeft || (left == bestLeft && c.tighterShare(s, &c.shared[best])) {
+			best, bestLeft, bestStart = i, left, start
+		}
+	}
+	if best >= 0 {
+		s := &c.shared[best]
+		op := fracOp{node: s.node, gpu: int(s.gpu), milli: g.milli, cpu: g.cpuPR, mem: g.memPR}
+		if g.milli == 0 {
+			op.mig = g.mig.bits(bestStart)
+		}
+		return op, true
+	}
+	one.sel, one.cpuPR, one.memPR, one.host, one.flat = g.sel, g.cpuPR, g.memPR, g.host, g.flat
+	n, ok := c.bestNode(one, strat, 1, lvRoot, 0)
+	if !ok {
+		return fracOp{}, false
+	}
+	op := fracOp{node: n, gpu: bits.TrailingZeros64(c.free[n]), created: true, milli: g.milli, cpu: g.cpuPR, mem: g.memPR}
+	if g.milli == 0 {
+		op.mig = g.mig.bits(fitMIG(g.mig, 0))
+	}
+	return op, true
+}
+
+// tighterShare breaks a tie between shared GPUs a and b with the same room:
+// the fuller node, then the lower GPU index, whatever their order in the
+// snapshot.
+func (c *cluster) tighterShare(a, b *sharedGPU) bool {
+	if a.node != b.node {
+		return c.fuller(lvNode, a.node, b.node)
+	}
+	return a.gpu < b.gpu
+}
+
+// hostBestFit chooses a host-only rank's node: the least CPU left after
+// it, then the least memory, then the lowest id.
+func (c *cluster) hostBestFit(g *gang) (fracOp, bool) {
+	best := int32(-1)
+	for n := range int32(c.nn) {
+		if !g.eligible(c, n) || !c.hostFits(g, n) {
+			continue
+		}
+		if best < 0 || c.cpuFree[n] < c.cpuFree[best] || (c.cpuFree[n] == c.cpuFree[best] && c.memFree[n] < c.memFree[best]) {
+			best = n
+		}
+	}
+	if best < 0 {
+		return fracOp{}, false
+	}
+	return fracOp{node: best, gpu: -1, cpu: g.cpuPR, mem: g.memPR}, true
+}
+
 // applyFrac makes op's change on c.
 func (c *cluster) applyFrac(op fracOp) {
-	key := sharedKey(op.node, op.gpu)
-	i, ok := c.sharedAt[key]
-	if !ok || c.shared[i].mode == 0 {
+	c.takeHost(op.node, op.cpu, op.mem)
+	if op.gpu < 0 {
+		return
+	}
+	i := c.sharedIdx(op.node, op.gpu)
+	if i < 0 {
 		c.take(op.node, 1<<uint(op.gpu))
 		s := sharedGPU{node: op.node, gpu: int8(op.gpu)}
 		if op.milli > 0 {
@@ -193,10 +250,9 @@ func (c *cluster) applyFrac(op fracOp) {
 		} else {
 			s.mode = shareMIG
 		}
-		i = int32(len(c.shared))
-		c.shared = append(c.shared, s)
-		c.sharedAt[key] = i
+		i = c.linkShared(s)
 	}
+	c.version++
 	s := &c.shared[i]
 	s.milli += int16(op.milli)
 	s.mig |= op.mig
@@ -205,17 +261,21 @@ func (c *cluster) applyFrac(op fracOp) {
 // releaseFrac removes op's use; a GPU nobody shares any more becomes
 // wholly free.
 func (c *cluster) releaseFrac(op fracOp) {
-	key := sharedKey(op.node, op.gpu)
-	i, ok := c.sharedAt[key]
-	if !ok {
+	c.giveHost(op.node, op.cpu, op.mem)
+	if op.gpu < 0 {
 		return
 	}
+	i := c.sharedIdx(op.node, op.gpu)
+	if i < 0 {
+		return
+	}
+	c.version++
 	s := &c.shared[i]
 	s.milli = max(0, s.milli-int16(op.milli))
 	s.mig &^= op.mig
 	if s.milli == 0 && s.mig == 0 {
 		s.mode = 0
-		delete(c.sharedAt, key)
+		c.nshared--
 		c.give(op.node, 1<<uint(op.gpu))
 	}
 }

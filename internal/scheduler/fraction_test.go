@@ -67,6 +67,9 @@ func FuzzParseMIGProfile(f *testing.F) {
 	})
 }
 
+// TestFractionalPacking checks the plain best-fit rules for fractional
+// ranks (the BestFit strategy, and MIG under any strategy); the Topology
+// strategy's fragmentation-aware choice is TestFragmentation*.
 func TestFractionalPacking(t *testing.T) {
 	spec := topology.UniformSpec{Nodes: 4, GPUsPerNode: 8, NodesPerLeaf: 2, NVLink: true}
 	tests := []struct {
@@ -130,7 +133,7 @@ func TestFractionalPacking(t *testing.T) {
 					n.Free = removeInt(n.Free, s.Index)
 				}
 			}
-			plan := Schedule(snap, tt.reqs)
+			plan := ScheduleWith(snap, tt.reqs, Options{Strategy: BestFit})
 			checkPlan(t, snap, tt.reqs, plan)
 			got := map[string][]string{}
 			for _, r := range tt.reqs {

@@ -18,10 +18,12 @@ type gang struct {
 	tp   int // resolved tensor-parallel size (1 when not given)
 	size topology.Parallelism
 
-	// Fractional.
-	frac  bool
-	milli int // per rank, shareMilli
-	mig   migProfile
+	// Fractional: ranks placed one at a time on part of a GPU, or
+	// (hostOnly) on no GPU at all.
+	frac     bool
+	hostOnly bool
+	milli    int // per rank, shareMilli
+	mig      migProfile
 
 	// Whole-GPU shape: the gang is units × uRanks ranks; f[k] is how many
 	// units fit on a node with k free GPUs; rk[k] how many ranks.
@@ -33,13 +35,19 @@ type gang struct {
 
 	gpus      int   // whole GPUs, or ranks for fractional gangs
 	usage     int64 // milli-GPUs, for quotas and fair share
-	cpu, mem  int64
-	required  int // widest level allowed, lvRoot when none
-	preferred int // lvRoot when none
+	cpu, mem  int64 // the whole gang's, for fair share
+	required  int   // widest level allowed, lvRoot when none
+	preferred int   // lvRoot when none
 	sel       []bool
 	selKey    string
-	duration  int64 // ns; 0 unknown
-	key       reasonKey
+	// cpuPR and memPR are each rank's host request; host is set when the
+	// cluster limits one that the gang asks for, so that nodes must be
+	// checked one by one. flat: no selector and no host limit, so the
+	// histograms answer capacity questions.
+	cpuPR, memPR int64
+	host, flat   bool
+	duration     int64 // ns; 0 unknown
+	key          reasonKey
 }
 
 // levelOf maps a topology level to a hierarchy level; LevelNone is the
@@ -77,6 +85,8 @@ type tableCache struct {
 type reasonKey struct {
 	ranks, gpr, tp, rpn, milli, required int
 	mig, sel                             string
+	cpu, mem                             int64
+	hostOnly                             bool
 }
 
 // newGang works out r's shape on c into g. A request that can never be
@@ -85,7 +95,11 @@ type reasonKey struct {
 func newGang(c *cluster, r *Request, idx int, g *gang, tables *tableCache) (PendingKind, string) {
 	*g = gang{req: r, idx: idx, required: levelOf(r.Required), preferred: levelOf(r.Preferred)}
 	kind, why := g.shape(c, r, tables)
-	g.key = reasonKey{ranks: r.Ranks, gpr: g.gpr, tp: g.tp, rpn: r.RanksPerNode, milli: g.milli, mig: r.MIGProfile, required: g.required}
+	g.cpuPR, g.memPR = max(0, r.CPUMillisPerRank), max(0, r.MemoryBytesPerRank)
+	g.host = (g.cpuPR > 0 && c.cpuLimited) || (g.memPR > 0 && c.memLimited)
+	g.flat = !g.host
+	g.key = reasonKey{ranks: r.Ranks, gpr: g.gpr, tp: g.tp, rpn: r.RanksPerNode, milli: g.milli, mig: r.MIGProfile, required: g.required,
+		cpu: g.cpuPR, mem: g.memPR, hostOnly: r.HostOnly}
 	return kind, why
 }
 
@@ -103,8 +117,22 @@ func (g *gang) shape(c *cluster, r *Request, tables *tableCache) (PendingKind, s
 	if r.EstimatedDuration < 0 {
 		g.duration = 0
 	}
+	if r.CPUMillisPerRank < 0 || r.MemoryBytesPerRank < 0 {
+		return PendingInvalid, "negative CPU or memory per rank"
+	}
 	g.cpu = r.CPUMillisPerRank * int64(r.Ranks)
 	g.mem = r.MemoryBytesPerRank * int64(r.Ranks)
+
+	if r.HostOnly {
+		if r.GPUsPerRank > 0 || r.GPUMilli > 0 || r.MIGProfile != "" {
+			return PendingInvalid, "a host-only request asks for GPUs too; drop hostOnly or the GPUs"
+		}
+		if r.CPUMillisPerRank == 0 && r.MemoryBytesPerRank == 0 {
+			return PendingInvalid, "a host-only request asks for no CPU and no memory"
+		}
+		g.frac, g.hostOnly, g.tp = true, true, 1
+		return 0, ""
+	}
 
 	if r.GPUMilli > 0 || r.MIGProfile != "" {
 		if r.GPUMilli > 0 && r.MIGProfile != "" {
@@ -197,12 +225,67 @@ func (g *gang) shape(c *cluster, r *Request, tables *tableCache) (PendingKind, s
 	return 0, ""
 }
 
-// eligible reports whether node n may take ranks of g.
+// eligible reports whether node n may take ranks of g, GPUs and host
+// resources aside.
 func (g *gang) eligible(c *cluster, n int32) bool {
 	if !c.ok[n] {
 		return false
 	}
 	return g.sel == nil || g.sel[n]
+}
+
+// maxHostRanks stands for "no host limit" in rank counts.
+const maxHostRanks = 1 << 20
+
+// hostRanks returns how many of g's ranks node n's free CPU and memory
+// hold.
+func (c *cluster) hostRanks(g *gang, n int32) int {
+	r := int64(maxHostRanks)
+	if g.cpuPR > 0 {
+		r = min(r, max(0, c.cpuFree[n])/g.cpuPR)
+	}
+	if g.memPR > 0 {
+		r = min(r, max(0, c.memFree[n])/g.memPR)
+	}
+	return int(r)
+}
+
+// hostFits reports whether one rank of g fits node n's free CPU and
+// memory.
+func (c *cluster) hostFits(g *gang, n int32) bool {
+	return (g.cpuPR == 0 || c.cpuFree[n] >= g.cpuPR) && (g.memPR == 0 || c.memFree[n] >= g.memPR)
+}
+
+// unitsOn returns how many units of g fit on node n now: its free GPUs'
+// worth, bounded by its free CPU and memory.
+func (c *cluster) unitsOn(g *gang, n int32) int {
+	if !g.eligible(c, n) {
+		return 0
+	}
+	u := int(g.f[c.nfree[n]])
+	if !g.host || u == 0 {
+		return u
+	}
+	r := c.hostRanks(g, n)
+	if g.shaped {
+		if r < g.uRanks {
+			return 0
+		}
+		return u
+	}
+	return min(u, r/g.uRanks)
+}
+
+// ranksOn returns how many ranks of g fit on node n now.
+func (c *cluster) ranksOn(g *gang, n int32) int {
+	if !g.eligible(c, n) {
+		return 0
+	}
+	r := int(g.rk[c.nfree[n]])
+	if g.host {
+		r = min(r, c.hostRanks(g, n))
+	}
+	return r
 }
 
 // end returns when g would finish if it started at now; noEnd if unknown.

@@ -74,7 +74,17 @@ func checkPlan(t testing.TB, snap Snapshot, reqs []Request, plan Plan) {
 	free := map[string]map[int]bool{}
 	milli := map[string]int{}
 	mig := map[string]uint8{}
+	// CPU and memory left per node; absent where not limited.
+	cpuLeft, memLeft := map[string]int64{}, map[string]int64{}
+	labels := map[string]map[string]string{}
 	for _, n := range snap.Nodes {
+		labels[n.Name] = n.Labels
+		if n.CPUMillis > 0 {
+			cpuLeft[n.Name] = n.CPUMillis - n.CPUMillisUsed
+		}
+		if n.MemoryBytes > 0 {
+			memLeft[n.Name] = n.MemoryBytes - n.MemoryBytesUsed
+		}
 		free[n.Name] = map[int]bool{}
 		for _, g := range n.Free {
 			free[n.Name][g] = true
@@ -97,6 +107,30 @@ func checkPlan(t testing.TB, snap Snapshot, reqs []Request, plan Plan) {
 		perNode := map[string]int{}
 		for i, s := range pl.Ranks {
 			perNode[s.Node]++
+			if s.CPUMillis != r.CPUMillisPerRank || s.MemoryBytes != r.MemoryBytesPerRank {
+				t.Errorf("%s rank %d holds %d CPU millis, %d bytes; it asked for %d, %d", pl.JobID, i, s.CPUMillis, s.MemoryBytes, r.CPUMillisPerRank, r.MemoryBytesPerRank)
+			}
+			if left, ok := cpuLeft[s.Node]; ok && s.CPUMillis > 0 {
+				if cpuLeft[s.Node] = left - s.CPUMillis; cpuLeft[s.Node] < 0 {
+					t.Errorf("%s rank %d: node %s has no CPU left for it (%d millis short)", pl.JobID, i, s.Node, -cpuLeft[s.Node])
+				}
+			}
+			if left, ok := memLeft[s.Node]; ok && s.MemoryBytes > 0 {
+				if memLeft[s.Node] = left - s.MemoryBytes; memLeft[s.Node] < 0 {
+					t.Errorf("%s rank %d: node %s has no memory left for it", pl.JobID, i, s.Node)
+				}
+			}
+			for k, vs := range r.NodeSelectorIn {
+				if !slices.Contains(vs, labels[s.Node][k]) {
+					t.Errorf("%s rank %d: node %s has %s=%q, not one of %q", pl.JobID, i, s.Node, k, labels[s.Node][k], vs)
+				}
+			}
+			if r.HostOnly {
+				if len(s.GPUs) != 0 || s.Milli != 0 || s.MIGProfile != "" {
+					t.Errorf("%s rank %d: host-only rank got GPUs %v", pl.JobID, i, s.GPUs)
+				}
+				continue
+			}
 			if r.GPUMilli > 0 || r.MIGProfile != "" {
 				if len(s.GPUs) != 1 {
 					t.Errorf("%s rank %d: fractional rank on %d GPUs", pl.JobID, i, len(s.GPUs))

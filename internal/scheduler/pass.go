@@ -51,17 +51,18 @@ type Decision struct {
 // keeps references to snap's and reqs' contents, which must not change
 // while it is in use.
 type Pass struct {
-	now  int64
-	reqs []Request
-	opts Options
-	c    *cluster // what is free now, less the reservation
-	full *cluster // what is free now; nil until a reservation is made
-	resv *reservation
-	sh   *sharing
-	run  []runJob
-	heap queueHeap
-	one  *gang
-	plan Plan
+	now   int64
+	reqs  []Request
+	opts  Options
+	c     *cluster // what is free now, less the reservations
+	full  *cluster // what is free now; nil until a reservation is made
+	resvs []*reservation
+	first *reservation // the reservation that starts first
+	sh    *sharing
+	run   []runJob
+	heap  queueHeap
+	one   *gang
+	plan  Plan
 
 	tables  *tableCache
 	reasons map[reasonKey]reasonMemo
@@ -72,6 +73,7 @@ type Pass struct {
 	blockedBy string
 	searches  int
 	selCache  map[string][]bool
+	labelIdx  map[string]map[string][]int32 // label → value → nodes
 }
 
 // gangSlot is a request's shape, worked out when the request reaches the
@@ -135,10 +137,13 @@ func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
 	p.indexRunning(snap.Running, warn)
 	p.sh.finish()
 
-	p.one = &gang{gpr: 1, uRanks: 1, units: 1, tp: 1, required: lvRoot, preferred: lvRoot,
+	p.one = &gang{gpr: 1, uRanks: 1, units: 1, tp: 1, required: lvRoot, preferred: lvRoot, flat: true,
 		f: make([]int32, p.c.hw), rk: make([]int32, p.c.hw)}
 	for k := range p.c.hw {
 		p.one.f[k], p.one.rk[k] = int32(k), int32(k)
+	}
+	if opts.Strategy == Topology {
+		p.c.fm = p.buildFrag()
 	}
 
 	p.plan.Pending = make([]Pending, 0, len(reqs))
@@ -210,12 +215,19 @@ func (p *Pass) indexRunning(running []Running, warn func(string)) {
 				continue
 			}
 			n := int32(id)
+			cpu, mem := max(0, s.CPUMillis), max(0, s.MemoryBytes)
+			if len(s.GPUs) == 0 && s.Milli == 0 && s.MIGProfile == "" {
+				if cpu|mem != 0 {
+					rj.frac = append(rj.frac, fracOp{node: n, gpu: -1, cpu: cpu, mem: mem})
+				}
+				continue
+			}
 			if s.Milli > 0 || s.MIGProfile != "" {
 				if len(s.GPUs) != 1 {
 					warn(fmt.Sprintf("running job %s: fractional rank on %s has %d GPUs, want 1", r.JobID, s.Node, len(s.GPUs)))
 					continue
 				}
-				op := fracOp{node: n, gpu: s.GPUs[0], milli: s.Milli}
+				op := fracOp{node: n, gpu: s.GPUs[0], milli: s.Milli, cpu: cpu, mem: mem}
 				if s.MIGProfile != "" {
 					shape, err := ParseMIGProfile(s.MIGProfile)
 					if err != nil || s.MIGStart < 0 || s.MIGStart > 7 {
@@ -241,12 +253,14 @@ func (p *Pass) indexRunning(running []Running, warn func(string)) {
 			rj.usage += int64(bits.OnesCount64(m)) * 1000
 			if k := slices.IndexFunc(rj.parts, func(x nodeMask) bool { return x.node == n }); k >= 0 {
 				rj.parts[k].mask |= m
+				rj.parts[k].cpu += cpu
+				rj.parts[k].mem += mem
 			} else {
 				if rj.parts == nil {
 					rj.parts = backing[len(backing):len(backing):cap(backing)]
 				}
 				// Parts of one job are consecutive in backing.
-				backing = append(backing, nodeMask{n, m})
+				backing = append(backing, nodeMask{node: n, mask: m, cpu: cpu, mem: mem})
 				rj.parts = rj.parts[:len(rj.parts)+1]
 			}
 		}
@@ -282,20 +296,66 @@ func (p *Pass) gang(q *queueState, i int) (*gang, PendingKind, string) {
 	if sl.kind, sl.why = newGang(p.c, r, i, g, p.tables); sl.kind != 0 {
 		return nil, sl.kind, sl.why
 	}
-	if len(r.NodeSelector) > 0 {
-		g.selKey = fmtSelector(r.NodeSelector)
+	if len(r.NodeSelector) > 0 || len(r.NodeSelectorIn) > 0 {
+		g.selKey = fmtSelector(r.NodeSelector, r.NodeSelectorIn)
 		g.key.sel = g.selKey
-		sel, ok := p.selCache[g.selKey]
-		if !ok {
-			sel = make([]bool, p.c.nn)
-			for n := range sel {
-				sel[n] = p.c.ok[n] && matches(p.c.labels[n], r.NodeSelector)
-			}
-			p.selCache[g.selKey] = sel
-		}
-		g.sel = sel
+		g.sel = p.selector(g.selKey, r.NodeSelector, r.NodeSelectorIn)
 	}
+	g.flat = g.sel == nil && !g.host
 	return g, 0, ""
+}
+
+// selector returns which nodes match the selectors eq and in, whose key
+// is key, computed once per pass from an index of label values: a
+// selector costs the nodes it matches, not every node.
+func (p *Pass) selector(key string, eq map[string]string, in map[string][]string) []bool {
+	if sel, ok := p.selCache[key]; ok {
+		return sel
+	}
+	c := p.c
+	hits := make([]uint16, c.nn)
+	need := uint16(0)
+	count := func(k, v string) {
+		for _, n := range p.labelNodes(k)[v] {
+			hits[n]++
+		}
+	}
+	for k, v := range eq {
+		need++
+		count(k, v)
+	}
+	for k, vs := range in {
+		need++
+		vs = slices.Clone(vs)
+		slices.Sort(vs)
+		for _, v := range slices.Compact(vs) {
+			count(k, v)
+		}
+	}
+	sel := make([]bool, c.nn)
+	for n := range sel {
+		sel[n] = c.ok[n] && hits[n] == need
+	}
+	p.selCache[key] = sel
+	return sel
+}
+
+// labelNodes returns, for label key, the nodes with each value.
+func (p *Pass) labelNodes(key string) map[string][]int32 {
+	if m, ok := p.labelIdx[key]; ok {
+		return m
+	}
+	m := map[string][]int32{}
+	for n := range p.c.nn {
+		if v, ok := p.c.labels[n][key]; ok && p.c.ok[n] {
+			m[v] = append(m[v], int32(n))
+		}
+	}
+	if p.labelIdx == nil {
+		p.labelIdx = map[string]map[string][]int32{}
+	}
+	p.labelIdx[key] = m
+	return m
 }
 
 // rekey recomputes q's heap key from its usage and next request.
@@ -381,24 +441,36 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 	case Strict:
 		p.blockedBy = r.JobID
 	case Backfill:
-		if p.resv != nil {
-			if !g.frac && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
-				return p.pending(i, q, PendingBackfill, fmt.Sprintf("%s; it would delay %s, whose reserved GPUs are free %s",
-					why, p.resv.job, p.resvWhen()))
-			}
-		} else if !g.frac {
+		if g.frac {
+			break
+		}
+		if len(p.resvs) < p.maxReservations() {
 			if text, ok := p.reserve(g); ok {
 				return p.pending(i, q, PendingReserved, why+"; "+text)
 			} else if text != "" {
 				why += "; " + text
 			}
 		}
+		if p.first != nil && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
+			if len(p.resvs) == 1 {
+				why += fmt.Sprintf("; it would delay %s, whose reserved GPUs are free %s", p.first.job, p.resvWhen(p.first))
+			} else {
+				why += fmt.Sprintf("; it would take GPUs reserved for %d gangs past the first reservation's start (%s's, %s)",
+					len(p.resvs), p.first.job, p.resvWhen(p.first))
+			}
+			return p.pending(i, q, PendingBackfill, why)
+		}
 	}
 	return p.pending(i, q, kind, why)
 }
 
-// tryPlace places g now if it fits without touching the reservation, or,
-// when it will end before the reservation starts, anywhere.
+// maxReservations is how many gangs may hold a reservation in this pass.
+func (p *Pass) maxReservations() int {
+	return max(1, p.opts.MaxReservations)
+}
+
+// tryPlace places g now if it fits without touching the reservations,
+// or, when it will end before the first of them starts, anywhere.
 func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 	strat := p.opts.Strategy
 	if g.frac {
@@ -419,14 +491,14 @@ func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 		pl, parts := p.c.commit(g, picks)
 		if p.full != nil {
 			for _, m := range parts {
-				p.full.take(m.node, m.mask)
+				p.full.takeAll(m)
 			}
 			pl.Backfilled = true
 		}
 		p.placed = append(p.placed, placedJob{id: g.req.JobID, parts: parts, end: g.end(p.now)})
 		return pl, true
 	}
-	if p.resv == nil || p.resv.start == noEnd || g.end(p.now) > p.resv.start {
+	if p.first == nil || p.first.start == noEnd || g.end(p.now) > p.first.start {
 		return Placement{}, false
 	}
 	picks := p.full.find(g, strat, lvRoot, 0)
@@ -435,7 +507,7 @@ func (p *Pass) tryPlace(g *gang) (Placement, bool) {
 	}
 	pl, parts := p.full.commit(g, picks)
 	for _, m := range parts {
-		p.c.take(m.node, m.mask)
+		p.c.takeAll(m)
 	}
 	pl.Backfilled = true
 	p.placed = append(p.placed, placedJob{id: g.req.JobID, parts: parts, end: g.end(p.now)})
@@ -467,10 +539,7 @@ func (p *Pass) whyNotMemo(g *gang) (PendingKind, string) {
 	if g.frac {
 		return p.whyNot(g)
 	}
-	v := p.c.version
-	if p.resv != nil {
-		v |= 1 << 63
-	}
+	v := p.c.version | uint64(len(p.resvs))<<56
 	if m, ok := p.reasons[g.key]; ok && m.version == v {
 		return m.kind, m.why
 	}
@@ -529,15 +598,18 @@ func matches(labels, sel map[string]string) bool {
 	return true
 }
 
-func fmtSelector(sel map[string]string) string {
-	keys := make([]string, 0, len(sel))
-	for k := range sel {
-		keys = append(keys, k)
+// fmtSelector writes selectors for people, in one order whatever the
+// maps': "{gpu-model in (A100, H100), zone=x}".
+func fmtSelector(sel map[string]string, in map[string][]string) string {
+	parts := make([]string, 0, len(sel)+len(in))
+	for k, v := range sel {
+		parts = append(parts, k+"="+v)
 	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + sel[k]
+	for k, vs := range in {
+		vs = slices.Clone(vs)
+		slices.Sort(vs)
+		parts = append(parts, k+" in ("+strings.Join(slices.Compact(vs), ", ")+")")
 	}
+	sort.Strings(parts)
 	return "{" + strings.Join(parts, ", ") + "}"
 }

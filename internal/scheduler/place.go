@@ -56,10 +56,7 @@ func pickFewest(items []cand, need int, out []pick) []pick {
 // capOf returns how many units of g fit in group grp of level L.
 func (c *cluster) capOf(g *gang, L int, grp int32) int {
 	if L == lvNode {
-		if !g.eligible(c, grp) {
-			return 0
-		}
-		return int(g.f[c.nfree[grp]])
+		return c.unitsOn(g, grp)
 	}
 	if g.tpAcross && L >= lvDom {
 		if L > lvDom {
@@ -71,27 +68,23 @@ func (c *cluster) capOf(g *gang, L int, grp int32) int {
 			return sum
 		}
 		ranks := 0
-		if g.sel == nil {
+		if g.flat {
 			for k, cnt := range c.hist[lvDom][int(grp)*c.hw:][:c.hw] {
 				ranks += int(cnt) * int(g.rk[k])
 			}
 		} else {
 			lo, hi := c.span(lvDom, grp)
 			for n := lo; n < hi; n++ {
-				if g.eligible(c, n) {
-					ranks += int(g.rk[c.nfree[n]])
-				}
+				ranks += c.ranksOn(g, n)
 			}
 		}
 		return ranks / g.tp
 	}
 	sum := 0
-	if g.sel != nil {
+	if !g.flat {
 		lo, hi := c.span(L, grp)
 		for n := lo; n < hi; n++ {
-			if g.eligible(c, n) {
-				sum += int(g.f[c.nfree[n]])
-			}
+			sum += c.unitsOn(g, n)
 		}
 		return sum
 	}
@@ -129,10 +122,13 @@ func (c *cluster) bestNode(g *gang, strat Strategy, need int, Lg int, gg int32) 
 	if Lg == lvNode {
 		return gg, c.capOf(g, lvNode, gg) >= need
 	}
-	if g.sel != nil || Lg < lvLeaf {
+	if strat == Topology && c.fm != nil {
+		return c.bestNodeFrag(g, need, Lg, gg)
+	}
+	if !g.flat || Lg < lvLeaf {
 		best := int32(-1)
 		for n := lo; n < hi; n++ {
-			if !g.eligible(c, n) || int(g.f[c.nfree[n]]) < need {
+			if c.unitsOn(g, n) < need {
 				continue
 			}
 			switch {
@@ -159,6 +155,14 @@ func (c *cluster) bestNode(g *gang, strat Strategy, need int, Lg int, gg int32) 
 	if k < 0 {
 		return -1, false
 	}
+	return c.nodeWithFree(k, strat, Lg, gg)
+}
+
+// nodeWithFree returns a node with exactly k free GPUs inside group (Lg,
+// gg), Lg at least a leaf, which must hold one: (Topology) in the fullest
+// leaf with such a node, the fullest NVLink domain, then the lowest id.
+func (c *cluster) nodeWithFree(k int, strat Strategy, Lg int, gg int32) (int32, bool) {
+	lo, hi := c.span(Lg, gg)
 	llo, lhi := c.grp[lvLeaf][lo], c.grp[lvLeaf][hi-1]+1
 	leaf := int32(-1)
 	for l := llo; l < lhi; l++ {
@@ -272,8 +276,8 @@ func (c *cluster) alloc(g *gang, L int, grp int32, need int, out []pick) []pick 
 		lo, hi := c.span(L, grp)
 		items := make([]cand, 0, hi-lo)
 		for n := lo; n < hi; n++ {
-			if g.eligible(c, n) && g.rk[c.nfree[n]] > 0 {
-				items = append(items, cand{n, int(g.rk[c.nfree[n]]), int32(c.nfree[n])})
+			if r := c.ranksOn(g, n); r > 0 {
+				items = append(items, cand{n, r, int32(c.nfree[n])})
 			}
 		}
 		return pickFewest(items, need*g.tp, out)
@@ -324,7 +328,7 @@ func (c *cluster) allocFlat(g *gang, strat Strategy, L int, grp int32, need int)
 			if !g.eligible(c, n) || c.nfree[n] != c.total[n] {
 				continue
 			}
-			if u := int(g.f[c.nfree[n]]); u > 0 {
+			if u := c.unitsOn(g, n); u > 0 {
 				u = min(u, need)
 				out = append(out, pick{n, u * g.uRanks})
 				need -= u
@@ -438,8 +442,8 @@ func (c *cluster) commit(g *gang, picks []pick) (Placement, []nodeMask) {
 		for _, gpu := range order {
 			mask |= 1 << uint(gpu)
 		}
-		c.take(p.id, mask)
-		parts[i] = nodeMask{p.id, mask}
+		parts[i] = nodeMask{node: p.id, mask: mask, cpu: int64(p.amount) * g.cpuPR, mem: int64(p.amount) * g.memPR}
+		c.takeAll(parts[i])
 		for j := 0; j+g.gpr <= len(order); j += g.gpr {
 			at := len(backing)
 			backing = append(backing, order[j:j+g.gpr]...)
@@ -472,7 +476,8 @@ func (c *cluster) commit(g *gang, picks []pick) (Placement, []nodeMask) {
 					return cmp.Compare(a.GPU, b.GPU)
 				})
 				s := slots[k]
-				pl.Ranks[r] = Slot{Node: c.topo.NodeName(topology.NodeID(s.node)), GPUs: s.gpus, TP: rk.TP, PP: rk.PP, DP: rk.DP}
+				pl.Ranks[r] = Slot{Node: c.topo.NodeName(topology.NodeID(s.node)), GPUs: s.gpus, TP: rk.TP, PP: rk.PP, DP: rk.DP,
+					CPUMillis: g.cpuPR, MemoryBytes: g.memPR}
 			}
 			pl.TPGroupsCrossingDomain = lay.TPGroupsCrossingDomain
 			pl.PPStepsCrossingLeaf = lay.PPStepsCrossingLeaf
@@ -482,7 +487,7 @@ func (c *cluster) commit(g *gang, picks []pick) (Placement, []nodeMask) {
 	}
 	if !done {
 		for i, s := range slots {
-			pl.Ranks[i] = Slot{Node: c.topo.NodeName(topology.NodeID(s.node)), GPUs: s.gpus, DP: i}
+			pl.Ranks[i] = Slot{Node: c.topo.NodeName(topology.NodeID(s.node)), GPUs: s.gpus, DP: i, CPUMillis: g.cpuPR, MemoryBytes: g.memPR}
 		}
 	}
 	pl.Nodes, pl.Leaves, pl.Spines = c.spanCounts(picks)
@@ -516,6 +521,7 @@ func (c *cluster) masks(g *gang, picks []pick) []nodeMask {
 	out := make([]nodeMask, len(picks))
 	for i, p := range picks {
 		out[i].node = p.id
+		out[i].cpu, out[i].mem = int64(p.amount)*g.cpuPR, int64(p.amount)*g.memPR
 		for _, gpu := range chosen[i] {
 			out[i].mask |= 1 << uint(gpu)
 		}
@@ -523,8 +529,10 @@ func (c *cluster) masks(g *gang, picks []pick) []nodeMask {
 	return out
 }
 
-// nodeMask is a set of GPUs on one node.
+// nodeMask is a set of GPUs on one node, and the CPU and memory that go
+// with them.
 type nodeMask struct {
-	node int32
-	mask uint64
+	node     int32
+	mask     uint64
+	cpu, mem int64
 }

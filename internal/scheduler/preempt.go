@@ -12,13 +12,17 @@ import (
 // gpuLog records GPUs a search freed, so it can take them back exactly.
 type gpuLog []nodeMask
 
+// release gives back the GPUs, CPU and memory of parts on nodes lo..hi-1
+// and logs what it gave.
 func (c *cluster) release(log gpuLog, parts []nodeMask, lo, hi int32) gpuLog {
 	for _, m := range parts {
 		if m.node < lo || m.node >= hi {
 			continue
 		}
-		if got := c.give(m.node, m.mask); got != 0 {
-			log = append(log, nodeMask{m.node, got})
+		got := c.give(m.node, m.mask)
+		c.giveHost(m.node, m.cpu, m.mem)
+		if got != 0 || m.cpu|m.mem != 0 {
+			log = append(log, nodeMask{node: m.node, mask: got, cpu: m.cpu, mem: m.mem})
 		}
 	}
 	return log
@@ -26,7 +30,7 @@ func (c *cluster) release(log gpuLog, parts []nodeMask, lo, hi int32) gpuLog {
 
 func (c *cluster) undo(log gpuLog) {
 	for i := len(log) - 1; i >= 0; i-- {
-		c.take(log[i].node, log[i].mask)
+		c.takeAll(log[i])
 	}
 }
 
@@ -291,9 +295,9 @@ func (p *Pass) searchGroup(q *queueState, g *gang, L int, grp int32, js []int) *
 // other gang in this pass takes them.
 func (p *Pass) hold(masks []nodeMask) {
 	for _, m := range masks {
-		p.c.take(m.node, m.mask)
+		p.c.takeAll(m)
 		if p.full != nil {
-			p.full.take(m.node, m.mask)
+			p.full.takeAll(m)
 		}
 	}
 }

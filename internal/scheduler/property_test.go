@@ -121,7 +121,68 @@ func randomCase(t testing.TB, rng *rand.Rand) (Snapshot, []Request, Options) {
 		reqs = append(reqs, r)
 	}
 	opts := Options{Mode: Mode(rng.IntN(3)), Strategy: Strategy(rng.IntN(3)), NoPreemption: rng.IntN(4) == 0}
+	addHost(rng, &snap, reqs, &opts)
 	return snap, reqs, opts
+}
+
+// addHost gives half the cases CPU and memory: node capacities, what
+// running ranks hold, requests that ask for some, host-only requests,
+// selectors with alternatives, and sometimes an explicit workload.
+func addHost(rng *rand.Rand, snap *Snapshot, reqs []Request, opts *Options) {
+	if rng.IntN(2) == 0 {
+		return
+	}
+	cpuUsed, memUsed := map[string]int64{}, map[string]int64{}
+	for i := range snap.Running {
+		for k := range snap.Running[i].Ranks {
+			sl := &snap.Running[i].Ranks[k]
+			if rng.IntN(2) == 0 {
+				sl.CPUMillis = int64(1+rng.IntN(8)) * 1000
+				sl.MemoryBytes = int64(1+rng.IntN(16)) * gib
+				cpuUsed[sl.Node] += sl.CPUMillis
+				memUsed[sl.Node] += sl.MemoryBytes
+			}
+		}
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		if rng.IntN(5) == 0 {
+			continue // capacity unknown
+		}
+		n.CPUMillis = int64([]int{16, 32, 64}[rng.IntN(3)])*1000 + cpuUsed[n.Name]
+		n.CPUMillisUsed = cpuUsed[n.Name] + int64(rng.IntN(8))*1000
+		n.MemoryBytes = int64([]int{64, 256}[rng.IntN(2)])*gib + memUsed[n.Name]
+		n.MemoryBytesUsed = memUsed[n.Name] + int64(rng.IntN(32))*gib
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		if rng.IntN(3) == 0 {
+			r.CPUMillisPerRank = int64(1+rng.IntN(16)) * 1000
+			r.MemoryBytesPerRank = int64(rng.IntN(64)) * gib
+		}
+		if rng.IntN(12) == 0 {
+			*r = Request{JobID: r.JobID, Queue: r.Queue, Priority: r.Priority, Order: r.Order, Ranks: 1 + rng.IntN(3),
+				HostOnly: true, CPUMillisPerRank: int64(1+rng.IntN(16)) * 1000}
+		}
+		if rng.IntN(8) == 0 {
+			r.NodeSelectorIn = map[string][]string{"zone": [][]string{{"x", "y"}, {"y"}, {"y", "y", "w"}}[rng.IntN(3)]}
+		}
+	}
+	if rng.IntN(3) == 0 {
+		for range 1 + rng.IntN(6) {
+			d := Demand{GPUs: rng.IntN(9), Weight: float64(rng.IntN(5))}
+			if rng.IntN(3) == 0 {
+				d.GPUs, d.GPUMilli = 0, 100*(1+rng.IntN(9))
+			}
+			if rng.IntN(2) == 0 {
+				d.CPUMillis = int64(rng.IntN(16)) * 1000
+			}
+			if rng.IntN(4) == 0 {
+				d.NodeSelector = map[string]string{"zone": "x"}
+			}
+			opts.Workload = append(opts.Workload, d)
+		}
+	}
 }
 
 // TestPlanProperties checks on random inputs that every plan gives no GPU
@@ -155,7 +216,15 @@ func TestPlanProperties(t *testing.T) {
 			shuffled.Running[i], shuffled.Running[j] = shuffled.Running[j], shuffled.Running[i]
 		})
 		rng.Shuffle(len(r2), func(i, j int) { r2[i], r2[j] = r2[j], r2[i] })
-		if diff := cmp.Diff(plan, ScheduleWith(shuffled, r2, opts)); diff != "" {
+		for i := range shuffled.Nodes {
+			n := &shuffled.Nodes[i]
+			n.Shared = append([]SharedGPU(nil), n.Shared...)
+			rng.Shuffle(len(n.Shared), func(i, j int) { n.Shared[i], n.Shared[j] = n.Shared[j], n.Shared[i] })
+		}
+		o2 := opts
+		o2.Workload = append([]Demand(nil), opts.Workload...)
+		rng.Shuffle(len(o2.Workload), func(i, j int) { o2.Workload[i], o2.Workload[j] = o2.Workload[j], o2.Workload[i] })
+		if diff := cmp.Diff(plan, ScheduleWith(shuffled, r2, o2)); diff != "" {
 			t.Fatalf("seed %d: shuffled inputs, different plan (-sorted +shuffled):\n%s", seed, diff)
 		}
 	}

@@ -10,6 +10,8 @@ func (p *Pass) needText(g *gang) string {
 	r := g.req
 	var s string
 	switch {
+	case g.hostOnly:
+		s = fmt.Sprintf("needs %d host-only %s", r.Ranks, plural(r.Ranks, "rank", "ranks"))
 	case g.frac && g.milli > 0:
 		s = fmt.Sprintf("needs %d %s of %d milli-GPUs", r.Ranks, plural(r.Ranks, "rank", "ranks"), g.milli)
 	case g.frac:
@@ -23,6 +25,7 @@ func (p *Pass) needText(g *gang) string {
 	default:
 		s = fmt.Sprintf("needs %d GPUs (%d ranks × %d)", g.gpus, r.Ranks, g.gpr)
 	}
+	s += hostNeed(g)
 	if g.required < lvRoot {
 		s += " under one " + levelWords[g.required]
 	}
@@ -51,8 +54,11 @@ func (p *Pass) whyNot(g *gang) (PendingKind, string) {
 	if g.sel != nil {
 		where = fmt.Sprintf("on the %d matching %s", eligible, plural(eligible, "node", "nodes"))
 	}
-	if p.resv != nil {
-		where += " outside the GPUs reserved for " + p.resv.job
+	switch n := len(p.resvs); {
+	case n == 1:
+		where += " outside the GPUs reserved for " + p.resvs[0].job
+	case n > 1:
+		where += fmt.Sprintf(" outside the GPUs reserved for %s and %d other %s", p.resvs[0].job, n-1, plural(n-1, "gang", "gangs"))
 	}
 	if eligible == 0 {
 		if g.sel != nil {
@@ -65,6 +71,9 @@ func (p *Pass) whyNot(g *gang) (PendingKind, string) {
 			return PendingCapacity, fmt.Sprintf("%s; the %d matching nodes have only %d GPUs", need, eligible, total)
 		}
 		return PendingCapacity, fmt.Sprintf("%s; the cluster has only %d GPUs", need, total)
+	}
+	if why, ok := p.whyHost(g); ok && (g.frac || free >= g.gpus) {
+		return PendingResources, why
 	}
 	if g.frac {
 		return PendingCapacity, fmt.Sprintf("%s; no shared GPU has room and %d whole GPUs are free %s", need, free, where)

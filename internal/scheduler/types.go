@@ -19,10 +19,17 @@ type Node struct {
 	// Total is the node's GPU count. At most 64 GPUs per node are used.
 	Total  int
 	Labels map[string]string
-	// CPUMillis and MemoryBytes are the node's capacity, used only to
-	// weigh CPU and memory in dominant-resource fair share. Zero: unknown.
+	// CPUMillis and MemoryBytes are the node's capacity. They weigh CPU
+	// and memory in dominant-resource fair share and bound what ranks
+	// placed here may ask for. Zero: unknown, not limited.
 	CPUMillis   int64
 	MemoryBytes int64
+	// CPUMillisUsed and MemoryBytesUsed are what is held on the node now
+	// (the ranks of running jobs, and anything else the caller counts),
+	// as Free is for GPUs: a rank fits when its request is at most the
+	// capacity less what is used. Ignored where the capacity is zero.
+	CPUMillisUsed   int64
+	MemoryBytesUsed int64
 }
 
 // SharedGPU is a GPU that fractional ranks use in part. A GPU is shared in
@@ -103,7 +110,9 @@ type Running struct {
 	// as soon free.
 	Stopping bool
 	// CPUMillis and MemoryBytes are what the whole job holds, for fair
-	// share.
+	// share. What each rank holds on its node is in Ranks (Slot.CPUMillis,
+	// Slot.MemoryBytes): backfill and preemption give it back with the
+	// rank's GPUs.
 	CPUMillis   int64
 	MemoryBytes int64
 }
@@ -119,7 +128,11 @@ type Request struct {
 	Ranks        int
 	GPUsPerRank  int // 0 means 1, unless GPUMilli or MIGProfile is set
 	RanksPerNode int // 0: pack onto the fewest nodes
+	// NodeSelector: every label given must have the value given.
 	NodeSelector map[string]string
+	// NodeSelectorIn: every label given must have one of the values given
+	// ("gpu-model" in {"A100-80GB", "H100"}). Both selectors apply.
+	NodeSelectorIn map[string][]string
 
 	// GPUMilli asks for a time-sliced fraction of one GPU per rank, 1 to
 	// 999 thousandths. MIGProfile asks for a MIG instance per rank
@@ -144,9 +157,15 @@ type Request struct {
 	// limit or an estimate); zero: unknown. Backfill uses it.
 	EstimatedDuration time.Duration
 
-	// CPUMillisPerRank and MemoryBytesPerRank weigh in fair share only.
+	// CPUMillisPerRank and MemoryBytesPerRank are what each rank needs of
+	// its node's CPU and memory; they weigh in fair share too. Zero: none.
 	CPUMillisPerRank   int64
 	MemoryBytesPerRank int64
+	// HostOnly ranks take no GPU, only CPUMillisPerRank and
+	// MemoryBytesPerRank (a CPU-only job beside the GPU jobs). They are
+	// placed one rank at a time, where they take least from what GPU
+	// requests will need.
+	HostOnly bool
 }
 
 // Slot is where one rank goes.
@@ -160,6 +179,11 @@ type Slot struct {
 	// profile and its first memory-slice position on GPUs[0].
 	MIGProfile string
 	MIGStart   int
+	// CPUMillis and MemoryBytes are the CPU and memory the rank holds on
+	// Node: in a placement, what its request asks for; in a running job,
+	// what it holds (zero: nothing counted).
+	CPUMillis   int64
+	MemoryBytes int64
 	// TP, PP and DP are the rank's coordinates in the parallel grid.
 	TP, PP, DP int
 }
@@ -209,6 +233,9 @@ const (
 	// that do not divide, an unknown MIG profile). It is not an error: the
 	// API should have rejected it; the reason says what is wrong.
 	PendingInvalid
+	// PendingResources: nodes have the GPUs, but not the CPU or memory
+	// its ranks ask for.
+	PendingResources
 )
 
 var pendingKindNames = [...]string{
@@ -220,6 +247,7 @@ var pendingKindNames = [...]string{
 	PendingBlocked:    "blocked",
 	PendingBackfill:   "backfill",
 	PendingInvalid:    "invalid",
+	PendingResources:  "resources",
 }
 
 // String returns the kind's name ("capacity", "topology", ...).
@@ -289,9 +317,10 @@ const (
 	// starts. A gang held back only by its own queue's quota blocks the
 	// rest of its queue, not other queues.
 	Strict
-	// Backfill: the first blocked gang gets a reservation from running
-	// jobs' estimated ends; later gangs start only if they cannot delay it
-	// (they end before it starts, or leave its GPUs alone).
+	// Backfill: the first blocked gang (the first Options.MaxReservations
+	// of them) gets a reservation from running jobs' estimated ends; later
+	// gangs start only if they cannot delay any (they leave the reserved
+	// GPUs alone, or end before the first reservation starts).
 	Backfill
 )
 
@@ -301,7 +330,10 @@ type Strategy uint8
 const (
 	// Topology is gangway's default: the tightest NVLink domain, leaf or
 	// spine that holds the gang, best fit among those, fewest children at
-	// each level, so whole nodes, leaves and spines stay free.
+	// each level, so whole nodes, leaves and spines stay free. A gang
+	// that fits on one node, fractional and host-only ranks go where the
+	// node's expected fragmentation over the workload (Options.Workload)
+	// grows least.
 	Topology Strategy = iota
 	// BestFit ignores leaves and spines: one node with the fewest free
 	// GPUs that fit, else the fewest nodes.
@@ -321,6 +353,39 @@ type Options struct {
 	// MaxPreemptionSearches bounds how many gangs per pass may search for
 	// victims (each search looks at running jobs). Zero means 64.
 	MaxPreemptionSearches int
+	// MaxReservations is how many blocked gangs, in the order they are
+	// decided, get a backfill reservation in one pass (Backfill mode).
+	// Zero means 1: EASY backfill.
+	MaxReservations int
+	// Workload is the mix of request shapes the cluster typically sees,
+	// for the Topology strategy's fragmentation-aware placement of gangs
+	// that fit on one node. Nil: learned from the pass's requests and
+	// running jobs. Its order does not matter.
+	Workload []Demand
+}
+
+// Demand is a request shape the cluster typically sees, and how common it
+// is. Placement keeps nodes able to take the common shapes: a node's
+// expected fragmentation is, over the shapes, the free GPU capacity that
+// a request of the shape could not use there (all of it when the shape
+// does not fit on the node at all). See Weng et al., "Beware of
+// Fragmentation", ATC'23.
+type Demand struct {
+	// GPUs is how many whole GPUs the shape takes on one node. GPUMilli,
+	// when set (1..999), is a share of one GPU instead. Both zero: a
+	// host-only shape.
+	GPUs     int
+	GPUMilli int
+	// CPUMillis and MemoryBytes are what the shape takes of the node.
+	CPUMillis   int64
+	MemoryBytes int64
+	// NodeSelector and NodeSelectorIn restrict the nodes it may use, as in
+	// Request.
+	NodeSelector   map[string]string
+	NodeSelectorIn map[string][]string
+	// Weight is how common the shape is relative to the others: a count
+	// or a share. Entries without a positive weight are ignored.
+	Weight float64
 }
 
 var modeNames = [...]string{Greedy: "greedy", Strict: "strict", Backfill: "backfill"}

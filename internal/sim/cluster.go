@@ -379,11 +379,10 @@ func (c *cluster) freeIndices(i int) []int {
 	return n.freeList
 }
 
-// needsFilter reports whether j has constraints the scheduler does not
-// check itself, so that the simulator must offer it only nodes that meet
-// them: host CPU or memory, or a choice among several GPU models.
-func (c *cluster) needsFilter(j *job) bool {
-	return (c.hostLimits && (j.t.CPUMilli > 0 || j.t.MemoryMiB > 0)) || len(j.t.GPUModels) > 1
+// hostBound reports whether j asks for host CPU or memory that the
+// cluster limits.
+func (c *cluster) hostBound(j *job) bool {
+	return c.hostLimits && (j.t.CPUMilli > 0 || j.t.MemoryMiB > 0)
 }
 
 // fits reports whether node n meets j's host and GPU-model constraints

@@ -524,7 +524,7 @@ func (e *engine) passQueue(strict bool) error {
 		}
 		if len(e.chunk) > 0 {
 			last := e.chunk[len(e.chunk)-1].lastKey
-			out, err := e.pl.place(e.c, e.chunk, call{now: e.now, mode: mode})
+			out, err := e.pl.place(e.c, e.chunk, call{now: e.now, mode: mode, context: e.run})
 			if err != nil {
 				return err
 			}
@@ -557,7 +557,7 @@ func (e *engine) passQueue(strict bool) error {
 // plain reports a whole-GPU job with no placement constraints, for which
 // failing to fit is monotone in width.
 func (e *engine) plain(j *job) bool {
-	return j.milli >= 1000 && len(j.t.GPUModels) == 0 && !e.c.needsFilter(j)
+	return j.milli >= 1000 && len(j.t.GPUModels) == 0 && !e.c.hostBound(j)
 }
 
 // passBackfill lets the scheduler backfill: the first blocked gang gets a
@@ -648,7 +648,7 @@ func (e *engine) passQuota() error {
 	for _, v := range victims {
 		e.preempt(v)
 	}
-	out, err := e.pl.place(e.c, starts, call{now: e.now, mode: Greedy})
+	out, err := e.pl.place(e.c, starts, call{now: e.now, mode: Greedy, context: e.run})
 	if err != nil {
 		return err
 	}
@@ -671,7 +671,7 @@ func (e *engine) passPriority() error {
 		if len(starts) == 0 {
 			break
 		}
-		o := call{now: e.now, mode: Greedy, prio: e.pol.priority}
+		o := call{now: e.now, mode: Greedy, prio: e.pol.priority, context: e.run}
 		if head := e.pq.first(); head != nil && e.pol.starving(head, e.now) {
 			// A starving head may preempt any job ranked below it, even
 			// when GPUs are free by count: a wide gang needs whole nodes

@@ -39,6 +39,8 @@ type job struct {
 	gpus   int
 	milli  int // thousandths of each GPU; 1000 for whole GPUs
 	phase  jobPhase
+	// pod: an openb pod, one process whose GPUs sit on one node.
+	pod bool
 
 	// remaining is useful work left at the start of the current segment
 	// (or now, when not running), in seconds.

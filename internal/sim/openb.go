@@ -31,9 +31,10 @@ type Packer string
 // models of FGD's simulator plugins, to check this harness against FGD's
 // published curves, and PackFGDExact is what the scheduler would need.
 const (
-	// PackScheduler places GPU pods through scheduler.ScheduleWith (the
-	// simulator offers it only nodes with the pod's CPU, memory and GPU
-	// model) and CPU-only pods best-fit by CPU.
+	// PackScheduler places every pod, CPU-only pods included, through
+	// scheduler.ScheduleWith with the Topology strategy, on snapshots
+	// that carry each node's GPUs, shares, CPU, memory and GPU model, and
+	// the pod list's shapes as Options.Workload.
 	PackScheduler Packer = "scheduler"
 	// PackFGD is Fragmentation Gradient Descent as FGD's plugin scores
 	// it: the node whose expected fragmentation (over the typical pods)
@@ -464,7 +465,7 @@ func (pk *packing) fragDelta(n *pnode, p *trace.Job) (float64, []int) {
 }
 
 func (pk *packing) place(p *trace.Job) (bool, error) {
-	if pk.cfg.Packer == PackScheduler && p.GPUs > 0 {
+	if pk.cfg.Packer == PackScheduler {
 		return pk.sched.place(pk, p)
 	}
 	pk.cands = pk.cands[:0]
@@ -502,7 +503,27 @@ func (pk *packing) place(p *trace.Job) (bool, error) {
 			return v
 		}, true)
 		_, gs = pk.fragDelta(&pk.nodes[pick], p)
-	case PackFGDExact:
+	case PackFGDExact, "fgdx-bfcpu", "fgdx-spread", "fgdx-busy":
+		if pk.cfg.Packer == "fgdx-bfcpu" && p.GPUs == 0 {
+			pick = pk.argmax(func(n *pnode) float64 {
+				return math.Floor(pk.bestFitScore(n, p))
+			}, true)
+			break
+		}
+		if pk.cfg.Packer == "fgdx-spread" && p.GPUs == 0 {
+			pick = pk.argmax(func(n *pnode) float64 { return float64(n.cpuLeft) }, false)
+			break
+		}
+		if pk.cfg.Packer == "fgdx-busy" && p.GPUs == 0 {
+			pick = pk.argmax(func(n *pnode) float64 {
+				idle := 0
+				for g := 0; g < n.n; g++ {
+					idle += int(n.left[g])
+				}
+				return -float64(idle)*1e7 + float64(n.cpuLeft)
+			}, false)
+			break
+		}
 		memo := map[stateKey]float64{}
 		pick = pk.argmax(func(n *pnode) float64 {
 			k := n.state()
@@ -521,12 +542,6 @@ func (pk *packing) place(p *trace.Job) (bool, error) {
 		return false, fmt.Errorf("openb: unknown packer %q", pk.cfg.Packer)
 	}
 	pk.take(&pk.nodes[pick], p, gs)
-	if pk.sched != nil {
-		// A CPU-only pod placed beside the scheduler's pods.
-		n := &pk.sched.c.nodes[pick]
-		n.cpuFree -= p.CPUMilli
-		n.memFree -= p.MemoryMiB
-	}
 	return true, nil
 }
 
@@ -588,9 +603,8 @@ func (pk *packing) gpusTightest(n *pnode, p *trace.Job) []int {
 // schedPack places pods through internal/scheduler on the simulator's
 // cluster model.
 type schedPack struct {
-	c    *cluster
-	pl   *placer
-	jobs []job
+	c  *cluster
+	pl *placer
 }
 
 func newSchedPack(cfg AllocConfig) (*schedPack, error) {
@@ -598,15 +612,16 @@ func newSchedPack(cfg AllocConfig) (*schedPack, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl, err := newPlacer(c, BestFit, cfg.Seed, 1)
+	pl, err := newPlacer(c, GangwayPlacement, cfg.Seed, 1)
 	if err != nil {
 		return nil, err
 	}
+	pl.setWorkload(cfg.Pods)
 	return &schedPack{c: c, pl: pl}, nil
 }
 
 func (sp *schedPack) place(pk *packing, p *trace.Job) (bool, error) {
-	j := &job{idx: 0, t: p, gpus: p.GPUs, milli: milliOf(p), phase: phasePending}
+	j := &job{idx: 0, t: p, gpus: p.GPUs, milli: milliOf(p), phase: phasePending, pod: true}
 	sp.pl.ids[0] = "" // each pod is a new job
 	out, err := sp.pl.place(sp.c, []*job{j}, call{mode: Greedy})
 	if err != nil {
@@ -615,8 +630,8 @@ func (sp *schedPack) place(pk *packing, p *trace.Job) (bool, error) {
 	if len(out.placed) == 0 {
 		return false, nil
 	}
-	// Mirror the placement into the packing model (for the allocation
-	// count and the CPU-only pods placed there).
+	// Mirror the placement into the packing model, which counts the
+	// GPUs allocated.
 	for _, s := range out.placed[0].slots {
 		n := &pk.nodes[s.node]
 		var gs []int

@@ -124,7 +124,57 @@ func TestOpenbMatchesPublished(t *testing.T) {
 	}
 }
 
+// TestOpenbSchedulerBeatsModels runs gangway's scheduler on a quarter of
+// the openb cluster (every fourth node, every fourth pod) and checks that,
+// over the same seeds, it allocates more GPUs at 100% arrived than our
+// models of FGD and of FGD's BestFit: on the default pod list, and on the
+// list where a third of the pods name GPU models.
+func TestOpenbSchedulerBeatsModels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the openb experiment")
+	}
+	dir := dataDir(t)
+	seeds := uint64(4)
+	if raceEnabled {
+		seeds = 1
+	}
+	for _, list := range []string{"default", "gpuspec33"} {
+		t.Run(list, func(t *testing.T) {
+			nodes, pods := openbList(t, dir, list)
+			var sn []trace.Node
+			for i := 0; i < len(nodes); i += 4 {
+				sn = append(sn, nodes[i])
+			}
+			var sp []trace.Job
+			for i := 0; i < len(pods); i += 4 {
+				sp = append(sp, pods[i])
+			}
+			mean := map[Packer]float64{}
+			for _, p := range []Packer{PackScheduler, PackFGD, PackBestFit} {
+				for seed := uint64(42); seed < 42+seeds; seed++ {
+					c, err := Allocate(context.Background(), AllocConfig{Nodes: sn, Pods: sp, Seed: seed, ArriveTo: 1.3, Packer: p})
+					if err != nil {
+						t.Fatal(err)
+					}
+					mean[p] += c.At(100) / float64(seeds)
+				}
+			}
+			t.Logf("%s, %d nodes, %d pods, %d seeds, at 100%%: scheduler %.2f, FGD model %.2f, BestFit model %.2f",
+				list, len(sn), len(sp), seeds, mean[PackScheduler], mean[PackFGD], mean[PackBestFit])
+			if mean[PackScheduler] <= mean[PackFGD] || mean[PackScheduler] <= mean[PackBestFit] {
+				t.Errorf("scheduler %.2f does not beat FGD %.2f and BestFit %.2f", mean[PackScheduler], mean[PackFGD], mean[PackBestFit])
+			}
+		})
+	}
+}
+
 func openbData(t testing.TB, dir string) ([]trace.Node, []trace.Job) {
+	return openbList(t, dir, "default")
+}
+
+// openbList reads the openb GPU nodes and the pod list of the given name
+// ("default", "gpuspec33", ...).
+func openbList(t testing.TB, dir, list string) ([]trace.Node, []trace.Job) {
 	t.Helper()
 	nf, err := os.Open(filepath.Join(dir, "openb", "openb_node_list_gpu_node.csv"))
 	if err != nil {
@@ -135,7 +185,7 @@ func openbData(t testing.TB, dir string) ([]trace.Node, []trace.Job) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pf, err := os.Open(filepath.Join(dir, "openb", "openb_pod_list_default.csv"))
+	pf, err := os.Open(filepath.Join(dir, "openb", "openb_pod_list_"+list+".csv"))
 	if err != nil {
 		t.Skipf("openb pod list absent: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/sim/trace"
 	"github.com/gangway/gangway/internal/topology"
 )
 
@@ -36,10 +37,17 @@ const (
 	// Random offers the scheduler, for each gang, only randomly chosen
 	// nodes that can hold it (seeded).
 	Random
+	// BestFitNodes is BestFit on the same gangs as gangway's placement:
+	// a gang that fills whole nodes asks for whole nodes, where BestFit
+	// may spread it over partly used ones. It isolates the choice of
+	// nodes from the shape of the gang.
+	BestFitNodes
 )
 
 // PlacementNames lists the placements ParsePlacement knows.
-func PlacementNames() []string { return []string{"gangway", "consolidate", "bestfit", "random"} }
+func PlacementNames() []string {
+	return []string{"gangway", "consolidate", "bestfit", "random", "bestfit-nodes"}
+}
 
 // ParsePlacement parses a placement name.
 func ParsePlacement(s string) (Placement, error) {
@@ -52,6 +60,8 @@ func ParsePlacement(s string) (Placement, error) {
 		return BestFit, nil
 	case "random":
 		return Random, nil
+	case "bestfit-nodes":
+		return BestFitNodes, nil
 	}
 	return 0, fmt.Errorf("unknown placement %q (known: %s)", s, strings.Join(PlacementNames(), ", "))
 }
@@ -67,7 +77,7 @@ func (p Placement) strategy() scheduler.Strategy {
 	switch p {
 	case Consolidate:
 		return scheduler.Consolidate
-	case BestFit, Random:
+	case BestFit, Random, BestFitNodes:
 		return scheduler.BestFit
 	}
 	return scheduler.Topology
@@ -104,6 +114,9 @@ type call struct {
 	estimates bool
 	prio      func(*job, float64) int
 	protected func(*job, float64) bool
+	// context, when set, is every running job, sent to the scheduler as
+	// the controller sends them; only those in running may be preempted.
+	context []*job
 }
 
 // placer builds scheduler snapshots from the simulated cluster and turns
@@ -114,10 +127,15 @@ type placer struct {
 	rng      *rand.Rand
 	ids      []string // job index → scheduler JobID
 	snap     []scheduler.Node
+	shared   []scheduler.SharedGPU // backing of snap's Shared lists
 	reqs     []scheduler.Request
 	byID     map[string]*job
 	calls    int
 	perNode  int // GPUs of the widest node
+	// workload, when set, is the request mix the scheduler's
+	// fragmentation-aware placement weighs (scheduler.Options.Workload);
+	// nil lets the scheduler learn it from each pass.
+	workload []scheduler.Demand
 }
 
 func newPlacer(c *cluster, strategy Placement, seed uint64, njobs int) (*placer, error) {
@@ -147,6 +165,7 @@ func newPlacer(c *cluster, strategy Placement, seed uint64, njobs int) (*placer,
 // nodes.
 func (p *placer) snapshot(c *cluster, keep func(*node) bool) {
 	p.snap = p.snap[:0]
+	p.shared = p.shared[:0]
 	for i := range c.nodes {
 		n := &c.nodes[i]
 		if !n.up || (keep != nil && !keep(n)) {
@@ -154,14 +173,25 @@ func (p *placer) snapshot(c *cluster, keep func(*node) bool) {
 		}
 		free := c.freeIndices(i)
 		var shared []scheduler.SharedGPU
-		for g, used := range n.share {
-			if used > 0 && used < 1000 {
-				shared = append(shared, scheduler.SharedGPU{Index: g, UsedMilli: int(used)})
+		if len(n.share) > 0 {
+			at := len(p.shared)
+			for g := range n.total {
+				if used := n.share[g]; used > 0 && used < 1000 {
+					p.shared = append(p.shared, scheduler.SharedGPU{Index: g, UsedMilli: int(used)})
+				}
 			}
+			shared = p.shared[at:len(p.shared):len(p.shared)]
 		}
 		// Full nodes are listed too, as the controller lists every
 		// schedulable node: preemption may free them.
-		p.snap = append(p.snap, scheduler.Node{Name: n.name, Free: free, Shared: shared, Total: n.total, Labels: n.labels})
+		sn := scheduler.Node{Name: n.name, Free: free, Shared: shared, Total: n.total, Labels: n.labels}
+		if n.cpuCap > 0 {
+			sn.CPUMillis, sn.CPUMillisUsed = n.cpuCap, n.cpuCap-n.cpuFree
+		}
+		if n.memCap > 0 {
+			sn.MemoryBytes, sn.MemoryBytesUsed = n.memCap<<20, (n.memCap-n.memFree)<<20
+		}
+		p.snap = append(p.snap, sn)
 	}
 }
 
@@ -181,20 +211,35 @@ func nanos(s float64) int64 {
 
 func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
 	r := scheduler.Request{JobID: p.jobID(j), Order: order, Ranks: j.gpus, GPUsPerRank: 1}
-	if per := p.perNode; p.strategy != BestFit && per > 0 && j.gpus > per && j.gpus%per == 0 {
+	switch {
+	case j.gpus == 0:
+		// A CPU-only pod (openb).
+		r.Ranks, r.GPUsPerRank, r.HostOnly = 1, 0, true
+	case j.pod:
+		// One process with all its GPUs on one node (openb).
+		r.Ranks, r.GPUsPerRank = 1, j.gpus
+	case p.perNode > 0 && j.gpus > p.perNode && j.gpus%p.perNode == 0 && p.strategy != BestFit:
 		// A gang of whole nodes asks for one rank of a node's GPUs per
 		// node, as a multi-node training job runs: same placement (whole
 		// nodes), a node's worth of fewer ranks to lay out.
-		r.Ranks, r.GPUsPerRank = j.gpus/per, per
+		r.Ranks, r.GPUsPerRank = j.gpus/p.perNode, p.perNode
 	}
 	if j.milli > 0 && j.milli < 1000 {
 		r.GPUsPerRank, r.GPUMilli = 0, j.milli
 	}
+	// Host needs per rank, rounded up.
+	ranks := int64(r.Ranks)
+	r.CPUMillisPerRank = (j.t.CPUMilli + ranks - 1) / ranks
+	r.MemoryBytesPerRank = ((j.t.MemoryMiB + ranks - 1) / ranks) << 20
 	if o.prio != nil {
 		r.Priority = o.prio(j, o.now)
 	}
-	if ms := j.t.GPUModels; len(ms) == 1 {
+	switch ms := j.t.GPUModels; {
+	case j.gpus == 0:
+	case len(ms) == 1:
 		r.NodeSelector = map[string]string{LabelGPUModel: ms[0]}
+	case len(ms) > 1:
+		r.NodeSelectorIn = map[string][]string{LabelGPUModel: ms}
 	}
 	if o.estimates {
 		r.EstimatedDuration = time.Duration(nanos(max(j.remainingAt(o.now), 1e-6)))
@@ -203,11 +248,20 @@ func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
 }
 
 func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
-	if len(o.running) == 0 || (!o.preempt && o.mode != Backfill) {
+	src := o.running
+	var victim map[*job]bool
+	if o.context != nil {
+		src = o.context
+		victim = map[*job]bool{}
+		for _, j := range o.running {
+			victim[j] = true
+		}
+	}
+	if len(src) == 0 || (!o.preempt && o.mode != Backfill && o.context == nil) {
 		return nil
 	}
-	out := make([]scheduler.Running, 0, len(o.running))
-	for _, j := range o.running {
+	out := make([]scheduler.Running, 0, len(src))
+	for _, j := range src {
 		if j.ranks == nil {
 			// The segment's slots do not change while it runs.
 			for _, s := range j.slots {
@@ -218,6 +272,8 @@ func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 				if s.milli > 0 {
 					sl.Milli = int(s.milli)
 				}
+				cpu, mem := hostShare(j, s)
+				sl.CPUMillis, sl.MemoryBytes = cpu, mem<<20
 				j.ranks = append(j.ranks, sl)
 			}
 		}
@@ -230,6 +286,9 @@ func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 				r.Priority = o.prio(j, o.now)
 			}
 			r.Preemptible = o.protected == nil || !o.protected(j, o.now)
+			if victim != nil && !victim[j] {
+				r.Preemptible = false
+			}
 			// A preempted job is told to checkpoint first and loses no
 			// work (its checkpoint-and-restore cost is charged instead).
 			r.LastCheckpoint = nanos(o.now)
@@ -244,7 +303,7 @@ func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 const maxSearches = 2
 
 func (p *placer) options(o *call) scheduler.Options {
-	opts := scheduler.Options{Strategy: p.strategy.strategy(), NoPreemption: !o.preempt, MaxPreemptionSearches: maxSearches}
+	opts := scheduler.Options{Strategy: p.strategy.strategy(), NoPreemption: !o.preempt, MaxPreemptionSearches: maxSearches, Workload: p.workload}
 	switch o.mode {
 	case Strict:
 		opts.Mode = scheduler.Strict
@@ -264,16 +323,6 @@ func (p *placer) place(c *cluster, cands []*job, o call) (outcome, error) {
 	}
 	if p.strategy == Random {
 		return p.placeRandom(c, cands, &o)
-	}
-	filtered := false
-	for _, j := range cands {
-		if c.needsFilter(j) {
-			filtered = true
-			break
-		}
-	}
-	if filtered {
-		return p.placeEach(c, cands, &o)
 	}
 	p.snapshot(c, nil)
 	out, err := p.schedule(c, cands, &o)
@@ -368,31 +417,41 @@ func toSlots(c *cluster, pl scheduler.Placement) ([]slot, error) {
 	return slots, nil
 }
 
-// placeEach decides candidates one call each, offering only the nodes
-// that meet what the scheduler does not check itself: host CPU and
-// memory, and a choice among several GPU models.
-func (p *placer) placeEach(c *cluster, cands []*job, o *call) (outcome, error) {
-	var all outcome
-	for _, j := range cands {
-		p.snapshot(c, func(n *node) bool { return c.fits(n, j) })
-		out, err := p.schedule(c, []*job{j}, o)
-		if err != nil {
-			return outcome{}, err
-		}
-		all.victims = append(all.victims, out.victims...)
-		if len(out.placed) == 0 {
-			all.blocked = true
-			if o.mode == Strict {
-				break
-			}
-			continue
-		}
-		if err := c.apply(out.placed[0]); err != nil {
-			return outcome{}, err
-		}
-		all.placed = append(all.placed, out.placed[0])
+// setWorkload gives the scheduler the shapes of jobs, counted, as the
+// workload its fragmentation-aware placement weighs: FGD's "target
+// workload", taken from the pod list it replays, with FGD's key (GPUs,
+// share, CPU, GPU models; not memory, which placement still checks).
+func (p *placer) setWorkload(jobs []trace.Job) {
+	type key struct {
+		gpus, milli int
+		cpu         int64
+		models      string
 	}
-	return all, nil
+	count := map[key]float64{}
+	var order []key
+	for i := range jobs {
+		j := &jobs[i]
+		k := key{gpus: j.GPUs, cpu: j.CPUMilli, models: strings.Join(j.GPUModels, "|")}
+		if j.GPUs == 1 && j.GPUMilli > 0 && j.GPUMilli < 1000 {
+			k.gpus, k.milli = 0, j.GPUMilli
+		}
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+	}
+	p.workload = p.workload[:0]
+	for _, k := range order {
+		d := scheduler.Demand{GPUs: k.gpus, GPUMilli: k.milli, CPUMillis: k.cpu, Weight: count[k]}
+		switch ms := strings.Split(k.models, "|"); {
+		case k.models == "" || (k.gpus == 0 && k.milli == 0):
+		case len(ms) == 1:
+			d.NodeSelector = map[string]string{LabelGPUModel: ms[0]}
+		default:
+			d.NodeSelectorIn = map[string][]string{LabelGPUModel: ms}
+		}
+		p.workload = append(p.workload, d)
+	}
 }
 
 // placeRandom offers the scheduler, for each gang, only randomly chosen
