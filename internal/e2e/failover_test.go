@@ -72,7 +72,7 @@ func (r failoverResult) String() string {
 type oldRank struct {
 	rank int
 	node string
-	pgid int // the task shim's pid, leader of the rank's process group
+	pgid int // the rank's pid, leader of its process group
 }
 
 // run carries the scenario out on c and checks what DESIGN.md's failure

@@ -54,7 +54,7 @@ func runTests(m *testing.M) int {
 }
 
 // buildGangway builds cmd/gangway into dir, once for the whole package: the
-// server, the agents, the task shims, the CLI and the Go trainer are all
+// server, the agents, their rank supervisors, the CLI and the Go trainer are all
 // this binary. GANGWAY_E2E_BIN names a prebuilt one instead.
 func buildGangway(dir string) (string, error) {
 	goTool, err := exec.LookPath("go")

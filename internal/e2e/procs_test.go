@@ -64,7 +64,7 @@ func processAlive(pid int) bool {
 }
 
 // deathWatch records when each watched process group was first seen with
-// no live member. A rank runs as a process group (the task shim is its
+// no live member. A rank runs as a process group (the rank itself is its
 // leader), so a group with no live member is a rank with nothing left
 // running. The times are upper bounds: death happened before them.
 type deathWatch struct {
