@@ -796,3 +796,29 @@ command: [sh, -c, 'echo out; echo err >&2']
 		t.Errorf("output: nowhere: code %d, %q", code, errOut)
 	}
 }
+
+// Two blocked gangs both hold a backfill reservation (Slurm reserves for
+// every job its backfill tests), so neither waits without a promise.
+func TestClusterReservesForSeveralBlockedGangs(t *testing.T) {
+	cl := startCluster(t, 4, 8)
+	long := func(name string, gpus int) string {
+		return cl.submitYAML(fmt.Sprintf("name: %s\nranks: 1\ngpusPerRank: %d\ntimeLimit: 1h\npreemptible: false\ncommand: [sleep, '300']\n", name, gpus))
+	}
+	var ids []string
+	for i, g := range []int{8, 8, 4, 4} {
+		id := long(fmt.Sprintf("long%d", i), g)
+		cl.waitPhase(id, api.JobRunning, 20*time.Second)
+		ids = append(ids, id)
+	}
+	gang := func(name string) string {
+		return cl.submitYAML(fmt.Sprintf("name: %s\nranks: 2\nranksPerNode: 1\ngpusPerRank: 8\ntimeLimit: 1h\ncommand: [sleep, '300']\n", name))
+	}
+	a, b := gang("big-a"), gang("big-b")
+	// Each gang's own reservation ("reserved 2 nodes that are free in
+	// 1h"), not merely a mention of the other's.
+	own := func(id string) bool { return strings.Contains(cl.detail(id).Job.Status.Reason, "reserved 2 nodes") }
+	cl.wait(20*time.Second, "both gangs reserved", func() bool { return own(a) && own(b) })
+	for _, id := range append(ids, a, b) {
+		cl.run("cancel", id)
+	}
+}
