@@ -34,7 +34,7 @@ STATS="python3 $HERE/e2e_stats.py"
 now() { date +%s.%N; }
 say() { echo "[$(date +%T)] $*" >&2; }
 
-# ---- Slurm ----
+# ---- Slurm: the phases (run after gangway, below) ----
 
 slurm_wait_done() { # N: wait until N more jobcomp records than $before exist (600 s bound)
   local n=$1 t0; t0=$(now)

@@ -59,7 +59,7 @@ func TestOverLimitTransactionSaysWhichFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.txnJob(context.Background(), j, ops...)
+	_, err = s.commitOne(context.Background(), JobWrite{job: j, ops: ops})
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "--max-txn-ops") {
 		t.Fatalf("err = %v; want ErrTooLarge naming --max-txn-ops", err)
 	}

@@ -55,14 +55,9 @@ type Store struct {
 // idBlock is how many job IDs one sequence update reserves.
 const idBlock = 128
 
-// nextJobID hands out IDs from a block reserved with one compare-and-swap
-// on the sequence key, so concurrent submissions do not collide on it.
-func (s *Store) nextJobID(ctx context.Context) (int64, error) {
-	first, err := s.jobIDs(ctx, 1)
-	return first, err
-}
-
-// jobIDs reserves n consecutive IDs and returns the first. An array that
+// jobIDs reserves n consecutive IDs and returns the first, from a block
+// reserved with one compare-and-swap on the sequence key, so concurrent
+// submissions do not collide on it. An array that
 // does not fit what is left of the current block gets a block of its own
 // (the rest of the old one is skipped: IDs may have gaps, never repeats).
 func (s *Store) jobIDs(ctx context.Context, n int64) (int64, error) {
@@ -136,7 +131,7 @@ func opsBytes(ops []clientv3.Op) int {
 // CreateJob stores a new job with the next sequential ID, in Pending.
 func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) (*api.Job, error) {
 	for {
-		next, err := s.nextJobID(ctx)
+		next, err := s.jobIDs(ctx, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -277,11 +272,6 @@ func jobLess(a, b string) bool {
 func (s *Store) UpdateJob(ctx context.Context, j *api.Job) error {
 	_, err := s.commitOne(ctx, s.UpdateJobWrite(j))
 	return err
-}
-
-// txnJob writes j and ops in one transaction, if j is unchanged.
-func (s *Store) txnJob(ctx context.Context, j *api.Job, ops ...clientv3.Op) (int64, error) {
-	return s.commitOne(ctx, JobWrite{job: j, ops: ops})
 }
 
 // ModifyJob applies fn to the newest copy of a job and writes it,
