@@ -36,6 +36,7 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	if _, code, ok := parse(fs, args); !ok {
 		return code
 	}
+	driver.LightRuntime()
 	log, err := newLogger(e.Stderr, *logLevel)
 	if err != nil {
 		return fail(e, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the working directory (agent logs, etcd data)")
+	tracefile := fs.String("trace", "", "write an execution trace of this process over the run to `file` (go tool trace)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (server, etcd, client) over the run to `file`")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,6 +85,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *tracefile != "" {
+		f, err := os.Create(*tracefile)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "gangway bench e2e: --trace: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		defer trace.Stop()
 	}
 	res, err := Run(ctx, cfg, stderr)
 	if res != nil {
