@@ -54,6 +54,8 @@ type Controller struct {
 
 	rmu      sync.Mutex // guards reasonAt
 	reasonAt map[string]time.Time
+
+	subs submissions // new jobs handed over by Submit
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -69,7 +71,7 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 		cfg.Now = time.Now
 	}
 	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler,
-		topo: topoCache{files: cfg.TopologyFiles}}
+		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1)}}
 }
 
 // Run reconciles after every cache change and at least every Tick until
@@ -97,6 +99,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-poke:
+			case <-c.subs.poke:
 			case <-c.cache.Changed():
 			case <-t.C:
 			}
@@ -135,6 +138,9 @@ type pass struct {
 	queued []queuedWrite
 	sem    chan struct{}
 	wg     sync.WaitGroup
+	// subs are the Submit batches this pass took; fresh their jobs by ID.
+	subs  []*submission
+	fresh map[string]*freshJob
 }
 
 // queuedWrite is a job write waiting for the end of the pass, and what to
@@ -168,6 +174,7 @@ func (p *pass) flush(ctx context.Context) {
 	}
 	revs, errs := p.c.st.Commit(ctx, ws)
 	for i := range q {
+		p.recordFresh(q[i].w.Job(), errs[i])
 		if q[i].then != nil {
 			q[i].then(revs[i], errs[i])
 		} else {
@@ -202,12 +209,24 @@ func (p *pass) wrote(rev int64, err error) bool {
 
 // Reconcile runs one pass and returns the newest revision it wrote.
 func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
+	start := time.Now()
+	defer func() { c.subs.passNanos.Store(int64(time.Since(start))) }()
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
 	p.nodes(ctx)
+	p.subs = c.take()
 	ids := make([]*api.Job, 0, len(p.v.Jobs))
 	for _, j := range p.v.Jobs {
 		if !j.Status.Phase.Final() {
 			ids = append(ids, j)
+		}
+	}
+	if len(p.subs) > 0 {
+		p.fresh = map[string]*freshJob{}
+		for _, s := range p.subs {
+			for _, j := range s.jobs {
+				p.fresh[j.ID] = &freshJob{}
+				ids = append(ids, j)
+			}
 		}
 	}
 	store.SortJobs(ids)
@@ -251,8 +270,11 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 	p.schedule(ctx, pending)
 	p.deployments(ctx)
 	p.wg.Wait()
+	p.storeFresh()
 	p.flush(ctx)
-	return p.maxRev, errors.Join(p.errs...)
+	err := errors.Join(p.errs...)
+	answer(p.subs, p.fresh, err)
+	return p.maxRev, err
 }
 
 func (p *pass) nodes(ctx context.Context) {

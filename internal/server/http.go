@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controller"
 	"github.com/gangway/gangway/internal/store"
 )
 
@@ -150,13 +151,51 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		s.submitArray(w, r, spec)
 		return
 	}
-	j, err := s.st.CreateJob(r.Context(), spec, time.Now())
+	j, err := s.createJob(r.Context(), spec)
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
 	s.log.Info("job submitted", "job_id", j.ID, "name", spec.Name, "ranks", spec.Ranks)
 	writeJSON(w, r, http.StatusCreated, j)
+}
+
+// submitTakeWait bounds how long a submission waits for the controller's
+// next pass to take it before the handler stores it itself.
+const submitTakeWait = 5 * time.Millisecond
+
+// createJob stores a new job. On the leader it goes through the
+// controller's next pass, which stores it already placed, in one write,
+// when it can start now (otherwise pending, as a plain create would);
+// elsewhere, or when no pass takes it soon, it is stored here.
+func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, error) {
+	ctl := s.controller()
+	if ctl == nil {
+		return s.st.CreateJob(ctx, spec, time.Now())
+	}
+	j, err := s.st.NewJob(ctx, spec, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	stored, err := ctl.Submit(ctx, []*api.Job{j}, submitTakeWait)
+	if err == nil {
+		return stored[0], nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if !errors.Is(err, controller.ErrNotTaken) {
+		s.log.Warn("submitting through the controller failed; storing the job directly", "job_id", j.ID, "err", err)
+	}
+	// Not taken, or its outcome unknown: an ID that exists now was stored
+	// by the pass.
+	switch err := s.st.CreateJobAs(ctx, j); {
+	case err == nil:
+		return j, nil
+	case !errors.Is(err, store.ErrConflict):
+		return nil, err
+	}
+	return s.st.Job(ctx, j.ID)
 }
 
 // submitArray stores one job per index of spec.Array (validated already).

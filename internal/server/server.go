@@ -101,6 +101,7 @@ type Server struct {
 	// statuses group-commits heartbeats' rank statuses.
 	statuses statusBatcher
 	leader   bool
+	ctl      *controller.Controller // the running controller while leader
 
 	capMu    sync.Mutex // guards capNodes and capAt
 	capNodes []*api.Node
@@ -248,8 +249,14 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles,
 		}, s.log)
+		s.mu.Lock()
+		s.ctl = ctl
+		s.mu.Unlock()
 		_ = ctl.Run(runCtx)
 		cancel()
+		s.mu.Lock()
+		s.ctl = nil
+		s.mu.Unlock()
 		s.setLeader(false)
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = el.Resign(rctx)
@@ -263,6 +270,13 @@ func (s *Server) setLeader(v bool) {
 	s.mu.Lock()
 	s.leader = v
 	s.mu.Unlock()
+}
+
+// controller is the controller this replica runs, nil unless it leads.
+func (s *Server) controller() *controller.Controller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctl
 }
 
 func (s *Server) liveness() *controller.Liveness {

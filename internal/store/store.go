@@ -131,33 +131,56 @@ func opsBytes(ops []clientv3.Op) int {
 // CreateJob stores a new job with the next sequential ID, in Pending.
 func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) (*api.Job, error) {
 	for {
-		next, err := s.jobIDs(ctx, 1)
+		j, err := s.NewJob(ctx, spec, now)
 		if err != nil {
 			return nil, err
 		}
-		j := &api.Job{
-			ID:          strconv.FormatInt(next, 10),
-			Spec:        spec,
-			SubmittedAt: now.UTC(),
-			Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
-		}
-		b, err := json.Marshal(j)
-		if err != nil {
-			return nil, fmt.Errorf("store: encode job: %w", err)
-		}
-		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
-			Then(clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
-		if err != nil {
-			return nil, fmt.Errorf("store: create job: %w", err)
-		}
-		if tr.Succeeded {
-			j.ModRevision = tr.Header.Revision
+		switch err := s.CreateJobAs(ctx, j); {
+		case err == nil:
 			return j, nil
+		case !errors.Is(err, ErrConflict):
+			return nil, err
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// NewJob reserves a job ID and returns the job as CreateJob would store
+// it, not stored yet (ModRevision 0). A write of a job at ModRevision 0
+// (CreateJobAs, or any JobWrite through Commit) succeeds only while no
+// job with its ID exists: it creates the job.
+func (s *Store) NewJob(ctx context.Context, spec api.JobSpec, now time.Time) (*api.Job, error) {
+	next, err := s.jobIDs(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	return &api.Job{
+		ID:          strconv.FormatInt(next, 10),
+		Spec:        spec,
+		SubmittedAt: now.UTC(),
+		Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
+	}, nil
+}
+
+// CreateJobAs stores j, made by NewJob, unless a job with its ID exists
+// (ErrConflict). On success j.ModRevision is set.
+func (s *Store) CreateJobAs(ctx context.Context, j *api.Job) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("store: encode job: %w", err)
+	}
+	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
+		Then(clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
+	if err != nil {
+		return fmt.Errorf("store: create job: %w", err)
+	}
+	if !tr.Succeeded {
+		return fmt.Errorf("store: create job %s: %w", j.ID, ErrConflict)
+	}
+	j.ModRevision = tr.Header.Revision
+	return nil
 }
 
 // CreateJobs stores one job per index of the array a, all with spec,

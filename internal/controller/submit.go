@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+// ErrNotTaken is Submit's answer when no pass took the jobs in time: the
+// caller stores them itself and a later pass schedules them.
+var ErrNotTaken = errors.New("controller: submission not taken")
+
+// Submitting through the leader's controller stores a new job in the same
+// transaction as its first placement, when the pass places it at once:
+// one store write and one fsync less per job, and no wait for the next
+// pass to see it. A job the pass does not place is stored pending, as the
+// API would have.
+
+// submission is a batch of new jobs waiting for a pass.
+type submission struct {
+	jobs  []*api.Job
+	state atomic.Int32 // subWaiting, then subTaken or subWithdrawn
+	// done receives the stored jobs (each as written) or why not, once
+	// the pass that took it has committed.
+	done chan submitted
+}
+
+type submitted struct {
+	jobs []*api.Job
+	err  error
+}
+
+const (
+	subWaiting = iota
+	subTaken
+	subWithdrawn
+)
+
+// submissions holds the batches no pass has taken yet.
+type submissions struct {
+	mu   sync.Mutex
+	q    []*submission
+	poke chan struct{} // wakes Run
+	// passNanos is the last pass's duration.
+	passNanos atomic.Int64
+}
+
+// slowPass is the pass duration past which Submit does not offer jobs to
+// passes: with a large backlog a pass takes longer than a store write,
+// and new jobs would wait for the scheduler rather than in it.
+const slowPass = 5 * time.Millisecond
+
+// Submit hands new jobs (from store.NewJob: IDs reserved, not stored) to
+// the next pass, which stores each one, placed if it can be, and returns
+// them as stored. If no pass takes them within wait (the controller is
+// busy with a long pass, or not running), it returns ErrNotTaken and has
+// stored nothing. Any other error leaves it unknown whether a job was
+// stored: create it again with store.CreateJobAs, which refuses an ID that
+// exists.
+func (c *Controller) Submit(ctx context.Context, jobs []*api.Job, wait time.Duration) ([]*api.Job, error) {
+	if time.Duration(c.subs.passNanos.Load()) > slowPass {
+		// The submitter would wait a whole pass: store it now instead.
+		return nil, ErrNotTaken
+	}
+	s := &submission{jobs: jobs, done: make(chan submitted, 1)}
+	c.subs.mu.Lock()
+	c.subs.q = append(c.subs.q, s)
+	c.subs.mu.Unlock()
+	select {
+	case c.subs.poke <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case r := <-s.done:
+		return r.jobs, r.err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if s.state.CompareAndSwap(subWaiting, subWithdrawn) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, ErrNotTaken
+	}
+	// A pass has it: its outcome is the answer.
+	select {
+	case r := <-s.done:
+		return r.jobs, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// take returns the new jobs of every batch still waiting, marking the
+// batches taken; withdrawn ones are dropped.
+func (c *Controller) take() []*submission {
+	c.subs.mu.Lock()
+	q := c.subs.q
+	c.subs.q = nil
+	c.subs.mu.Unlock()
+	out := q[:0]
+	for _, s := range q {
+		if s.state.CompareAndSwap(subWaiting, subTaken) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// freshJob is one taken new job during its pass.
+type freshJob struct {
+	queued bool     // a write for it is queued
+	stored *api.Job // as written
+	err    error
+}
+
+// answer tells every taken batch how its jobs were stored.
+func answer(subs []*submission, fresh map[string]*freshJob, passErr error) {
+	for _, s := range subs {
+		r := submitted{jobs: make([]*api.Job, len(s.jobs))}
+		for i, j := range s.jobs {
+			f := fresh[j.ID]
+			switch {
+			case f == nil || !f.queued:
+				r.err = errors.Join(passErr, errors.New("controller: the pass wrote no job "+j.ID))
+			case f.err != nil:
+				r.err = f.err
+			default:
+				r.jobs[i] = f.stored
+			}
+		}
+		if r.err != nil {
+			r.jobs = nil
+		}
+		s.done <- r
+	}
+}
+
+// unqueuedFresh lists the fresh jobs no write of the pass covers yet.
+func (p *pass) unqueuedFresh() []*api.Job {
+	if len(p.fresh) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	for _, q := range p.queued {
+		if f := p.fresh[q.w.Job().ID]; f != nil {
+			f.queued = true
+		}
+	}
+	p.mu.Unlock()
+	var out []*api.Job
+	for _, s := range p.subs {
+		for _, j := range s.jobs {
+			if f := p.fresh[j.ID]; !f.queued {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+// storeFresh queues the plain creation of every fresh job the pass did
+// not write otherwise (not placed, no new reason).
+func (p *pass) storeFresh() {
+	for _, j := range p.unqueuedFresh() {
+		p.queue(p.c.st.UpdateJobWrite(j), nil)
+		p.fresh[j.ID].queued = true
+	}
+}
+
+// recordFresh notes how a fresh job's write went.
+func (p *pass) recordFresh(j *api.Job, err error) {
+	if f := p.fresh[j.ID]; f != nil {
+		f.stored, f.err = j, err
+	}
+}

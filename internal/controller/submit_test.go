@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/store"
+)
+
+// testControl is a store with one 8-GPU node and a controller over it.
+type testControl struct {
+	st    *store.Store
+	cache *store.Cache
+	ctl   *Controller
+}
+
+func newTestControl(t *testing.T) *testControl {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := e.Client()
+	st := store.New(cli)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cache := store.NewCache(st, log)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = cache.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		cli.Close()
+		e.Close()
+	})
+	n := &api.Node{Name: "n1", Address: "127.0.0.1", Status: api.NodeStatus{State: api.NodeReady, LastHeartbeat: time.Now()}}
+	for i := range 8 {
+		n.GPUs = append(n.GPUs, api.GPU{Index: i, Model: "H100-SXM-80GB"})
+	}
+	if err := st.PutNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	live := NewLiveness(time.Now())
+	live.Beat("n1", 0, time.Now())
+	ctl := New(st, cache, live, Config{NodeTimeout: time.Hour, CheckpointRoot: t.TempDir()}, log)
+	return &testControl{st: st, cache: cache, ctl: ctl}
+}
+
+func (tc *testControl) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = tc.ctl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (tc *testControl) newJob(t *testing.T, gpus int) *api.Job {
+	t.Helper()
+	spec := api.JobSpec{Queue: "default", Ranks: 1, GPUsPerRank: gpus, Command: []string{"true"}}
+	j, err := tc.st.NewJob(context.Background(), spec, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// submit hands j to the running controller and returns what Submit
+// answered and what the store holds.
+func (tc *testControl) submit(t *testing.T, j *api.Job) (got, stored *api.Job) {
+	t.Helper()
+	ctx := context.Background()
+	js, err := tc.ctl.Submit(ctx, []*api.Job{j}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err = tc.st.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js[0], stored
+}
+
+func TestSubmitStoresAPlacedJobInOneWrite(t *testing.T) {
+	tc := newTestControl(t)
+	tc.run(t)
+	ctx := context.Background()
+	// Let the first passes settle (node readiness) before counting writes.
+	time.Sleep(200 * time.Millisecond)
+	j := tc.newJob(t, 2)
+	before, err := tc.st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, stored := tc.submit(t, j)
+	if stored.Status.Phase != api.JobRunning || len(stored.Status.Attempts) != 1 {
+		t.Fatalf("stored job is %s with %d attempts; want Running with 1", stored.Status.Phase, len(stored.Status.Attempts))
+	}
+	if got.ModRevision != stored.ModRevision || got.Status.Phase != api.JobRunning {
+		t.Errorf("Submit returned the job at revision %d (%s); the store has %d", got.ModRevision, got.Status.Phase, stored.ModRevision)
+	}
+	asg, err := tc.st.Assignments(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(asg.Assignments) != 1 || asg.Assignments[0].JobID != j.ID || len(asg.Assignments[0].GPUs) != 2 {
+		t.Fatalf("assignments on n1: %+v; want one of job %s with 2 GPUs", asg.Assignments, j.ID)
+	}
+	// The create and the placement were one transaction: the job's
+	// revision is the assignment's, and nothing else of it was written.
+	if stored.ModRevision != before+1 {
+		t.Errorf("job stored at revision %d, %d after the store's %d; want the first write after", stored.ModRevision, stored.ModRevision-before, before)
+	}
+}
+
+func TestSubmitStoresAJobThatMustWaitPending(t *testing.T) {
+	tc := newTestControl(t)
+	tc.run(t)
+	tc.submit(t, tc.newJob(t, 8))
+	got, stored := tc.submit(t, tc.newJob(t, 4))
+	if stored.Status.Phase != api.JobPending || len(stored.Status.Attempts) != 0 {
+		t.Fatalf("job behind a full node is %s with %d attempts; want Pending", stored.Status.Phase, len(stored.Status.Attempts))
+	}
+	if got.Status.Phase != api.JobPending || got.ModRevision != stored.ModRevision {
+		t.Errorf("Submit returned %s at %d; stored %s at %d", got.Status.Phase, got.ModRevision, stored.Status.Phase, stored.ModRevision)
+	}
+}
+
+func TestSubmitWithNoControllerRunningStoresNothing(t *testing.T) {
+	tc := newTestControl(t) // not running
+	ctx := context.Background()
+	j := tc.newJob(t, 1)
+	_, err := tc.ctl.Submit(ctx, []*api.Job{j}, 20*time.Millisecond)
+	if !errors.Is(err, ErrNotTaken) {
+		t.Fatalf("Submit with no pass running: %v; want ErrNotTaken", err)
+	}
+	// A pass that starts later must not store the withdrawn job: the
+	// caller stores it itself.
+	if _, err := tc.ctl.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.st.Job(ctx, j.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("withdrawn job read back: %v; want not found", err)
+	}
+	if err := tc.st.CreateJobAs(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.st.CreateJobAs(ctx, j.Clone()); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("creating job %s twice: %v; want ErrConflict", j.ID, err)
+	}
+}
+
+func TestSubmitSkipsSlowPasses(t *testing.T) {
+	tc := newTestControl(t) // not running: only the last pass's length counts
+	tc.ctl.subs.passNanos.Store(int64(time.Second))
+	_, err := tc.ctl.Submit(context.Background(), []*api.Job{tc.newJob(t, 1)}, 20*time.Millisecond)
+	if !errors.Is(err, ErrNotTaken) {
+		t.Fatalf("Submit after a 1s pass: %v; want ErrNotTaken", err)
+	}
+	if n := len(tc.ctl.subs.q); n != 0 {
+		t.Errorf("after a 1s pass Submit still offered its job to the next pass (%d batches queued)", n)
+	}
+}
