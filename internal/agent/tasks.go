@@ -24,6 +24,7 @@ import (
 // assignmentLoop long-polls the node's assignments and applies each list.
 func (a *Agent) assignmentLoop(ctx context.Context) {
 	var index int64
+	var last map[string]api.Assignment // the list at index, by task key
 	for ctx.Err() == nil {
 		a.mu.Lock()
 		ok := a.registered
@@ -41,16 +42,46 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 			sleepCtx(ctx, 300*time.Millisecond)
 			continue
 		}
+		if l.Delta {
+			full, ok := undelta(l, last)
+			if !ok {
+				// Not the list we hold: ask for all of it.
+				a.log.Warn("assignment delta names tasks this agent does not hold; fetching the whole list")
+				index = 0
+				continue
+			}
+			l = full
+		}
 		a.apply(ctx, l)
 		index = l.Revision
+		last = make(map[string]api.Assignment, len(l.Assignments))
+		for _, asg := range l.Assignments {
+			last[asg.TaskKey()] = asg
+		}
 	}
+}
+
+// undelta is the whole list a delta answer stands for, given the list the
+// agent held at the index it asked with.
+func undelta(l api.AssignmentList, last map[string]api.Assignment) (api.AssignmentList, bool) {
+	out := api.AssignmentList{Revision: l.Revision, Assignments: l.Assignments}
+	for _, k := range l.Unchanged {
+		asg, ok := last[k]
+		if !ok {
+			return l, false
+		}
+		out.Assignments = append(out.Assignments, asg)
+	}
+	return out, true
 }
 
 func (a *Agent) fetchAssignments(ctx context.Context, index int64) (api.AssignmentList, error) {
 	q := url.Values{"node": {a.cfg.Name}}
 	if index > 0 {
+		// Only what changed comes in full; what did not, by name.
 		q.Set("index", strconv.FormatInt(index, 10))
 		q.Set("wait", "10s")
+		q.Set("delta", "1")
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

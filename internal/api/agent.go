@@ -54,6 +54,11 @@ type HeartbeatResponse struct {
 type AssignmentList struct {
 	Revision    int64        `json:"revision"`
 	Assignments []Assignment `json:"assignments"`
+	// Delta (asked for with delta=1 and an index) means Assignments holds
+	// only what changed after the index, and Unchanged names (by task key)
+	// the rest of the list, as the agent had it at the index.
+	Delta     bool     `json:"delta,omitempty"`
+	Unchanged []string `json:"unchanged,omitempty"`
 }
 
 // TaskKey names one rank of one attempt as "job/attempt/rank".

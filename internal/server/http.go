@@ -630,7 +630,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	}
 	// From the cache: no etcd watch and read per poll, and the list's
 	// revision covers every change up to it.
-	b, rev, err := s.cache.Assignments(r.Context(), node, after, wait)
+	b, rev, err := s.cache.Assignments(r.Context(), node, after, wait, q.Get("delta") == "1")
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return

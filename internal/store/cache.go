@@ -40,7 +40,7 @@ type Cache struct {
 	nodesGen int64                                 // bumped on every node change
 	deploys  map[string]*api.Deployment            //
 	queues   map[string]*api.Queue                 //
-	assign   map[string]map[string]json.RawMessage // node → task key → assignment
+	assign   map[string]map[string]cachedAssign    // node → task key → assignment
 	assignAt map[string]int64                      // node → revision of its last assignment change
 	stops    map[string]map[int]int64              // job → attempt → revision its assignments were deleted at
 	wake     map[string]chan struct{}              // node → closed at its next assignment change
@@ -67,7 +67,7 @@ func (c *Cache) reset() {
 	c.nodesGen++
 	c.deploys = map[string]*api.Deployment{}
 	c.queues = map[string]*api.Queue{}
-	c.assign = map[string]map[string]json.RawMessage{}
+	c.assign = map[string]map[string]cachedAssign{}
 	c.assignAt = map[string]int64{}
 	c.stops = map[string]map[int]int64{}
 }
@@ -252,9 +252,9 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			}
 		} else {
 			if c.assign[node] == nil {
-				c.assign[node] = map[string]json.RawMessage{}
+				c.assign[node] = map[string]cachedAssign{}
 			}
-			c.assign[node][task] = json.RawMessage(bytes.Clone(val))
+			c.assign[node][task] = cachedAssign{raw: bytes.Clone(val), mod: modRev}
 		}
 		c.assignAt[node] = modRev
 		if ch := c.wake[node]; ch != nil {
@@ -332,12 +332,22 @@ func (c *Cache) Node(name string) (*api.Node, bool) {
 	return n, ok
 }
 
+// cachedAssign is one assignment as stored, and the revision it was
+// written at.
+type cachedAssign struct {
+	raw []byte
+	mod int64
+}
+
 // Assignments returns node's assignments, as JSON in api.AssignmentList's
 // shape, once something in them changed after revision after (at once when
 // after is 0), or when wait passes or ctx ends, whichever is first. The
 // list's revision is the cache's: every change up to it is in the list, so
 // an agent that acknowledges it has seen every stop issued before it.
-func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait time.Duration) (body []byte, rev int64, err error) {
+// With delta, a list answering a change carries in full only the
+// assignments written after after, and names the others (which the asker
+// had at after) in "unchanged".
+func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait time.Duration, delta bool) (body []byte, rev int64, err error) {
 	if err := c.WaitRevision(ctx, 1); err != nil {
 		return nil, 0, err // not listed yet
 	}
@@ -345,7 +355,11 @@ func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait 
 	for {
 		c.mu.Lock()
 		if after == 0 || c.assignAt[node] > after {
-			out, rev := c.assignmentsLocked(node), c.rev
+			since := int64(0)
+			if delta {
+				since = after
+			}
+			out, rev := c.assignmentsLocked(node, since), c.rev
 			c.mu.Unlock()
 			return out, rev, nil
 		}
@@ -370,7 +384,9 @@ func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait 
 	}
 }
 
-func (c *Cache) assignmentsLocked(node string) []byte {
+// assignmentsLocked encodes node's list; with since > 0, as a delta
+// against the list at revision since.
+func (c *Cache) assignmentsLocked(node string, since int64) []byte {
 	m := c.assign[node]
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -380,14 +396,36 @@ func (c *Cache) assignmentsLocked(node string) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"revision":`)
 	b.WriteString(strconv.FormatInt(c.rev, 10))
-	b.WriteString(`,"assignments":[`)
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(m[k])
+	if since > 0 {
+		b.WriteString(`,"delta":true`)
 	}
-	b.WriteString("]}")
+	b.WriteString(`,"assignments":[`)
+	n := 0
+	for _, k := range keys {
+		if a := m[k]; a.mod > since {
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(a.raw)
+			n++
+		}
+	}
+	b.WriteString("]")
+	if since > 0 && n < len(keys) {
+		b.WriteString(`,"unchanged":[`)
+		n = 0
+		for _, k := range keys {
+			if m[k].mod <= since {
+				if n > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(strconv.Quote(k)) // task keys are plain ASCII
+				n++
+			}
+		}
+		b.WriteString("]")
+	}
+	b.WriteString("}")
 	return b.Bytes()
 }
 

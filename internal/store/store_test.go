@@ -256,7 +256,7 @@ func TestCacheKeepsOnlyLiveJobsAndServesAssignments(t *testing.T) {
 	defer wcancel()
 
 	// The first poll (no index) answers at once with an empty list.
-	body, rev0, err := c.Assignments(wctx, "n1", 0, time.Minute)
+	body, rev0, err := c.Assignments(wctx, "n1", 0, time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestCacheKeepsOnlyLiveJobsAndServesAssignments(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		b, rev, err := c.Assignments(wctx, "n1", rev0, 10*time.Second)
+		b, rev, err := c.Assignments(wctx, "n1", rev0, 10*time.Second, false)
 		var l api.AssignmentList
 		if err == nil {
 			err = json.Unmarshal(b, &l)
