@@ -22,11 +22,15 @@
 #      WORK (a new /tmp directory; results stay there) SKIP_SLURM=1 SKIP_GANGWAY=1
 #      OUTPUT (discard: gangway's ranks' output to /dev/null, as Slurm's sbatch -o
 #      /dev/null here; keep: a log file per stream and rank, gangway's default)
+#      NODE_NICE (0): nice value of the emulated nodes' daemons on both sides
+#      (gangway's agents and their ranks; Slurm's slurmd, slurmstepd and jobs),
+#      which on a real cluster would not share the control plane's CPUs
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 PEER=${PEER:-$(cd "$REPO/../shared/peers/slurm" 2>/dev/null && pwd || true)}
 NODES=${NODES:-16}; JOBS=${JOBS:-1000}; GANGS=${GANGS:-100}; WARMUP=${WARMUP:-20}; OUTPUT=${OUTPUT:-discard}
+NODE_NICE=${NODE_NICE:-0}
 PROFILES=${PROFILES:-tuned}
 WORK=${WORK:-$(mktemp -d /tmp/e2e-vs-slurm.XXXXXX)}
 mkdir -p "$WORK"
@@ -81,6 +85,10 @@ slurm_run() { # PROFILE
   fi
   NNODES=$NODES "$PEER/mkconf.sh" >&2
   CLEAN=1 "$PEER/start.sh" >/dev/null 2>&1
+  if [ "$NODE_NICE" -gt 0 ]; then
+    # Every slurmd, and the slurmstepd and jobs they fork, as gangway's agents.
+    renice -n "$NODE_NICE" -p $(pgrep -x slurmd) >/dev/null
+  fi
   trap '"$PEER/stop.sh" >/dev/null 2>&1' EXIT
   local t0; t0=$(now)
   until [ "$(sinfo -h -t idle -o %D 2>/dev/null)" = "$NODES" ]; do
@@ -119,7 +127,7 @@ if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
   # slow every file Slurm creates next (ext4 skips inodes deleted in the
   # last 60-300 s when it allocates).
   "$GANGWAY" bench e2e -o json --nodes "$NODES" --gpus-per-node 8 --jobs "$JOBS" --gangs "$GANGS" \
-    --gang-nodes 2 --warmup "$WARMUP" --array --output "$OUTPUT" --dir "$WORK/gangway-run" > "$WORK/gangway.json"
+    --gang-nodes 2 --warmup "$WARMUP" --array --output "$OUTPUT" --node-nice "$NODE_NICE" --dir "$WORK/gangway-run" > "$WORK/gangway.json"
 fi
 
 # ---- Slurm ----

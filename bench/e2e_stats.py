@@ -137,7 +137,8 @@ def compare(a):
     out = gw.get('output', 'keep')
     print(f"End to end on this machine: {gw['nodes']} nodes × {gw['gpus_per_node']} GPUs, "
           f"{gw['submitters']} submitter, `true` in every rank; ranks' output: Slurm -o /dev/null, "
-          f"gangway {'discarded' if out == 'discard' else 'kept in log files'}\n")
+          f"gangway {'discarded' if out == 'discard' else 'kept in log files'}; "
+          f"node daemons (slurmd, gangway agents) and their jobs at nice {gw.get('node_nice', 0)}\n")
     hdr = f"{'phase':<8} {'system':<30} {'jobs':>5} {'ok':>5} {'submit/s':>9} {'wall s':>7} {'jobs/s':>8} " \
           f"{'start p50 ms':>12} {'p99 ms':>9}"
     print(hdr)

@@ -69,6 +69,11 @@ type Config struct {
 	// figures (they come from server and agent timestamps), only how soon
 	// the run notices the end. Default 100ms.
 	Poll time.Duration
+	// NodeNice is the nice value the agents (and so their supervisors and
+	// ranks) run at. The emulated nodes stand in for machines of their
+	// own, which would not take CPU from the control plane; the script
+	// beside Slurm renices Slurm's slurmd daemons the same. Default 0.
+	NodeNice int
 	// Log receives the server's log. Default: discarded.
 	Log *slog.Logger
 }
@@ -121,6 +126,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--gang-nodes %d: want 1..%d (the number of nodes)", c.GangNodes, c.Nodes)
 	case c.Submitters < 1:
 		return fmt.Errorf("--submitters %d: want at least 1", c.Submitters)
+	case c.NodeNice < 0 || c.NodeNice > 19:
+		return fmt.Errorf("--node-nice %d: want 0..19", c.NodeNice)
 	case c.Timeout < 0:
 		return fmt.Errorf("--timeout %s: want a positive duration", c.Timeout)
 	case c.Output != "" && c.Output != api.OutputKeep && c.Output != api.OutputDiscard:
@@ -137,6 +144,7 @@ type Result struct {
 	GPUsPerNode int     `json:"gpus_per_node"`
 	Submitters  int     `json:"submitters"`
 	Warmup      int     `json:"warmup_jobs"`
+	NodeNice    int     `json:"node_nice"`
 	Phases      []Phase `json:"phases"`
 	// SetupS is server start to every agent registered.
 	SetupS float64 `json:"setup_s"`
@@ -249,7 +257,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	defer c.http.CloseIdleConnections()
 	say("server at %s, data in %s", base, dir)
 
-	agents, err := startAgents(exe, base, dir, cfg.Nodes, cfg.GPUsPerNode)
+	agents, err := startAgents(exe, base, dir, cfg.Nodes, cfg.GPUsPerNode, cfg.NodeNice)
 	defer stopAgents(agents)
 	if err != nil {
 		return nil, err
@@ -258,7 +266,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		return nil, fmt.Errorf("waiting for %d agents to register (logs in %s): %w", cfg.Nodes, dir, err)
 	}
 	res := &Result{System: "gangway", Output: cmp.Or(cfg.Output, api.OutputKeep), Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode,
-		Submitters: cfg.Submitters, Warmup: cfg.Warmup, SetupS: time.Since(start).Seconds()}
+		Submitters: cfg.Submitters, Warmup: cfg.Warmup, NodeNice: cfg.NodeNice, SetupS: time.Since(start).Seconds()}
 	say("%d agents ready with %d fake GPUs each", cfg.Nodes, cfg.GPUsPerNode)
 
 	zero := 0
@@ -447,7 +455,7 @@ type agentProc struct {
 	done chan struct{} // closed when cmd.Wait returned
 }
 
-func startAgents(exe, base, dir string, nodes, gpus int) ([]*agentProc, error) {
+func startAgents(exe, base, dir string, nodes, gpus, nice int) ([]*agentProc, error) {
 	var out []*agentProc
 	for i := 1; i <= nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
@@ -456,8 +464,14 @@ func startAgents(exe, base, dir string, nodes, gpus int) ([]*agentProc, error) {
 			return out, fmt.Errorf("agent %s log: %w", name, err)
 		}
 		adir := filepath.Join(dir, "agent-"+name)
-		cmd := exec.Command(exe, "agent", "--server", base, "--name", name, "--address", "127.0.0.1",
-			"--fake-gpus", strconv.Itoa(gpus), "--data-dir", adir, "--log-level", "warn")
+		args := []string{exe, "agent", "--server", base, "--name", name, "--address", "127.0.0.1",
+			"--fake-gpus", strconv.Itoa(gpus), "--data-dir", adir, "--log-level", "warn"}
+		if nice > 0 {
+			// Through nice(1), so the agent is reniced before it starts
+			// its supervisor, which and whose ranks inherit it.
+			args = append([]string{"nice", "-n", strconv.Itoa(nice)}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			logf.Close()
@@ -514,11 +528,44 @@ func cpuNow(agents []*agentProc) cpuSample {
 				continue
 			}
 			if st, err := parseProcStat(b); err == nil {
-				s.agents += st.total()
+				// Its threads' own time in nanoseconds where the kernel
+				// keeps it (a small phase can stay under one 10 ms tick),
+				// and its reaped children's in ticks.
+				if ns, ok := threadsCPU(pid); ok {
+					s.agents += ns/1e9 + float64(st.cutime+st.cstime)/userHZ
+				} else {
+					s.agents += st.total()
+				}
 			}
 		}
 	}
 	return s
+}
+
+// threadsCPU sums the time on CPU of pid's threads from
+// /proc/PID/task/*/schedstat (first field, nanoseconds).
+func threadsCPU(pid int) (float64, bool) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, false
+	}
+	var ns float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, false
+		}
+		ns += v
+	}
+	return ns, true
 }
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }

@@ -38,6 +38,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.GangNodes, "gang-nodes", 2, "nodes per gang; each rank holds a whole node")
 	fs.IntVar(&cfg.Warmup, "warmup", 20, "one-GPU jobs run before measuring")
 	fs.IntVar(&cfg.Submitters, "submitters", 1, "concurrent submit clients")
+	fs.IntVar(&cfg.NodeNice, "node-nice", 0, "nice value of the agents, their supervisors and ranks (the emulated nodes), 0..19")
 	fs.BoolVar(&cfg.Array, "array", false, "also submit the one-GPU jobs as one job array (sbatch --array's equivalent)")
 	fs.StringVar(&cfg.Output, "output", "keep", "ranks' output: keep (log files) or discard (as sbatch -o /dev/null)")
 	command := fs.String("command", "true", "what each rank runs (split on spaces)")
