@@ -3,6 +3,7 @@
 // as `gangway-shim supervise`, and that runs `gangway-shim cg-exec` in
 // front of ranks with resource limits, so neither pays for initialising
 // the whole gangway program (etcd, gRPC, protobuf registries).
+// $GANGWAY_CPUPROFILE works as for gangway.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gangway/gangway/internal/agent/cgroup"
 	"github.com/gangway/gangway/internal/agent/driver"
+	"github.com/gangway/gangway/internal/cpuprof"
 )
 
 func main() {
@@ -21,7 +23,10 @@ func main() {
 	}
 	switch args[0] {
 	case "supervise":
-		os.Exit(driver.SuperviseMain(args[1:], os.Stderr))
+		stop := cpuprof.Start(os.Getenv("GANGWAY_CPUPROFILE"), "supervise", os.Stderr)
+		code := driver.SuperviseMain(args[1:], os.Stderr)
+		stop()
+		os.Exit(code)
 	case "cg-exec":
 		os.Exit(driver.CgExecMain(args[1:], os.Stderr, cgroup.ApplyLimits))
 	}

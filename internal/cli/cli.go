@@ -14,10 +14,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"runtime/pprof"
 	"strings"
 
+	"github.com/gangway/gangway/internal/cpuprof"
 	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/planner/plancli"
 	"github.com/gangway/gangway/internal/sim/simcli"
@@ -90,31 +89,13 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			defer profileTo(e.Getenv("GANGWAY_CPUPROFILE"), c.name, e.Stderr)()
+			defer cpuprof.Start(e.Getenv("GANGWAY_CPUPROFILE"), c.name, e.Stderr)()
 			return c.run(ctx, e, args[1:])
 		}
 	}
 	fmt.Fprintf(e.Stderr, "gangway: unknown command %q\n\n", args[0])
 	usage(e.Stderr)
 	return 2
-}
-
-// profileTo writes a CPU profile of this command to dir/NAME-PID.pprof
-// when dir is set ($GANGWAY_CPUPROFILE): the way to see where agents and
-// supervisors, which run as processes of their own, spend their time.
-func profileTo(dir, name string, stderr io.Writer) (stop func()) {
-	if dir == "" {
-		return func() {}
-	}
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", name, os.Getpid())))
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "gangway: GANGWAY_CPUPROFILE:", err)
-		return func() {}
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func usage(w io.Writer) {
