@@ -416,3 +416,39 @@ func TestStopReturnsWhenItsContextEnds(t *testing.T) {
 	cancel()
 	<-done // a Stop that ignored ctx would hang here (and the test time out)
 }
+
+func TestLiveRankGetsItsStartTickJournaled(t *testing.T) {
+	s, dir := newSup(t)
+	gate := filepath.Join(t.TempDir(), "go")
+	h, _ := start(t, s, "while [ ! -e "+gate+" ]; do sleep 0.05; done")
+	defer func() { _ = os.WriteFile(gate, nil, 0o644); wait(t, h) }()
+	want := startTick(h.PID())
+	if want == 0 {
+		t.Fatalf("no start tick in /proc for pid %d", h.PID())
+	}
+	// A later supervisor tells this rank from a new process with its pid
+	// only by the tick, so it must reach the journal while the rank runs.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		recs, err := readJournal(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got uint64
+		for _, r := range recs {
+			if r.State.PID == h.PID() {
+				got = r.State.StartTick
+			}
+		}
+		if got == want {
+			break
+		}
+		if got != 0 || time.Now().After(deadline) {
+			t.Fatalf("journal holds start tick %d for pid %d; want %d", got, h.PID(), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !alive(State{PID: h.PID(), StartTick: want}) || alive(State{PID: h.PID(), StartTick: want + 1}) {
+		t.Fatal("alive does not tell the rank from another process with its pid by the tick")
+	}
+}

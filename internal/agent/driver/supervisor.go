@@ -122,6 +122,7 @@ type supervisor struct {
 	log     io.Writer
 	devnull *os.File // read-only: every rank's stdin
 	sink    *os.File // write-only /dev/null: discarded output
+	paths   pathCache
 
 	mu        sync.Mutex // guards everything below
 	recs      map[string]*record
@@ -216,6 +217,7 @@ func serve(dir string, logw io.Writer) error {
 		case <-sigc:
 		case <-tick.C:
 			s.pollWatched()
+			s.noteStartTicks()
 		}
 		s.reap()
 		if s.maybeExit() {
@@ -368,7 +370,7 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 	if key == "" || ws == nil || len(ws.Argv) == 0 {
 		return State{}, errors.New("start: need a key and a command")
 	}
-	path, err := lookPath(ws.Argv[0], ws.Env, ws.Dir)
+	path, err := s.paths.look(ws.Argv[0], ws.Env, ws.Dir)
 	if err != nil {
 		return State{}, err
 	}
@@ -424,7 +426,10 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("start %s: %w", ws.Argv[0], err)
 	}
-	r := &record{Key: key, State: State{PID: pid, StartTick: startTick(pid), StartedAt: time.Now()}}
+	// The start tick (against pid reuse, for a later supervisor adopting
+	// the rank) is read on the next tick: most ranks that end sooner never
+	// need it, and reading /proc here cost a tenth of a start.
+	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}}
 	s.recs[key] = r
 	s.byPID[pid] = r
 	st := r.State
@@ -452,6 +457,23 @@ func (s *supervisor) reap() {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		s.exitedLocked(r, exitFromStatus(ws))
 		s.mu.Unlock()
+	}
+}
+
+// noteStartTicks journals the start tick of every live child that has
+// none yet.
+func (s *supervisor) noteStartTicks() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid, r := range s.byPID {
+		if r.State.StartTick != 0 {
+			continue
+		}
+		if t := startTick(pid); t != 0 {
+			r.State.StartTick = t
+			st := r.State
+			s.appendLocked(entry{Key: r.Key, State: &st})
+		}
 	}
 }
 
@@ -496,6 +518,49 @@ func (s *supervisor) forget(key string) {
 	}
 	delete(s.recs, key)
 	s.appendLocked(entry{Key: key, Gone: true})
+}
+
+// pathCache remembers where lookPath found a command, for a second: the
+// same few commands start over and over, and each lookup is a stat per
+// $PATH entry. A command that has gone since fails at exec instead, with
+// the same error a rank would see.
+type pathCache struct {
+	mu sync.Mutex
+	m  map[pathKey]cachedPath
+}
+
+type pathKey struct{ file, path, dir string }
+
+type cachedPath struct {
+	found string
+	at    time.Time
+}
+
+func (c *pathCache) look(file string, env []string, dir string) (string, error) {
+	path := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	k := pathKey{file, path, dir}
+	c.mu.Lock()
+	hit, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && time.Since(hit.at) < time.Second {
+		return hit.found, nil
+	}
+	found, err := lookPath(file, env, dir)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) > 1000 {
+		c.m = map[pathKey]cachedPath{}
+	}
+	c.m[k] = cachedPath{found, time.Now()}
+	c.mu.Unlock()
+	return found, nil
 }
 
 // lookPath finds file as a rank's exec would: through the rank's own PATH,
