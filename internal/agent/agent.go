@@ -90,7 +90,6 @@ type Agent struct {
 	fenced     bool
 	registered bool
 	ckptSent   map[string]int64 // newest checkpoint step reported per job
-	ckptDirs   map[string]bool  // checkpoint directories made
 	pendingCk  []api.CheckpointReport
 	pendingPr  []api.Progress
 	listenURL  string
@@ -141,7 +140,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	return &Agent{
 		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
-		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{}, ckptDirs: map[string]bool{},
+		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{},
 	}, nil
 }
 

@@ -172,7 +172,9 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 
 // start launches one rank; a failure to start is reported as its status.
 // Its file-system work is one directory and the rank's two log files (the
-// supervisor opens those), plus the job's checkpoint directory once.
+// supervisor opens those). The checkpoint directory is the workload's to
+// make, with its parents, when it first writes a checkpoint: most jobs
+// never do, and it sits on a file system all nodes share.
 func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	k := asg.TaskKey()
 	dir := a.taskDir(k)
@@ -190,21 +192,6 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		err = os.MkdirAll(dir, 0o755) // the first rank of its bucket
 	} else if errors.Is(err, fs.ErrExist) {
 		err = nil
-	}
-	if err == nil && asg.CheckpointD != "" {
-		a.mu.Lock()
-		made := a.ckptDirs[asg.CheckpointD]
-		a.mu.Unlock()
-		if !made {
-			if err = os.MkdirAll(asg.CheckpointD, 0o755); err == nil {
-				a.mu.Lock()
-				if len(a.ckptDirs) > 10000 {
-					clear(a.ckptDirs)
-				}
-				a.ckptDirs[asg.CheckpointD] = true
-				a.mu.Unlock()
-			}
-		}
 	}
 	for name, content := range asg.Files {
 		if err != nil {
