@@ -45,13 +45,14 @@ type submissions struct {
 	mu   sync.Mutex
 	q    []*submission
 	poke chan struct{} // wakes Run
-	// passNanos is the last pass's duration.
+	// passNanos is how long the last pass took to decide (up to its
+	// writes, which a job stored directly would queue behind as well).
 	passNanos atomic.Int64
 }
 
-// slowPass is the pass duration past which Submit does not offer jobs to
-// passes: with a large backlog a pass takes longer than a store write,
-// and new jobs would wait for the scheduler rather than in it.
+// slowPass is the pass decision time past which Submit does not offer
+// jobs to passes: with a large backlog a pass takes longer than a store
+// write, and new jobs would wait for the scheduler rather than in it.
 const slowPass = 5 * time.Millisecond
 
 // Submit hands new jobs (from store.NewJob: IDs reserved, not stored) to
