@@ -17,7 +17,8 @@
 #   bench/e2e-vs-slurm.sh
 #   PROFILES="tuned default" bench/e2e-vs-slurm.sh   # also stock Slurm
 #   GANGWAY=/path/to/gangway JOBS=200 GANGS=20 bench/e2e-vs-slurm.sh
-# Env: NODES (16) JOBS (1000) GANGS (100) WARMUP (20) PROFILES (tuned)
+#   RUNS=3 bench/e2e-vs-slurm.sh                     # three runs and the median ratios
+# Env: NODES (16) JOBS (1000) GANGS (100) WARMUP (20) PROFILES (tuned) RUNS (1)
 #      GANGWAY (default: go build ./cmd/gangway) PEER (shared/peers/slurm)
 #      WORK (a new /tmp directory; results stay there) SKIP_SLURM=1 SKIP_GANGWAY=1
 #      OUTPUT (discard: gangway's ranks' output to /dev/null, as Slurm's sbatch -o
@@ -37,6 +38,25 @@ mkdir -p "$WORK"
 STATS="python3 $HERE/e2e_stats.py"
 now() { date +%s.%N; }
 say() { echo "[$(date +%T)] $*" >&2; }
+
+# RUNS=N: N whole runs (gangway, then Slurm, each time), every table, then
+# each phase's N ratios with their median: one run's ratio moves by ±20%
+# on a shared 2-core machine.
+RUNS=${RUNS:-1}
+if [ "$RUNS" -gt 1 ]; then
+  if [ -z "${GANGWAY:-}" ]; then
+    GANGWAY="$WORK/gangway"
+    say "building gangway"
+    (cd "$REPO" && go build -o "$GANGWAY" ./cmd/gangway && go build -o "$(dirname "$GANGWAY")/gangway-shim" ./cmd/gangway-shim)
+  fi
+  for i in $(seq "$RUNS"); do
+    say "run $i of $RUNS"
+    RUNS=1 WORK="$WORK/run-$i" GANGWAY="$GANGWAY" "$0"
+  done
+  echo
+  $STATS summary "$WORK"/run-*
+  exit 0
+fi
 
 # ---- Slurm: the phases (run after gangway, below) ----
 

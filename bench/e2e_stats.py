@@ -178,6 +178,25 @@ def compare(a):
                   f"writes/job {g.get('store_writes', 0) / max(1, g['jobs']):.1f}")
 
 
+def summary(a):
+    """One line per phase and Slurm variant: each run's throughput ratio and their median."""
+    ratios = collections.OrderedDict()
+    for d in a.runs:
+        sl = [json.loads(l) for l in open(f"{d}/slurm.jsonl") if l.strip()]
+        gp = {p['name']: p for p in json.load(open(f"{d}/gangway.json"))['phases']}
+        for s in sl:
+            g = gp.get(s['name'])
+            if not g or not s['jobs_per_s']:
+                continue
+            what = ('srun true' if s['start_event'] == 'step' else '--wrap=true') if s['name'] == 'gang' else ''
+            key = f"{s['name']:<7} vs Slurm {s.get('profile', ''):<8}{what:<12}"
+            ratios.setdefault(key, []).append(g['jobs_per_s'] / s['jobs_per_s'])
+    print(f"Throughput ratios over {len(a.runs)} runs (gangway jobs/s ÷ Slurm's, same run):")
+    for key, rs in ratios.items():
+        med = sorted(rs)[len(rs) // 2] if len(rs) % 2 else sum(sorted(rs)[len(rs) // 2 - 1:len(rs) // 2 + 1]) / 2
+        print(f"  {key} " + "  ".join(f"{r:5.2f}×" for r in rs) + f"   median {med:5.2f}×   min {min(rs):5.2f}×")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -195,8 +214,10 @@ def main():
     c = sub.add_parser('compare')
     c.add_argument('--slurm', required=True)
     c.add_argument('--gangway', required=True)
+    m = sub.add_parser('summary')
+    m.add_argument('runs', nargs='+', help='run directories, each with slurm.jsonl and gangway.json')
     a = ap.parse_args()
-    slurm(a) if a.cmd == 'slurm' else compare(a)
+    {'slurm': slurm, 'compare': compare, 'summary': summary}[a.cmd](a)
 
 
 if __name__ == '__main__':
