@@ -56,6 +56,7 @@ type Controller struct {
 	reasonAt map[string]time.Time
 
 	subs submissions // new jobs handed over by Submit
+	reps reportQueue // rank statuses handed over by Report
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -141,6 +142,10 @@ type pass struct {
 	// subs are the Submit batches this pass took; fresh their jobs by ID.
 	subs  []*submission
 	fresh map[string]*freshJob
+	// reps are the Report batches this pass took; reported their
+	// statuses by task key, which win over the view's.
+	reps     []*reportBatch
+	reported map[string]*api.RankStatus
 }
 
 // queuedWrite is a job write waiting for the end of the pass, and what to
@@ -159,28 +164,46 @@ func (p *pass) queue(w store.JobWrite, then func(rev int64, err error)) {
 	p.mu.Unlock()
 }
 
-// flush commits the queued writes.
+// flush commits the queued writes, with the reported statuses of each
+// job that has one, then stores the other reported statuses.
 func (p *pass) flush(ctx context.Context) {
 	p.mu.Lock()
 	q := p.queued
 	p.queued = nil
 	p.mu.Unlock()
-	if len(q) == 0 {
-		return
-	}
-	ws := make([]store.JobWrite, len(q))
+	byJob := p.reportedByJob()
+	carried := make([][]api.RankStatus, len(q))
 	for i := range q {
-		ws[i] = q[i].w
-	}
-	revs, errs := p.c.st.Commit(ctx, ws)
-	for i := range q {
-		p.recordFresh(q[i].w.Job(), errs[i])
-		if q[i].then != nil {
-			q[i].then(revs[i], errs[i])
-		} else {
-			p.wrote(revs[i], errs[i])
+		id := q[i].w.Job().ID
+		if rs := byJob[id]; len(rs) > 0 && len(rs) <= maxCarried {
+			q[i].w = q[i].w.WithRankStatuses(rs)
+			carried[i] = rs
+			delete(byJob, id)
 		}
 	}
+	var left []api.RankStatus
+	for _, rs := range byJob {
+		left = append(left, rs...)
+	}
+	if len(q) > 0 {
+		ws := make([]store.JobWrite, len(q))
+		for i := range q {
+			ws[i] = q[i].w
+		}
+		revs, errs := p.c.st.Commit(ctx, ws)
+		for i := range q {
+			p.recordFresh(q[i].w.Job(), errs[i])
+			if errs[i] != nil {
+				left = append(left, carried[i]...) // not stored with it
+			}
+			if q[i].then != nil {
+				q[i].then(revs[i], errs[i])
+			} else {
+				p.wrote(revs[i], errs[i])
+			}
+		}
+	}
+	p.storeReported(ctx, left)
 }
 
 // async runs fn, one job's work, beside the other jobs'. Each job is
@@ -213,6 +236,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
 	p.nodes(ctx)
 	p.subs = c.take()
+	p.reps, p.reported = c.takeReports()
 	ids := make([]*api.Job, 0, len(p.v.Jobs))
 	for _, j := range p.v.Jobs {
 		if !j.Status.Phase.Final() {
@@ -300,7 +324,11 @@ func (p *pass) nodes(ctx context.Context) {
 }
 
 func (p *pass) rank(job string, attempt, rank int) *api.RankStatus {
-	return p.v.Ranks[api.TaskKey(job, attempt, rank)]
+	k := api.TaskKey(job, attempt, rank)
+	if r := p.reported[k]; r != nil {
+		return r
+	}
+	return p.v.Ranks[k]
 }
 
 func (p *pass) running(ctx context.Context, j *api.Job) {

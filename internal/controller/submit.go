@@ -71,30 +71,47 @@ func (c *Controller) Submit(ctx context.Context, jobs []*api.Job, wait time.Dura
 	c.subs.mu.Lock()
 	c.subs.q = append(c.subs.q, s)
 	c.subs.mu.Unlock()
-	select {
-	case c.subs.poke <- struct{}{}:
-	default:
+	c.wake()
+	r, err := await(ctx, &s.state, s.done, wait)
+	if err != nil {
+		return nil, err
 	}
+	return r.jobs, r.err
+}
+
+// await waits up to wait for a pass to take a handed-over batch (its
+// state moves from subWaiting to subTaken) and then for the outcome on
+// done. Not taken in time, the batch is withdrawn: ErrNotTaken.
+func await[T any](ctx context.Context, state *atomic.Int32, done <-chan T, wait time.Duration) (T, error) {
+	var zero T
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case r := <-s.done:
-		return r.jobs, r.err
+	case r := <-done:
+		return r, nil
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	if s.state.CompareAndSwap(subWaiting, subWithdrawn) {
+	if state.CompareAndSwap(subWaiting, subWithdrawn) {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return zero, err
 		}
-		return nil, ErrNotTaken
+		return zero, ErrNotTaken
 	}
 	// A pass has it: its outcome is the answer.
 	select {
-	case r := <-s.done:
-		return r.jobs, r.err
+	case r := <-done:
+		return r, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return zero, ctx.Err()
+	}
+}
+
+// wake starts a pass at once if Run is waiting for one.
+func (c *Controller) wake() {
+	select {
+	case c.subs.poke <- struct{}{}:
+	default:
 	}
 }
 

@@ -164,3 +164,73 @@ func TestSubmitSkipsSlowPasses(t *testing.T) {
 		t.Errorf("after a 1s pass Submit still offered its job to the next pass (%d batches queued)", n)
 	}
 }
+
+func TestReportedLastExitEndsTheAttemptInTheSameWrite(t *testing.T) {
+	tc := newTestControl(t)
+	tc.run(t)
+	ctx := context.Background()
+	_, j := tc.submit(t, tc.newJob(t, 1))
+	for deadline := time.Now().Add(10 * time.Second); j.Status.Phase != api.JobRunning; {
+		// Placed at once, or (before the node's first pass) by a later pass.
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %s; want Running", j.ID, j.Status.Phase)
+		}
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if j, err = tc.st.Job(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A status that decides nothing is stored on its own.
+	running := api.RankStatus{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankRunning, PID: 42, StartedAt: time.Now()}
+	if err := tc.ctl.Report(ctx, []api.RankStatus{running}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := tc.st.RankStatuses(ctx, j.ID); err != nil || len(rs) != 1 || rs[0].State != api.RankRunning {
+		t.Fatalf("rank statuses after the running report: %+v, %v", rs, err)
+	}
+	if still, _ := tc.st.Job(ctx, j.ID); still.Status.Phase != api.JobRunning {
+		t.Fatalf("a running report moved the job to %s", still.Status.Phase)
+	}
+	before, err := tc.st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := running
+	exited.State, exited.FinishedAt = api.RankExited, time.Now()
+	if err := tc.ctl.Report(ctx, []api.RankStatus{exited}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done, err := tc.st.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status.Phase != api.JobSucceeded {
+		t.Fatalf("after its only rank exited 0 the job is %s (%s); want Succeeded", done.Status.Phase, done.Status.Reason)
+	}
+	rs, err := tc.st.RankStatuses(ctx, j.ID)
+	if err != nil || len(rs) != 1 || rs[0].State != api.RankExited {
+		t.Fatalf("rank statuses after the exit: %+v, %v; want the exit stored", rs, err)
+	}
+	// One transaction: the exit, the end and the assignment's removal.
+	if done.ModRevision != before+1 {
+		t.Errorf("job ended at revision %d, %d writes after %d; want the first", done.ModRevision, done.ModRevision-before, before)
+	}
+	if asg, _ := tc.st.Assignments(ctx, "n1"); len(asg.Assignments) != 0 {
+		t.Errorf("assignments left on n1: %+v", asg.Assignments)
+	}
+}
+
+func TestReportWithNoControllerRunningStoresNothing(t *testing.T) {
+	tc := newTestControl(t) // not running
+	st := api.RankStatus{JobID: "99", Attempt: 1, Rank: 0, Node: "n1", State: api.RankRunning}
+	if err := tc.ctl.Report(context.Background(), []api.RankStatus{st}, 20*time.Millisecond); !errors.Is(err, ErrNotTaken) {
+		t.Fatalf("Report with no pass running: %v; want ErrNotTaken", err)
+	}
+	if _, err := tc.ctl.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := tc.st.RankStatuses(context.Background(), "99"); len(rs) != 0 {
+		t.Fatalf("a withdrawn report was stored: %+v", rs)
+	}
+}

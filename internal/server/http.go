@@ -570,6 +570,22 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 
 // storeReports writes the rank statuses that changed, new checkpoints and
 // progress lines.
+// putStatuses stores rank statuses: on the leader through the controller's
+// next pass, which stores an attempt's last exit with the attempt's end in
+// one write; elsewhere, or when no pass takes them soon, group-committed.
+func (s *Server) putStatuses(ctx context.Context, rs []api.RankStatus) error {
+	if ctl := s.controller(); ctl != nil && len(rs) > 0 {
+		err := ctl.Report(ctx, rs, submitTakeWait)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if !errors.Is(err, controller.ErrNotTaken) {
+			s.log.Warn("storing rank statuses through the controller failed; storing them directly", "err", err)
+		}
+	}
+	return s.statuses.put(ctx, rs)
+}
+
 func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 	var changed []api.RankStatus
 	s.mu.Lock()
@@ -582,7 +598,7 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 		changed = append(changed, rs)
 	}
 	s.mu.Unlock()
-	if err := s.statuses.put(ctx, changed); err != nil {
+	if err := s.putStatuses(ctx, changed); err != nil {
 		return err
 	}
 	s.mu.Lock()

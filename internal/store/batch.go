@@ -53,6 +53,24 @@ func (s *Store) StopAttemptWrite(j *api.Job, attempt int, nodes []string) JobWri
 	return w
 }
 
+// WithRankStatuses adds rank statuses to the write, stored in its
+// transaction: a pass that acts on reports it was handed (an attempt's
+// last exit) stores them with what it decided.
+func (w JobWrite) WithRankStatuses(rs []api.RankStatus) JobWrite {
+	ops := make([]clientv3.Op, len(w.ops), len(w.ops)+len(rs))
+	copy(ops, w.ops)
+	for i := range rs {
+		b, err := json.Marshal(&rs[i])
+		if err != nil {
+			w.err = fmt.Errorf("store: encode rank status: %w", err)
+			return w
+		}
+		ops = append(ops, clientv3.OpPut(rankKey(api.TaskKey(rs[i].JobID, rs[i].Attempt, rs[i].Rank)), string(b)))
+	}
+	w.ops = ops
+	return w
+}
+
 // Batch limits: what one shared transaction may hold. 128 operations is
 // also an external etcd's default limit; a single write bigger than this
 // goes alone.

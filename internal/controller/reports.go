@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+// Rank reports through the leader's controller: the API hands the rank
+// statuses of a heartbeat to the next pass, which acts on them as if it
+// had read them and stores them in the transaction of what it decided (an
+// attempt that ended with its last exit), or on their own. An exit then
+// costs one store write where it cost two (the status, then the end the
+// controller wrote after seeing it), and the end does not wait for the
+// status to come back through the watch.
+
+// reportBatch is one heartbeat's changed statuses waiting for a pass.
+type reportBatch struct {
+	ranks []api.RankStatus
+	state atomic.Int32 // subWaiting, then subTaken or subWithdrawn
+	done  chan error
+}
+
+type reportQueue struct {
+	mu sync.Mutex
+	q  []*reportBatch
+}
+
+// maxCarried bounds the statuses one job write carries, so that it stays
+// within a transaction's operation limit.
+const maxCarried = 64
+
+// Report hands rank statuses to the next pass and returns once they are
+// stored. ErrNotTaken: no pass took them within wait (or passes are slow)
+// and nothing was stored; any other error leaves it unknown, and storing
+// them again is harmless.
+func (c *Controller) Report(ctx context.Context, rs []api.RankStatus, wait time.Duration) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	if time.Duration(c.subs.passNanos.Load()) > slowPass {
+		return ErrNotTaken
+	}
+	b := &reportBatch{ranks: rs, done: make(chan error, 1)}
+	c.reps.mu.Lock()
+	c.reps.q = append(c.reps.q, b)
+	c.reps.mu.Unlock()
+	c.wake()
+	err, werr := await(ctx, &b.state, b.done, wait)
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// takeReports returns the batches still waiting, marked taken, and their
+// statuses by task key (a later report of a task wins).
+func (c *Controller) takeReports() ([]*reportBatch, map[string]*api.RankStatus) {
+	c.reps.mu.Lock()
+	q := c.reps.q
+	c.reps.q = nil
+	c.reps.mu.Unlock()
+	var taken []*reportBatch
+	var by map[string]*api.RankStatus
+	for _, b := range q {
+		if !b.state.CompareAndSwap(subWaiting, subTaken) {
+			continue
+		}
+		taken = append(taken, b)
+		if by == nil {
+			by = map[string]*api.RankStatus{}
+		}
+		for i := range b.ranks {
+			r := b.ranks[i]
+			by[api.TaskKey(r.JobID, r.Attempt, r.Rank)] = &r
+		}
+	}
+	return taken, by
+}
+
+// reportedByJob groups the pass's reported statuses by job, in task key
+// order.
+func (p *pass) reportedByJob() map[string][]api.RankStatus {
+	if len(p.reported) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(p.reported))
+	for k := range p.reported {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := map[string][]api.RankStatus{}
+	for _, k := range keys {
+		r := p.reported[k]
+		out[r.JobID] = append(out[r.JobID], *r)
+	}
+	return out
+}
+
+// storeReported stores the reported statuses no committed write of the
+// pass carried, and tells every taken batch how it went.
+func (p *pass) storeReported(ctx context.Context, left []api.RankStatus) {
+	if len(p.reps) == 0 {
+		return
+	}
+	err := p.c.st.PutRankStatuses(ctx, left)
+	for _, b := range p.reps {
+		b.done <- err
+	}
+}
