@@ -131,10 +131,9 @@ func (c *Controller) take() []*submission {
 	return out
 }
 
-// freshJob is one taken new job during its pass.
+// freshJob is one taken new job during its pass: how its write went.
 type freshJob struct {
-	queued bool     // a write for it is queued
-	stored *api.Job // as written
+	stored *api.Job // as written; nil until its write was committed or failed
 	err    error
 }
 
@@ -145,7 +144,7 @@ func answer(subs []*submission, fresh map[string]*freshJob, passErr error) {
 		for i, j := range s.jobs {
 			f := fresh[j.ID]
 			switch {
-			case f == nil || !f.queued:
+			case f == nil || f.stored == nil:
 				r.err = errors.Join(passErr, errors.New("controller: the pass wrote no job "+j.ID))
 			case f.err != nil:
 				r.err = f.err
@@ -160,35 +159,23 @@ func answer(subs []*submission, fresh map[string]*freshJob, passErr error) {
 	}
 }
 
-// unqueuedFresh lists the fresh jobs no write of the pass covers yet.
-func (p *pass) unqueuedFresh() []*api.Job {
+// storeFresh queues the plain creation of every fresh job the pass did
+// not write otherwise (not placed, no new reason). The pass's async work
+// is done by now.
+func (p *pass) storeFresh() {
 	if len(p.fresh) == 0 {
-		return nil
+		return
 	}
-	p.mu.Lock()
+	written := map[string]bool{}
 	for _, q := range p.queued {
-		if f := p.fresh[q.w.Job().ID]; f != nil {
-			f.queued = true
-		}
+		written[q.w.Job().ID] = true
 	}
-	p.mu.Unlock()
-	var out []*api.Job
 	for _, s := range p.subs {
 		for _, j := range s.jobs {
-			if f := p.fresh[j.ID]; !f.queued {
-				out = append(out, j)
+			if !written[j.ID] {
+				p.queue(p.c.st.UpdateJobWrite(j), nil)
 			}
 		}
-	}
-	return out
-}
-
-// storeFresh queues the plain creation of every fresh job the pass did
-// not write otherwise (not placed, no new reason).
-func (p *pass) storeFresh() {
-	for _, j := range p.unqueuedFresh() {
-		p.queue(p.c.st.UpdateJobWrite(j), nil)
-		p.fresh[j.ID].queued = true
 	}
 }
 

@@ -160,9 +160,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusCreated, j)
 }
 
-// submitTakeWait bounds how long a submission waits for the controller's
-// next pass to take it before the handler stores it itself.
-const submitTakeWait = 5 * time.Millisecond
+// passTakeWait bounds how long a new job or a heartbeat's rank statuses
+// wait for the controller's next pass to take them before the handler
+// stores them itself.
+const passTakeWait = 5 * time.Millisecond
 
 // createJob stores a new job. On the leader it goes through the
 // controller's next pass, which stores it already placed, in one write,
@@ -177,7 +178,7 @@ func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, err
 	if err != nil {
 		return nil, err
 	}
-	stored, err := ctl.Submit(ctx, []*api.Job{j}, submitTakeWait)
+	stored, err := ctl.Submit(ctx, []*api.Job{j}, passTakeWait)
 	if err == nil {
 		return stored[0], nil
 	}
@@ -575,7 +576,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 // one write; elsewhere, or when no pass takes them soon, group-committed.
 func (s *Server) putStatuses(ctx context.Context, rs []api.RankStatus) error {
 	if ctl := s.controller(); ctl != nil && len(rs) > 0 {
-		err := ctl.Report(ctx, rs, submitTakeWait)
+		err := ctl.Report(ctx, rs, passTakeWait)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

@@ -537,13 +537,7 @@ type cachedPath struct {
 }
 
 func (c *pathCache) look(file string, env []string, dir string) (string, error) {
-	path := os.Getenv("PATH")
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	k := pathKey{file, path, dir}
+	k := pathKey{file, envPath(env), dir}
 	c.mu.Lock()
 	hit, ok := c.m[k]
 	c.mu.Unlock()
@@ -561,6 +555,17 @@ func (c *pathCache) look(file string, env []string, dir string) (string, error) 
 	c.m[k] = cachedPath{found, time.Now()}
 	c.mu.Unlock()
 	return found, nil
+}
+
+// envPath is the rank's $PATH: the last PATH= in env, else ours.
+func envPath(env []string) string {
+	path := os.Getenv("PATH")
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
 }
 
 // lookPath finds file as a rank's exec would: through the rank's own PATH,
@@ -588,13 +593,7 @@ func lookPath(file string, env []string, dir string) (string, error) {
 		}
 		return rel(file), nil
 	}
-	path := os.Getenv("PATH")
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, d := range filepath.SplitList(path) {
+	for _, d := range filepath.SplitList(envPath(env)) {
 		if d == "" {
 			d = "."
 		}
