@@ -509,6 +509,12 @@ func (a *Agent) checkFence() {
 	}
 	a.mu.Unlock()
 	a.log.Warn("server unreachable past the lease: fencing, killing all ranks", "lease", fence, "ranks", len(live))
+	// Stop every rank's group first, then kill them all: killed one after
+	// another, a rank could see its node-mate die and exit on its own
+	// before its own SIGKILL, and its end would not read as the fence's.
+	for _, h := range live {
+		_ = h.Signal(syscall.SIGSTOP)
+	}
 	for _, h := range live {
 		_ = h.Signal(syscall.SIGKILL)
 	}
