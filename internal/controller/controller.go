@@ -72,7 +72,7 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 		cfg.Now = time.Now
 	}
 	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler,
-		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1)}}
+		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1), slow: slowPass}}
 }
 
 // Run reconciles after every cache change and at least every Tick until

@@ -42,7 +42,7 @@ func (c *Controller) Report(ctx context.Context, rs []api.RankStatus, wait time.
 	if len(rs) == 0 {
 		return nil
 	}
-	if time.Duration(c.subs.passNanos.Load()) > slowPass {
+	if c.subs.slowLastPass() {
 		return ErrNotTaken
 	}
 	b := &reportBatch{ranks: rs, done: make(chan error, 1)}
