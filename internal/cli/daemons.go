@@ -19,6 +19,30 @@ import (
 )
 
 func runServer(ctx context.Context, e *Env, args []string) int {
+	cfg, ln, code, ok := serverConfig(e, args)
+	if !ok {
+		return code
+	}
+	s, err := server.New(cfg)
+	if err != nil {
+		ln.Close()
+		if cfg.Gateway != nil {
+			cfg.Gateway.Close()
+		}
+		return fail(e, err)
+	}
+	cfg.Log.Info("gangway server listening", "addr", ln.Addr().String())
+	if err := s.Run(ctx, ln); err != nil {
+		return fail(e, err)
+	}
+	return 0
+}
+
+// serverConfig parses `gangway server`'s flags into the whole server
+// configuration, with its API and gateway listeners open. The server is
+// made from it only afterwards: New copies the configuration, so nothing
+// may be added to it later.
+func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, code int, ok bool) {
 	fs := newFlags(e, "server", "--data-dir DIR [flags]")
 	dataDir := fs.String("data-dir", "", "directory for the embedded etcd and default checkpoints (required unless --etcd-endpoints)")
 	listen := fs.String("listen", ":7070", "address the API listens on")
@@ -34,51 +58,45 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := parse(fs, args); !ok {
-		return code
+		return cfg, nil, code, false
 	}
-	driver.LightRuntime()
 	log, err := newLogger(e.Stderr, *logLevel)
 	if err != nil {
-		return fail(e, err)
+		return cfg, nil, fail(e, err), false
 	}
-	cfg := server.Config{
+	cfg = server.Config{
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
 	}
-	s, err := server.New(cfg)
-	if err != nil {
-		return fail(e, err)
-	}
 	for _, f := range topoFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return fail(e, fmt.Errorf("--topology-file: %w", err))
+			return cfg, nil, fail(e, fmt.Errorf("--topology-file: %w", err)), false
 		}
 		tf, err := controller.ParseTopologyFile(f, b)
 		if err != nil {
-			return fail(e, fmt.Errorf("--topology-file: %w", err))
+			return cfg, nil, fail(e, fmt.Errorf("--topology-file: %w", err)), false
 		}
 		cfg.TopologyFiles = append(cfg.TopologyFiles, tf)
 	}
 	if *gwListen != "" {
 		gl, err := net.Listen("tcp", *gwListen)
 		if err != nil {
-			return fail(e, fmt.Errorf("--gateway-listen %s: %w", *gwListen, err))
+			return cfg, nil, fail(e, fmt.Errorf("--gateway-listen %s: %w", *gwListen, err)), false
 		}
 		cfg.Gateway, cfg.GatewayPolicy = gl, *gwPolicy
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err = net.Listen("tcp", *listen)
 	if err != nil {
-		return fail(e, fmt.Errorf("listen on %s: %w", *listen, err))
+		if cfg.Gateway != nil {
+			cfg.Gateway.Close()
+		}
+		return cfg, nil, fail(e, fmt.Errorf("listen on %s: %w", *listen, err)), false
 	}
-	log.Info("gangway server listening", "addr", ln.Addr().String())
-	if err := s.Run(ctx, ln); err != nil {
-		return fail(e, err)
-	}
-	return 0
+	return cfg, ln, 0, true
 }
 
 // stringList collects a repeated flag.
@@ -116,6 +134,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	if _, code, ok := parse(fs, args); !ok {
 		return code
 	}
+	driver.LightRuntime()
 	log, err := newLogger(e.Stderr, *logLevel)
 	if err != nil {
 		return fail(e, err)

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+// lockedBuffer is a bytes.Buffer several goroutines may write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startServerCommand runs `gangway server ARGS` in this process, as a user
+// would start it, and agents n1..nN against it.
+func startServerCommand(t *testing.T, nodes, gpus int, args ...string) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a cluster; skipped with -short")
+	}
+	dir := t.TempDir()
+	var stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := &cluster{t: t, dir: dir, cancel: cancel, agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{}}
+	code := make(chan int, 1)
+	cl.wg.Add(1)
+	go func() {
+		defer cl.wg.Done()
+		args := append([]string{"server", "--data-dir", filepath.Join(dir, "server"), "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)
+		code <- Main(ctx, args, &Env{Stdout: &stderr, Stderr: &stderr, Getenv: func(string) string { return "" }})
+	}()
+	t.Cleanup(cl.stop)
+	addr := regexp.MustCompile(`gangway server listening"? addr=(\S+)`)
+	for deadline := time.Now().Add(10 * time.Second); cl.url == ""; {
+		select {
+		case c := <-code:
+			t.Fatalf("gangway server exited %d:\n%s", c, stderr.String())
+		default:
+		}
+		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
+			cl.url = "http://" + m[1]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gangway server did not say where it listens:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cl.c = NewClient(cl.url)
+	for i := 1; i <= nodes; i++ {
+		cl.startAgent(fmt.Sprintf("n%d", i), gpus)
+	}
+	cl.waitNodes(nodes)
+	return cl
+}
+
+// freeAddr returns a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The server command must hand every flag to the server it runs: a
+// topology file that puts both nodes under one leaf lets a gang that must
+// stay inside a leaf span them (nodes the file does not name are each a
+// leaf of their own), and --gateway-listen serves the OpenAI API.
+func TestServerCommandAppliesTopologyFileAndGateway(t *testing.T) {
+	topo := filepath.Join(t.TempDir(), "topology.conf")
+	conf := "SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n3\nSwitchName=spine Switches=leaf[1-2]\n"
+	if err := os.WriteFile(topo, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gw := freeAddr(t)
+	cl := startServerCommand(t, 2, 8, "--topology-file", topo, "--gateway-listen", gw)
+
+	id := cl.submitYAML("name: one-leaf\nranks: 2\ngpusPerRank: 8\ntopology: {required: leaf}\ncommand: [\"true\"]\n")
+	cl.waitPhase(id, api.JobSucceeded, 20*time.Second)
+
+	resp, err := http.Get("http://" + gw + "/v1/models")
+	if err != nil {
+		t.Fatalf("gateway on --gateway-listen %s: %v", gw, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/models on the gateway: %s; want 200", resp.Status)
+	}
+}
+
+func TestServerCommandNamesABadTopologyFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "topology.conf")
+	if err := os.WriteFile(bad, []byte("SwitchName=leaf1 Nodez=n1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	code := Main(context.Background(), []string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--topology-file", bad},
+		&Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+	if code == 0 || !strings.Contains(out.String(), "--topology-file") || !strings.Contains(out.String(), bad) {
+		t.Fatalf("gangway server with a bad topology file: code %d, %q; want an error naming the flag and the file", code, out.String())
+	}
+}
