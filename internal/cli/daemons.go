@@ -56,9 +56,17 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	fs.Var(&topoFiles, "topology-file", "Slurm topology.conf (tree or block form) describing leaves, spines and NVLink blocks (repeatable)")
 	gwListen := fs.String("gateway-listen", "", "also serve the OpenAI API for every deployment here (e.g. :8080)")
 	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
+	retention := fs.Duration("job-retention", 7*24*time.Hour, "delete a finished job this long after it ended, with its rank statuses, checkpoint records and progress (0 keeps them)")
+	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := parse(fs, args); !ok {
 		return cfg, nil, code, false
+	}
+	if *retention < 0 {
+		return cfg, nil, fail(e, fmt.Errorf("--job-retention %s: must not be negative (0 keeps finished jobs)", *retention)), false
+	}
+	if *maxFinished < 0 {
+		return cfg, nil, fail(e, fmt.Errorf("--max-finished-jobs %d: must not be negative (0: no limit)", *maxFinished)), false
 	}
 	log, err := newLogger(e.Stderr, *logLevel)
 	if err != nil {
@@ -67,6 +75,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	cfg = server.Config{
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
+		JobRetention: *retention, MaxFinishedJobs: *maxFinished,
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")

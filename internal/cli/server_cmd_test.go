@@ -115,15 +115,30 @@ func TestServerCommandAppliesTopologyFileAndGateway(t *testing.T) {
 	}
 }
 
-func TestServerCommandNamesABadTopologyFile(t *testing.T) {
+func TestServerCommandNamesBadFlags(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "topology.conf")
 	if err := os.WriteFile(bad, []byte("SwitchName=leaf1 Nodez=n1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	code := Main(context.Background(), []string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--topology-file", bad},
-		&Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
-	if code == 0 || !strings.Contains(out.String(), "--topology-file") || !strings.Contains(out.String(), bad) {
-		t.Fatalf("gangway server with a bad topology file: code %d, %q; want an error naming the flag and the file", code, out.String())
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--topology-file", bad}, []string{"--topology-file", bad}},
+		{[]string{"--job-retention", "-1h"}, []string{"--job-retention", "negative"}},
+		{[]string{"--max-finished-jobs", "-5"}, []string{"--max-finished-jobs", "negative"}},
+	} {
+		var out bytes.Buffer
+		args := append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, c.args...)
+		code := Main(context.Background(), args, &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+		if code == 0 {
+			t.Errorf("gangway server %v: exit 0; want an error", c.args)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("gangway server %v: %q; want it to say %q", c.args, out.String(), w)
+			}
+		}
 	}
 }

@@ -39,6 +39,15 @@ type Config struct {
 	// TopologyFiles describe the fabric (leaves, spines, NVLink blocks)
 	// beyond what the nodes' labels say.
 	TopologyFiles []TopologyFile
+	// JobRetention: a job finished this long ago is deleted with its rank
+	// statuses, checkpoint records and progress. 0 keeps finished jobs.
+	JobRetention time.Duration
+	// MaxFinishedJobs: beyond this many finished jobs the oldest are
+	// deleted, whatever their age, so that the store cannot fill up. 0:
+	// no limit.
+	MaxFinishedJobs int
+	// RetentionTick is how often retention looks. Default 10s.
+	RetentionTick time.Duration
 }
 
 // Controller reconciles nodes and jobs. Create with New; Run drives it.
@@ -71,6 +80,9 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RetentionTick <= 0 {
+		cfg.RetentionTick = 10 * time.Second
+	}
 	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler,
 		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1), slow: slowPass}}
 }
@@ -93,6 +105,10 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		})
 	}()
+	if c.cfg.JobRetention > 0 || c.cfg.MaxFinishedJobs > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.retain(ctx) }()
+	}
 	again := false
 	for {
 		if !again {

@@ -21,6 +21,12 @@ type testControl struct {
 
 func newTestControl(t *testing.T) *testControl {
 	t.Helper()
+	return newTestControlWith(t, nil)
+}
+
+// newTestControlWith lets a test adjust the controller's configuration.
+func newTestControlWith(t *testing.T, adjust func(*Config)) *testControl {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: t.TempDir()})
 	if err != nil {
@@ -47,7 +53,11 @@ func newTestControl(t *testing.T) *testControl {
 	}
 	live := NewLiveness(time.Now())
 	live.Beat("n1", 0, time.Now())
-	ctl := New(st, cache, live, Config{NodeTimeout: time.Hour, CheckpointRoot: t.TempDir()}, log)
+	cfg := Config{NodeTimeout: time.Hour, CheckpointRoot: t.TempDir()}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	ctl := New(st, cache, live, cfg, log)
 	// A loaded CI machine can stretch a pass past slowPass; these tests
 	// are about the hand-off, so only the one about slow passes sets it.
 	ctl.subs.slow = time.Hour

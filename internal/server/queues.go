@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,7 +50,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	jobs, _, err := s.st.Jobs(ctx)
+	jobs, err := s.liveJobs(ctx)
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -85,13 +86,13 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	jobs, _, err := s.st.Jobs(r.Context())
+	jobs, err := s.liveJobs(r.Context())
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
 	for _, j := range jobs {
-		if j.Spec.Queue == name && !j.Status.Phase.Final() {
+		if j.Spec.Queue == name {
 			writeError(w, http.StatusConflict, fmt.Errorf("queue %s still has job %s (%s): %w", name, j.ID, j.Status.Phase, errConflict))
 			return
 		}
@@ -101,6 +102,22 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, r, http.StatusOK, map[string]string{"deleted": name})
+}
+
+// liveJobs returns the jobs not yet finished, from the cache once it holds
+// everything written before the call: a queue's usage costs what runs and
+// waits, not every job the store still keeps.
+func (s *Server) liveJobs(ctx context.Context) ([]*api.Job, error) {
+	rev, err := s.st.Revision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.cache.WaitRevision(wctx, rev); err != nil {
+		return nil, fmt.Errorf("server: the cache is behind the store: %w", err)
+	}
+	return s.cache.LiveJobs(), nil
 }
 
 // checkQueue rejects a job for a queue nobody created (but "default").

@@ -51,7 +51,11 @@ type Config struct {
 	// CheckpointRoot is the shared parent of default checkpoint dirs.
 	// Default DataDir/checkpoints.
 	CheckpointRoot string
-	Log            *slog.Logger
+	// JobRetention and MaxFinishedJobs bound the finished jobs the store
+	// keeps: by age, and by count (the oldest go first). 0 keeps them.
+	JobRetention    time.Duration
+	MaxFinishedJobs int
+	Log             *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -66,6 +70,12 @@ func (c *Config) defaults() error {
 	}
 	if c.HeartbeatInterval*2 > c.NodeTimeout {
 		return fmt.Errorf("server: node timeout %s must be at least twice the heartbeat interval %s", c.NodeTimeout, c.HeartbeatInterval)
+	}
+	if c.JobRetention < 0 {
+		return fmt.Errorf("server: job retention %s is negative (0 keeps finished jobs)", c.JobRetention)
+	}
+	if c.MaxFinishedJobs < 0 {
+		return fmt.Errorf("server: max finished jobs %d is negative (0: no limit)", c.MaxFinishedJobs)
 	}
 	if c.CheckpointRoot == "" {
 		if c.DataDir == "" {
@@ -247,7 +257,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		}()
 		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
-			TopologyFiles: s.cfg.TopologyFiles,
+			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
 		}, s.log)
 		s.mu.Lock()
 		s.ctl = ctl

@@ -44,6 +44,7 @@ type Cache struct {
 	assignAt map[string]int64                      // node → revision of its last assignment change
 	stops    map[string]map[int]int64              // job → attempt → revision its assignments were deleted at
 	wake     map[string]chan struct{}              // node → closed at its next assignment change
+	finished map[string]FinishedJob                // finished jobs the store still holds, for retention
 	revCond  *sync.Cond
 
 	// changed gets a value (without blocking) after every applied batch.
@@ -70,6 +71,7 @@ func (c *Cache) reset() {
 	c.assign = map[string]map[string]cachedAssign{}
 	c.assignAt = map[string]int64{}
 	c.stops = map[string]map[int]int64{}
+	c.finished = map[string]FinishedJob{}
 }
 
 // Changed is signalled after the cache applies changes. One receiver only.
@@ -168,10 +170,20 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 	case strings.HasPrefix(key, jobsPrefix):
 		id := key[len(jobsPrefix):]
 		var j api.Job
-		if !del && json.Unmarshal(val, &j) == nil && !j.Status.Phase.Final() {
+		ok := !del && json.Unmarshal(val, &j) == nil
+		if ok && !j.Status.Phase.Final() {
 			j.ModRevision = modRev
 			c.jobs[id] = &j
 			return
+		}
+		if ok {
+			at := j.Status.FinishedAt
+			if at.IsZero() { // written before finish times were kept
+				at = j.SubmittedAt
+			}
+			c.finished[id] = FinishedJob{ID: id, FinishedAt: at, ModRevision: modRev}
+		} else {
+			delete(c.finished, id)
 		}
 		// Finished or gone: it leaves with everything of its own.
 		delete(c.jobs, id)
@@ -427,6 +439,30 @@ func (c *Cache) assignmentsLocked(node string, since int64) []byte {
 	}
 	b.WriteString("}")
 	return b.Bytes()
+}
+
+// LiveJobs lists the jobs not yet finished, in ID order. They are shared:
+// read-only.
+func (c *Cache) LiveJobs() []*api.Job {
+	c.mu.Lock()
+	out := make([]*api.Job, 0, len(c.jobs))
+	for _, j := range c.jobs {
+		out = append(out, j)
+	}
+	c.mu.Unlock()
+	SortJobs(out)
+	return out
+}
+
+// FinishedJobs lists the finished jobs the store holds, in no order.
+func (c *Cache) FinishedJobs() []FinishedJob {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]FinishedJob, 0, len(c.finished))
+	for _, f := range c.finished {
+		out = append(out, f)
+	}
+	return out
 }
 
 // View is a consistent read of the cache at one revision. Its maps and
