@@ -66,6 +66,10 @@ type Config struct {
 	SysRoot string
 	// ReleaseLimits removes a finished rank's cgroup; nil does nothing.
 	ReleaseLimits func(cgroupName string) error
+	// TaskRetention: the directory (logs, progress) of a rank that ended
+	// this long ago is removed. 0 keeps them; otherwise at least
+	// MinTaskRetention.
+	TaskRetention time.Duration
 	Log           *slog.Logger
 	// HTTP is the client for the server. Default: one with a 10s timeout
 	// for ordinary calls.
@@ -81,6 +85,9 @@ type Agent struct {
 	kick chan struct{}  // asks the heartbeat loop to report now
 	bg   sync.WaitGroup // goroutines watching ranks' exits and stopping ranks; Run waits for them
 
+	// dirMu orders making a task directory against the sweep that
+	// removes old ones (and their emptied buckets).
+	dirMu      sync.Mutex
 	mu         sync.Mutex       // guards the fields below
 	tasks      map[string]*task // by task key
 	desiredRev int64            // revision of the newest assignment list applied
@@ -137,6 +144,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.TaskRetention < 0 || (cfg.TaskRetention > 0 && cfg.TaskRetention < MinTaskRetention) {
+		return nil, fmt.Errorf("agent: --task-retention %s: want 0 (keep) or at least %s", cfg.TaskRetention, MinTaskRetention)
 	}
 	return &Agent{
 		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
@@ -201,6 +211,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
+	if a.cfg.TaskRetention > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.gcLoop(ctx) }()
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = srv.Shutdown(sctx)

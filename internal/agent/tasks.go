@@ -187,12 +187,14 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		t.status.FinishedAt = time.Now()
 		a.log.Warn("rank failed to start", "task", k, "err", err)
 	}
+	a.dirMu.Lock()
 	err := os.Mkdir(dir, 0o755)
 	if errors.Is(err, fs.ErrNotExist) {
 		err = os.MkdirAll(dir, 0o755) // the first rank of its bucket
 	} else if errors.Is(err, fs.ErrExist) {
 		err = nil
 	}
+	a.dirMu.Unlock()
 	for name, content := range asg.Files {
 		if err != nil {
 			break

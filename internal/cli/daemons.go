@@ -139,6 +139,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	nvmlLib := fs.String("nvml-library", "", "path to libnvidia-ml.so (default: the loader's search path)")
 	labels := labelFlags{}
 	fs.Var(labels, "label", "topology or selector label key=value (repeatable), e.g. --label leaf=l1")
+	taskRetention := fs.Duration("task-retention", 7*24*time.Hour, "remove a finished rank's directory (its logs and progress) this long after it last changed (0 keeps them)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := parse(fs, args); !ok {
 		return code
@@ -185,7 +186,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	a, err := agent.New(agent.Config{
 		ShimPath: shim,
 		Server:   strings.TrimRight(*srv, "/"), Name: n, Address: *addr, Listen: *listen, DataDir: dir,
-		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log,
+		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log, TaskRetention: *taskRetention,
 	})
 	if err != nil {
 		return fail(e, err)
