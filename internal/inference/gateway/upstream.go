@@ -22,6 +22,11 @@ import (
 // Requests are serialized by http.Request.Write and answers parsed by
 // http.ReadResponse. Other schemes go to fallback.
 //
+// A connection idle longer than idleTimeout is closed rather than reused
+// (the engine has most likely dropped it, and its socket would otherwise
+// stay open after the engine went away); hosts without connections are
+// forgotten, as endpoints come and go with replicas.
+//
 // A reused connection that the engine closed while it sat idle fails
 // before any answer; such a request is resent once on a new connection
 // when it has GetBody, as net/http does. Cancelling the request's
@@ -31,10 +36,16 @@ type upstream struct {
 	fallback http.RoundTripper
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxConns int // per host, idle and busy together
+	// idleTimeout is how long a connection may wait in the pool.
+	idleTimeout time.Duration
 
-	mu    sync.Mutex // guards hosts
+	mu    sync.Mutex // guards hosts and swept
 	hosts map[string]*hostConns
+	swept time.Time // when every host's pool was last expired
 }
+
+// upstreamIdleTimeout is net/http's DefaultTransport's IdleConnTimeout.
+const upstreamIdleTimeout = 90 * time.Second
 
 type hostConns struct {
 	slots chan struct{} // one token per open connection, cap maxConns
@@ -48,13 +59,15 @@ type upConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	reused bool
+	idleAt time.Time // when it was last put back
 }
 
 var _ http.RoundTripper = (*upstream)(nil)
 
 func newUpstream(fallback http.RoundTripper, maxConns int) *upstream {
 	d := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
-	return &upstream{fallback: fallback, dial: d.DialContext, maxConns: maxConns, hosts: map[string]*hostConns{}}
+	return &upstream{fallback: fallback, dial: d.DialContext, maxConns: maxConns, idleTimeout: upstreamIdleTimeout,
+		hosts: map[string]*hostConns{}}
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -106,20 +119,28 @@ func closeBody(req *http.Request) {
 // get returns an idle connection to addr or dials one, waiting for a
 // slot while maxConns are open.
 func (u *upstream) get(ctx context.Context, addr string) (*upConn, error) {
+	now := time.Now()
 	u.mu.Lock()
+	stale := u.expireLocked(now)
 	h := u.hosts[addr]
 	if h == nil {
 		h = &hostConns{slots: make(chan struct{}, u.maxConns)}
 		u.hosts[addr] = h
 	}
+	stale = append(stale, h.expireLocked(now, u.idleTimeout)...)
+	var c *upConn
 	if n := len(h.idle); n > 0 {
-		c := h.idle[n-1]
+		c = h.idle[n-1]
 		h.idle = h.idle[:n-1]
-		u.mu.Unlock()
+	}
+	u.mu.Unlock()
+	for _, s := range stale {
+		s.close()
+	}
+	if c != nil {
 		c.reused = true
 		return c, nil
 	}
-	u.mu.Unlock()
 	select {
 	case h.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -133,8 +154,42 @@ func (u *upstream) get(ctx context.Context, addr string) (*upConn, error) {
 	return &upConn{up: u, host: h, nc: nc, br: bufio.NewReaderSize(nc, 32<<10), bw: bufio.NewWriterSize(nc, 64<<10)}, nil
 }
 
+// expireLocked takes the idle connections past idleTimeout out of h's
+// pool (oldest first in it) and returns them to be closed.
+func (h *hostConns) expireLocked(now time.Time, timeout time.Duration) []*upConn {
+	i := 0
+	for i < len(h.idle) && now.Sub(h.idle[i].idleAt) > timeout {
+		i++
+	}
+	if i == 0 {
+		return nil
+	}
+	stale := append([]*upConn(nil), h.idle[:i]...)
+	h.idle = append(h.idle[:0], h.idle[i:]...)
+	return stale
+}
+
+// expireLocked, at most every half idleTimeout, expires every host's pool
+// and forgets hosts with no connection open, returning what to close.
+func (u *upstream) expireLocked(now time.Time) []*upConn {
+	if now.Sub(u.swept) < u.idleTimeout/2 {
+		return nil
+	}
+	u.swept = now
+	var stale []*upConn
+	for addr, h := range u.hosts {
+		s := h.expireLocked(now, u.idleTimeout)
+		stale = append(stale, s...)
+		if len(h.idle) == 0 && len(h.slots) == len(s) {
+			delete(u.hosts, addr) // nothing open once s is closed
+		}
+	}
+	return stale
+}
+
 // put returns a connection whose answer was read to its end.
 func (u *upstream) put(c *upConn) {
+	c.idleAt = time.Now()
 	u.mu.Lock()
 	c.host.idle = append(c.host.idle, c)
 	u.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // countingServer counts the connections its clients open.
@@ -137,5 +138,57 @@ func TestUpstreamCancelClosesConnection(t *testing.T) {
 	<-gone
 	if n := len(u.hosts[strings.TrimPrefix(hs.URL, "http://")].idle); n != 0 {
 		t.Errorf("%d idle connections after a cancelled request, want 0", n)
+	}
+}
+
+// A connection idle past the timeout is closed, not reused, and a host no
+// request went to for that long is forgotten with its connections.
+func TestUpstreamExpiresIdleConnections(t *testing.T) {
+	var closed atomic.Int32
+	var conns atomic.Int32
+	h := func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body); io.WriteString(w, "ok") }
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(h))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			conns.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	hs.Start()
+	defer hs.Close()
+	other, _ := countingServer(t, h)
+	u := newUpstream(http.DefaultTransport, 8)
+	u.idleTimeout = 200 * time.Millisecond
+	defer u.CloseIdleConnections()
+	for range 2 { // within the timeout: one connection
+		if code, _, err := post(t, u, hs.URL, "x"); code != 200 || err != nil {
+			t.Fatal(code, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for two requests in a row; want 1", n)
+	}
+	time.Sleep(450 * time.Millisecond)
+	if code, _, err := post(t, u, hs.URL, "x"); code != 200 || err != nil {
+		t.Fatal(code, err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections after the first sat idle past the timeout; want a new one (2)", n)
+	}
+	waitFor(t, "the expired connection to be closed", func() bool { return closed.Load() == 1 })
+
+	time.Sleep(450 * time.Millisecond)
+	if code, _, err := post(t, u, other.URL, "x"); code != 200 || err != nil {
+		t.Fatal(code, err)
+	}
+	waitFor(t, "the idle connection of a host nobody asked for to be closed", func() bool { return closed.Load() == 2 })
+	u.mu.Lock()
+	_, kept := u.hosts[strings.TrimPrefix(hs.URL, "http://")]
+	n := len(u.hosts)
+	u.mu.Unlock()
+	if kept || n != 1 {
+		t.Errorf("hosts after the first went quiet: %d, first still there %v; want only the other", n, kept)
 	}
 }
