@@ -16,7 +16,7 @@
 # Needs root (slurmd, mknod) and python3. Takes 3-5 minutes.
 #   bench/e2e-vs-slurm.sh
 #   PROFILES="tuned default" bench/e2e-vs-slurm.sh   # also stock Slurm
-#   GANGWAY=/path/to/gangway JOBS=200 GANGS=20 bench/e2e-vs-slurm.sh
+#   GANGWAY=/path/to/gangway JOBS=200 GANGS=20 bench/e2e-vs-slurm.sh   # with gangway-shim beside it
 #   RUNS=3 bench/e2e-vs-slurm.sh                     # three runs and the median ratios
 # Env: NODES (16) JOBS (1000) GANGS (100) WARMUP (20) PROFILES (tuned) RUNS (1)
 #      GANGWAY (default: go build ./cmd/gangway) PEER (shared/peers/slurm)
@@ -153,6 +153,10 @@ if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
     GANGWAY="$WORK/gangway"
     say "building gangway"
     (cd "$REPO" && go build -o "$GANGWAY" ./cmd/gangway && go build -o "$(dirname "$GANGWAY")/gangway-shim" ./cmd/gangway-shim)
+  fi
+  if [ ! -x "$(dirname "$GANGWAY")/gangway-shim" ]; then
+    # The agents then run their supervisor through the whole gangway binary.
+    say "warning: no gangway-shim beside $GANGWAY; build it there for the figures a release gives"
   fi
   say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs"
   # Its data stays until the end: deleting thousands of files now would
