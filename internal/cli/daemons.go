@@ -58,6 +58,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
 	retention := fs.Duration("job-retention", 7*24*time.Hour, "delete a finished job this long after it ended, with its rank statuses, checkpoint records and progress (0 keeps them)")
 	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
+	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it (default: none)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := parse(fs, args); !ok {
 		return cfg, nil, code, false
@@ -68,6 +69,14 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	if *maxFinished < 0 {
 		return cfg, nil, fail(e, fmt.Errorf("--max-finished-jobs %d: must not be negative (0: no limit)", *maxFinished)), false
 	}
+	if *archive != "" {
+		// Found out now, not at the first deletion days from now.
+		f, err := os.OpenFile(*archive, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return cfg, nil, fail(e, fmt.Errorf("--job-archive: %w", err)), false
+		}
+		f.Close()
+	}
 	log, err := newLogger(e.Stderr, *logLevel)
 	if err != nil {
 		return cfg, nil, fail(e, err), false
@@ -75,7 +84,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	cfg = server.Config{
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
-		JobRetention: *retention, MaxFinishedJobs: *maxFinished,
+		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")

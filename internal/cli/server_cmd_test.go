@@ -127,6 +127,7 @@ func TestServerCommandNamesBadFlags(t *testing.T) {
 		{[]string{"--topology-file", bad}, []string{"--topology-file", bad}},
 		{[]string{"--job-retention", "-1h"}, []string{"--job-retention", "negative"}},
 		{[]string{"--max-finished-jobs", "-5"}, []string{"--max-finished-jobs", "negative"}},
+		{[]string{"--job-archive", filepath.Join(bad, "jobs.jsonl")}, []string{"--job-archive", "not a directory"}},
 	} {
 		var out bytes.Buffer
 		args := append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, c.args...)

@@ -46,6 +46,10 @@ type Config struct {
 	// deleted, whatever their age, so that the store cannot fill up. 0:
 	// no limit.
 	MaxFinishedJobs int
+	// JobArchive, if set, is a file each job retention deletes is first
+	// appended to, as one JSON line (api.JobDetail); if the append fails,
+	// nothing is deleted.
+	JobArchive string
 	// RetentionTick is how often retention looks. Default 10s.
 	RetentionTick time.Duration
 }

@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/gangway/gangway/internal/store"
@@ -38,7 +42,8 @@ func (c *Controller) retain(ctx context.Context) {
 }
 
 // sweepFinished deletes up to retainBatch of the finished jobs retention
-// no longer keeps, oldest first, and returns how many it picked.
+// no longer keeps, oldest first, archiving them first if asked, and
+// returns how many it picked.
 func (c *Controller) sweepFinished(ctx context.Context) (int, error) {
 	var cutoff time.Time
 	if c.cfg.JobRetention > 0 {
@@ -49,10 +54,63 @@ func (c *Controller) sweepFinished(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	ex = ex[:min(len(ex), retainBatch)]
-	n, err := c.st.DeleteFinishedJobs(ctx, ex)
+	del := ex
+	if c.cfg.JobArchive != "" {
+		var err error
+		if del, err = c.archive(ctx, ex); err != nil {
+			return len(ex), err
+		}
+	}
+	n, err := c.st.DeleteFinishedJobs(ctx, del)
 	if n > 0 {
 		c.log.Info("deleted finished jobs past retention", "jobs", n,
 			"oldest", ex[0].ID, "finished", ex[0].FinishedAt.Format(time.RFC3339))
 	}
 	return len(ex), err
+}
+
+// archive appends jobs, read whole, to Config.JobArchive and returns them
+// at the revisions it read, so that what is deleted is what was archived.
+func (c *Controller) archive(ctx context.Context, jobs []store.FinishedJob) ([]store.FinishedJob, error) {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	ds, err := c.st.JobDetails(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	out := make([]store.FinishedJob, 0, len(ds))
+	for i := range ds {
+		j := &ds[i].Job
+		if !j.Status.Phase.Final() {
+			continue // a finished job made live again is not retention's
+		}
+		if err := enc.Encode(&ds[i]); err != nil {
+			return nil, fmt.Errorf("archive job %s: %w", j.ID, err)
+		}
+		out = append(out, store.FinishedJob{ID: j.ID, FinishedAt: j.Status.FinishedAt, ModRevision: j.ModRevision})
+	}
+	f, err := os.OpenFile(c.cfg.JobArchive, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("job archive: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		if _, err = f.Write(buf.Bytes()); err == nil {
+			err = f.Sync() // durable before the jobs leave the store
+		}
+		if err != nil {
+			_ = f.Truncate(fi.Size()) // no half line; the next look writes them again
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job archive %s: %w", c.cfg.JobArchive, err)
+	}
+	return out, nil
 }

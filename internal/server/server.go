@@ -55,7 +55,10 @@ type Config struct {
 	// keeps: by age, and by count (the oldest go first). 0 keeps them.
 	JobRetention    time.Duration
 	MaxFinishedJobs int
-	Log             *slog.Logger
+	// JobArchive, if set, is the file each job is appended to (a JSON
+	// line) before retention deletes it.
+	JobArchive string
+	Log        *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -258,6 +261,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
+			JobArchive: s.cfg.JobArchive,
 		}, s.log)
 		s.mu.Lock()
 		s.ctl = ctl

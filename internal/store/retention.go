@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/gangway/gangway/internal/api"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -75,4 +77,53 @@ func Expired(finished []FinishedJob, cutoff time.Time, keep int) []FinishedJob {
 		n = len(fs) - keep
 	}
 	return fs[:n]
+}
+
+// detailChunk is how many jobs one read transaction carries: four reads
+// each, within etcd's default 128 operations.
+const detailChunk = 32
+
+// JobDetails reads jobs whole, as `describe` shows them, each chunk of 32
+// at one revision. Jobs not found are left out.
+func (s *Store) JobDetails(ctx context.Context, ids []string) ([]api.JobDetail, error) {
+	out := make([]api.JobDetail, 0, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), detailChunk)
+		ops := make([]clientv3.Op, 0, 4*n)
+		for _, id := range ids[:n] {
+			ops = append(ops, clientv3.OpGet(jobKey(id)), clientv3.OpGet(ranksPrefix+id+"/", clientv3.WithPrefix()),
+				clientv3.OpGet(ckptPrefix+id+"/", clientv3.WithPrefix()), clientv3.OpGet(progKey(id)))
+		}
+		resp, err := s.c.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("store: read jobs: %w", err)
+		}
+		for i, id := range ids[:n] {
+			r := resp.Responses[4*i : 4*i+4]
+			jk := r[0].GetResponseRange().Kvs
+			if len(jk) == 0 {
+				continue
+			}
+			var d api.JobDetail
+			if err := json.Unmarshal(jk[0].Value, &d.Job); err != nil {
+				return nil, fmt.Errorf("store: decode job %s: %w", id, err)
+			}
+			d.Job.ModRevision = jk[0].ModRevision
+			if d.Ranks, err = decodeRanks(r[1].GetResponseRange().Kvs); err != nil {
+				return nil, err
+			}
+			if d.Checkpoints, err = decodeCheckpoints(r[2].GetResponseRange().Kvs); err != nil {
+				return nil, err
+			}
+			if pk := r[3].GetResponseRange().Kvs; len(pk) > 0 {
+				d.Progress = &api.ProgressLog{}
+				if err := json.Unmarshal(pk[0].Value, d.Progress); err != nil {
+					return nil, fmt.Errorf("store: decode progress of %s: %w", id, err)
+				}
+			}
+			out = append(out, d)
+		}
+		ids = ids[n:]
+	}
+	return out, nil
 }

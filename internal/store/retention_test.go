@@ -166,3 +166,32 @@ func TestCacheListsFinishedJobsUntilDeleted(t *testing.T) {
 		t.Fatalf("finished jobs after %s finished and %s was deleted: %+v", fin.ID, old.ID, got)
 	}
 }
+
+func TestJobDetailsReadsJobsWholeAndLeavesOutMissingOnes(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	var ids []string
+	for range detailChunk + 3 { // more than one transaction
+		ids = append(ids, finishedJob(t, s, time.Now()).ID)
+	}
+	ids = append(ids[:5], append([]string{"999999"}, ids[5:]...)...)
+	ds, err := s.JobDetails(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != detailChunk+3 {
+		t.Fatalf("read %d jobs; want %d (all but the missing one)", len(ds), detailChunk+3)
+	}
+	for _, d := range ds {
+		want, err := s.Job(ctx, d.Job.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Job.ModRevision != want.ModRevision || d.Job.Status.Phase != api.JobSucceeded {
+			t.Errorf("job %s read at %d (%s); the store has %d", d.Job.ID, d.Job.ModRevision, d.Job.Status.Phase, want.ModRevision)
+		}
+		if len(d.Ranks) != 1 || len(d.Checkpoints) != 1 || d.Checkpoints[0].Step != 10 || d.Progress == nil || d.Progress.Latest.Step != 10 {
+			t.Errorf("job %s read with ranks %+v, checkpoints %+v, progress %+v; want one of each at step 10", d.Job.ID, d.Ranks, d.Checkpoints, d.Progress)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -467,8 +468,13 @@ func (s *Store) RankStatuses(ctx context.Context, job string) ([]api.RankStatus,
 	if err != nil {
 		return nil, fmt.Errorf("store: list ranks of %s: %w", job, err)
 	}
-	out := make([]api.RankStatus, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	return decodeRanks(resp.Kvs)
+}
+
+// decodeRanks decodes rank statuses into attempt then rank order.
+func decodeRanks(kvs []*mvccpb.KeyValue) ([]api.RankStatus, error) {
+	out := make([]api.RankStatus, 0, len(kvs))
+	for _, kv := range kvs {
 		var r api.RankStatus
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
 			return nil, fmt.Errorf("store: decode %s: %w", kv.Key, err)
@@ -505,8 +511,13 @@ func (s *Store) Checkpoints(ctx context.Context, job string) ([]api.Checkpoint, 
 	if err != nil {
 		return nil, fmt.Errorf("store: list checkpoints of %s: %w", job, err)
 	}
-	out := make([]api.Checkpoint, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	return decodeCheckpoints(resp.Kvs)
+}
+
+// decodeCheckpoints decodes checkpoint records, in key (step) order.
+func decodeCheckpoints(kvs []*mvccpb.KeyValue) ([]api.Checkpoint, error) {
+	out := make([]api.Checkpoint, 0, len(kvs))
+	for _, kv := range kvs {
 		var c api.Checkpoint
 		if err := json.Unmarshal(kv.Value, &c); err != nil {
 			return nil, fmt.Errorf("store: decode %s: %w", kv.Key, err)
