@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,6 +110,24 @@ func (c *Client) Jobs(ctx context.Context, index int64, wait time.Duration) (ser
 	path := "/v1/jobs"
 	if index > 0 {
 		path += fmt.Sprintf("?index=%d&wait=%s", index, wait)
+	}
+	return l, c.do(ctx, http.MethodGet, path, nil, &l)
+}
+
+// ListJobs lists jobs: with live only those not finished, with limit > 0
+// only the newest limit.
+func (c *Client) ListJobs(ctx context.Context, live bool, limit int) (server.JobList, error) {
+	var l server.JobList
+	q := url.Values{}
+	if live {
+		q.Set("live", "true")
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/jobs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	return l, c.do(ctx, http.MethodGet, path, nil, &l)
 }

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -141,5 +143,62 @@ func TestServerCommandNamesBadFlags(t *testing.T) {
 				t.Errorf("gangway server %v: %q; want it to say %q", c.args, out.String(), w)
 			}
 		}
+	}
+}
+
+// get jobs --live shows what squeue would (not finished), --limit the
+// newest N; both read little however many finished jobs the store keeps.
+func TestGetJobsLiveAndLimit(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	done := cl.submitYAML("name: done\nranks: 1\ngpusPerRank: 1\ncommand: [\"true\"]\n")
+	cl.waitPhase(done, api.JobSucceeded, 20*time.Second)
+	running := cl.submitYAML("name: running\nranks: 1\ngpusPerRank: 8\ncommand: [sleep, \"60\"]\n")
+	cl.waitPhase(running, api.JobRunning, 20*time.Second)
+	waiting := cl.submitYAML("name: waiting\nranks: 1\ngpusPerRank: 8\ncommand: [\"true\"]\n")
+	t.Cleanup(func() { cl.run("cancel", running); cl.run("cancel", waiting) })
+
+	ids := func(args ...string) []string {
+		t.Helper()
+		out, errOut, code := cl.run(append([]string{"get", "jobs", "-o", "json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("get jobs %v: code %d: %s", args, code, errOut)
+		}
+		var js []*api.Job
+		if err := json.Unmarshal([]byte(out), &js); err != nil {
+			t.Fatalf("get jobs %v output %q: %v", args, out, err)
+		}
+		var got []string
+		for _, j := range js {
+			got = append(got, j.ID)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{done, running, waiting}},
+		{[]string{"--live"}, []string{running, waiting}},
+		{[]string{"--limit", "2"}, []string{running, waiting}},
+		{[]string{"--limit", "5"}, []string{done, running, waiting}},
+		{[]string{"--live", "--limit", "1"}, []string{waiting}},
+	} {
+		if got := ids(c.args...); strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("get jobs %v: %v; want %v", c.args, got, c.want)
+		}
+	}
+	for _, args := range [][]string{{"get", "jobs", "--limit", "-1"}, {"get", "nodes", "--live"}} {
+		if _, errOut, code := cl.run(args...); code != 2 || !strings.Contains(errOut, "--") {
+			t.Errorf("%v: code %d, %q; want usage error 2 naming the flag", args, code, errOut)
+		}
+	}
+	resp, err := http.Get(cl.url + "/v1/jobs?limit=x&live=maybe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "limit") || !strings.Contains(string(body), "live") {
+		t.Errorf("GET /v1/jobs?limit=x&live=maybe: %s %s; want 400 naming both", resp.Status, body)
 	}
 }

@@ -133,12 +133,22 @@ func exitOn(e *Env, err error) int {
 }
 
 func runGet(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "get", "jobs|nodes|job ID|node NAME")
+	fs := newFlags(e, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
 	srv := serverFlag(fs, e)
 	out := outputFlag(fs)
+	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
+	limit := fs.Int("limit", 0, "jobs: only the newest N")
 	pos, code, ok := parse(fs, args)
 	if !ok {
 		return code
+	}
+	if *limit < 0 {
+		fmt.Fprintf(e.Stderr, "gangway get: --limit %d: want a positive number\n", *limit)
+		return 2
+	}
+	if (*live || *limit > 0) && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job")) {
+		fmt.Fprintln(e.Stderr, "gangway get: --live and --limit apply to the job list (gangway get jobs)")
+		return 2
 	}
 	if !checkOutput(e, *out) {
 		return 2
@@ -161,7 +171,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			printJobs(e.Stdout, []*api.Job{&d.Job})
 			return 0
 		}
-		l, err := c.Jobs(ctx, 0, 0)
+		l, err := c.ListJobs(ctx, *live, *limit)
 		if err != nil {
 			return fail(e, err)
 		}

@@ -298,12 +298,52 @@ func (s *Server) blockingIndex(r *http.Request, prefix string) error {
 	return err
 }
 
+// listJobs lists jobs, oldest first: all of them, or with ?live=1 only
+// those not finished (from the cache, as squeue shows), and with
+// ?limit=N only the newest N (by submission).
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var fields []*api.FieldError
+	live := false
+	switch v := q.Get("live"); v {
+	case "", "0", "false":
+	case "1", "true":
+		live = true
+	default:
+		fields = append(fields, &api.FieldError{Field: "live", Msg: fmt.Sprintf("%q: want true or false", v)})
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fields = append(fields, &api.FieldError{Field: "limit", Msg: fmt.Sprintf("%q: want a positive integer", v)})
+		}
+		limit = n
+	}
+	if len(fields) > 0 {
+		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: fields})
+		return
+	}
 	if err := s.blockingIndex(r, store.JobsPrefix); err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	jobs, rev, err := s.st.Jobs(r.Context())
+	var jobs []*api.Job
+	var rev int64
+	var err error
+	switch {
+	case live:
+		if rev, err = s.st.Revision(r.Context()); err == nil {
+			jobs, err = s.liveJobs(r.Context())
+			if limit > 0 && len(jobs) > limit {
+				jobs = jobs[len(jobs)-limit:]
+			}
+		}
+	case limit > 0:
+		jobs, rev, err = s.st.RecentJobs(r.Context(), limit)
+	default:
+		jobs, rev, err = s.st.Jobs(r.Context())
+	}
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return

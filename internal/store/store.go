@@ -266,17 +266,36 @@ func (s *Store) Jobs(ctx context.Context) ([]*api.Job, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list jobs: %w", err)
 	}
-	out := make([]*api.Job, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	out, err := decodeJobs(resp.Kvs)
+	return out, resp.Header.Revision, err
+}
+
+// RecentJobs lists the n jobs created last, oldest first, and the store
+// revision it read at: one ranged read of n keys, however many jobs the
+// store keeps.
+func (s *Store) RecentJobs(ctx context.Context, n int) ([]*api.Job, int64, error) {
+	resp, err := s.c.Get(ctx, jobsPrefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(n)))
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: list recent jobs: %w", err)
+	}
+	out, err := decodeJobs(resp.Kvs)
+	return out, resp.Header.Revision, err
+}
+
+// decodeJobs decodes jobs into ID order.
+func decodeJobs(kvs []*mvccpb.KeyValue) ([]*api.Job, error) {
+	out := make([]*api.Job, 0, len(kvs))
+	for _, kv := range kvs {
 		var j api.Job
 		if err := json.Unmarshal(kv.Value, &j); err != nil {
-			return nil, 0, fmt.Errorf("store: decode %s: %w", kv.Key, err)
+			return nil, fmt.Errorf("store: decode %s: %w", kv.Key, err)
 		}
 		j.ModRevision = kv.ModRevision
 		out = append(out, &j)
 	}
 	SortJobs(out)
-	return out, resp.Header.Revision, nil
+	return out, nil
 }
 
 // SortJobs orders jobs by numeric ID (submission order).
