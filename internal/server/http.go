@@ -357,6 +357,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	j, err := s.st.Job(ctx, id)
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && s.st.Issued(ctx, id) {
+			err = fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; --job-archive keeps the rest)", err)
+		}
 		writeError(w, statusFor(err), err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -77,6 +78,22 @@ func Expired(finished []FinishedJob, cutoff time.Time, keep int) []FinishedJob {
 		n = len(fs) - keep
 	}
 	return fs[:n]
+}
+
+// Issued reports whether id is within the job IDs the sequence has handed
+// out (blocks of 128 are reserved ahead), so that a job not found under it
+// may have been deleted by retention.
+func (s *Store) Issued(ctx context.Context, id string) bool {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 1 {
+		return false
+	}
+	resp, err := s.c.Get(ctx, seqJobs)
+	if err != nil || len(resp.Kvs) == 0 {
+		return false
+	}
+	last, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	return err == nil && n <= last
 }
 
 // detailChunk is how many jobs one read transaction carries: four reads

@@ -195,3 +195,20 @@ func TestJobDetailsReadsJobsWholeAndLeavesOutMissingOnes(t *testing.T) {
 		}
 	}
 }
+
+func TestIssuedKnowsWhichIDsTheSequenceGaveOut(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	if s.Issued(ctx, "1") {
+		t.Error("Issued(1) before any job; want false")
+	}
+	j, err := s.CreateJob(ctx, spec(1), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{j.ID: true, "0": false, "-3": false, "abc": false, "1000000": false} {
+		if got := s.Issued(ctx, id); got != want {
+			t.Errorf("Issued(%q) = %v; want %v", id, got, want)
+		}
+	}
+}
