@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/server"
 )
 
 // lockedBuffer is a bytes.Buffer several goroutines may write.
@@ -200,5 +201,39 @@ func TestGetJobsLiveAndLimit(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "limit") || !strings.Contains(string(body), "live") {
 		t.Errorf("GET /v1/jobs?limit=x&live=maybe: %s %s; want 400 naming both", resp.Status, body)
+	}
+}
+
+// cancel --array still finds an array whose first task, the one that names
+// it, finished and was deleted by retention while the others run or wait.
+func TestCancelArrayAfterRetentionDeletedItsFirstTask(t *testing.T) {
+	cl := startClusterWith(t, 1, 8, func(c *server.Config) {
+		c.MaxFinishedJobs, c.RetentionTick = 2, 50*time.Millisecond
+	})
+	so, errOut, code := cl.run("submit", "--array", "0-2%1", "--ranks", "1", "-o", "json", "--",
+		"sh", "-c", `test "$GANGWAY_ARRAY_TASK_ID" = 0 || exec sleep 60`)
+	if code != 0 {
+		t.Fatalf("submit --array: %s", errOut)
+	}
+	var a api.ArraySubmission
+	if err := json.Unmarshal([]byte(so), &a); err != nil || len(a.Jobs) != 3 {
+		t.Fatalf("array submission %q: %v", so, err)
+	}
+	cl.waitPhase(a.Jobs[0], api.JobSucceeded, 20*time.Second)
+	cl.waitPhase(a.Jobs[1], api.JobRunning, 20*time.Second)
+	// Two more finished jobs put the first task beyond the two kept; the
+	// two tasks cancelled below will be the newest two.
+	for range 2 {
+		cl.waitPhase(cl.submitYAML("name: other\nranks: 1\ngpusPerRank: 1\ncommand: [\"true\"]\n"), api.JobSucceeded, 20*time.Second)
+	}
+	cl.wait(20*time.Second, "the array's first task to be deleted", func() bool {
+		_, err := cl.c.Job(context.Background(), a.Jobs[0])
+		return err != nil && strings.Contains(err.Error(), "not found")
+	})
+	if out, errOut, code := cl.run("cancel", "--array", a.ArrayID); code != 0 {
+		t.Fatalf("cancel --array %s after its first task was deleted: code %d: %s%s", a.ArrayID, code, out, errOut)
+	}
+	for _, id := range a.Jobs[1:] {
+		cl.waitPhase(id, api.JobCancelled, 20*time.Second)
 	}
 }

@@ -407,7 +407,20 @@ type ArrayCancel struct {
 // to, in shared transactions.
 func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	j, err := s.st.Job(ctx, r.PathValue("id"))
+	id := r.PathValue("id")
+	j, err := s.st.Job(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// The task that names the array may have finished and been
+		// deleted by retention while later ones still run or wait.
+		if live, lerr := s.liveJobs(ctx); lerr == nil {
+			for _, l := range live {
+				if l.Array != nil && l.Array.ID == id {
+					j, err = l, nil
+					break
+				}
+			}
+		}
+	}
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return

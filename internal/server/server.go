@@ -58,7 +58,9 @@ type Config struct {
 	// JobArchive, if set, is the file each job is appended to (a JSON
 	// line) before retention deletes it.
 	JobArchive string
-	Log        *slog.Logger
+	// RetentionTick is how often retention looks; default 10s.
+	RetentionTick time.Duration
+	Log           *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -261,7 +263,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
-			JobArchive: s.cfg.JobArchive,
+			JobArchive: s.cfg.JobArchive, RetentionTick: s.cfg.RetentionTick,
 		}, s.log)
 		s.mu.Lock()
 		s.ctl = ctl
