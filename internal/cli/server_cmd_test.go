@@ -230,6 +230,11 @@ func TestCancelArrayAfterRetentionDeletedItsFirstTask(t *testing.T) {
 		_, err := cl.c.Job(context.Background(), a.Jobs[0])
 		return err != nil && strings.Contains(err.Error(), "not found")
 	})
+	for _, cmd := range [][]string{{"describe", "job", a.Jobs[0]}, {"logs", a.Jobs[0]}} {
+		if _, errOut, code := cl.run(cmd...); code == 0 || !strings.Contains(errOut, "--job-retention") {
+			t.Errorf("%v after retention deleted it: code %d, %q; want an error saying retention may have", cmd, code, errOut)
+		}
+	}
 	if out, errOut, code := cl.run("cancel", "--array", a.ArrayID); code != 0 {
 		t.Fatalf("cancel --array %s after its first task was deleted: code %d: %s%s", a.ArrayID, code, out, errOut)
 	}

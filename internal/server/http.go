@@ -352,15 +352,21 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, JobList{Index: rev, Jobs: jobs})
 }
 
+// explainMissing adds, to a job not found under an ID the sequence gave
+// out, that retention may have deleted it.
+func (s *Server) explainMissing(ctx context.Context, id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) && s.st.Issued(ctx, id) {
+		return fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; --job-archive keeps the rest)", err)
+	}
+	return err
+}
+
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	j, err := s.st.Job(ctx, id)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) && s.st.Issued(ctx, id) {
-			err = fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; --job-archive keeps the rest)", err)
-		}
-		writeError(w, statusFor(err), err)
+		writeError(w, statusFor(err), s.explainMissing(ctx, id, err))
 		return
 	}
 	d := api.JobDetail{Job: *j}
@@ -730,7 +736,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	j, err := s.st.Job(ctx, r.PathValue("id"))
 	if err != nil {
-		writeError(w, statusFor(err), err)
+		writeError(w, statusFor(err), s.explainMissing(ctx, r.PathValue("id"), err))
 		return
 	}
 	if len(j.Status.Attempts) == 0 {
