@@ -15,8 +15,8 @@ import (
 // thousands of ranks a day, and without a sweep their directories would
 // fill its disk (and its inode table) over weeks.
 const (
-	gcFirst = time.Minute      // after start, once the ranks are re-attached
-	gcEvery = 10 * time.Minute //
+	gcFirst = time.Minute // after start, once the ranks are re-attached
+	gcEvery = 10 * time.Minute
 	// MinTaskRetention keeps a directory long enough that a rank being
 	// started (its directory made, its task not yet recorded) is never
 	// taken for an old one.

@@ -22,25 +22,11 @@ func TestRetentionDeletesOldAndSurplusFinishedJobs(t *testing.T) {
 		c.JobRetention, c.MaxFinishedJobs, c.RetentionTick = time.Hour, 3, 20*time.Millisecond
 	})
 	ctx := context.Background()
-	now := time.Now()
-	finished := func(ago time.Duration) *api.Job {
-		t.Helper()
-		j := tc.newJob(t, 1)
-		j.SubmittedAt = now.Add(-ago - time.Minute)
-		j.Status.Phase, j.Status.FinishedAt = api.JobSucceeded, now.Add(-ago)
-		if err := tc.st.CreateJobAs(ctx, j); err != nil {
-			t.Fatal(err)
-		}
-		if err := tc.st.PutRankStatuses(ctx, []api.RankStatus{{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankExited}}); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
-	old := finished(2 * time.Hour)       // past the age
-	surplus := finished(4 * time.Minute) // the oldest beyond 3
-	kept := []*api.Job{finished(3 * time.Minute), finished(2 * time.Minute), finished(time.Minute)}
+	old := tc.storeFinished(t, 2*time.Hour)       // past the age
+	surplus := tc.storeFinished(t, 4*time.Minute) // the oldest beyond 3
+	kept := []*api.Job{tc.storeFinished(t, 3*time.Minute), tc.storeFinished(t, 2*time.Minute), tc.storeFinished(t, time.Minute)}
 	live := tc.newJob(t, 8)
-	live.SubmittedAt = now.Add(-3 * time.Hour) // submitted long ago, never finished
+	live.SubmittedAt = time.Now().Add(-3 * time.Hour) // submitted long ago, never finished
 	if err := tc.st.CreateJobAs(ctx, live); err != nil {
 		t.Fatal(err)
 	}

@@ -333,11 +333,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch {
 	case live:
-		if rev, err = s.st.Revision(r.Context()); err == nil {
-			jobs, err = s.liveJobs(r.Context())
-			if limit > 0 && len(jobs) > limit {
-				jobs = jobs[len(jobs)-limit:]
-			}
+		jobs, rev, err = s.liveJobs(r.Context())
+		if limit > 0 && len(jobs) > limit {
+			jobs = jobs[len(jobs)-limit:]
 		}
 	case limit > 0:
 		jobs, rev, err = s.st.RecentJobs(r.Context(), limit)
@@ -418,7 +416,7 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, store.ErrNotFound) {
 		// The task that names the array may have finished and been
 		// deleted by retention while later ones still run or wait.
-		if live, lerr := s.liveJobs(ctx); lerr == nil {
+		if live, _, lerr := s.liveJobs(ctx); lerr == nil {
 			for _, l := range live {
 				if l.Array != nil && l.Array.ID == id {
 					j, err = l, nil

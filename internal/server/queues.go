@@ -50,7 +50,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	jobs, err := s.liveJobs(ctx)
+	jobs, _, err := s.liveJobs(ctx)
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -86,7 +86,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	jobs, err := s.liveJobs(r.Context())
+	jobs, _, err := s.liveJobs(r.Context())
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -105,19 +105,20 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveJobs returns the jobs not yet finished, from the cache once it holds
-// everything written before the call: a queue's usage costs what runs and
-// waits, not every job the store still keeps.
-func (s *Server) liveJobs(ctx context.Context) ([]*api.Job, error) {
+// everything written before the call (up to the store revision it also
+// returns): a queue's usage costs what runs and waits, not every job the
+// store still keeps.
+func (s *Server) liveJobs(ctx context.Context) ([]*api.Job, int64, error) {
 	rev, err := s.st.Revision(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := s.cache.WaitRevision(wctx, rev); err != nil {
-		return nil, fmt.Errorf("server: the cache is behind the store: %w", err)
+		return nil, 0, fmt.Errorf("server: the cache is behind the store: %w", err)
 	}
-	return s.cache.LiveJobs(), nil
+	return s.cache.LiveJobs(), rev, nil
 }
 
 // checkQueue rejects a job for a queue nobody created (but "default").

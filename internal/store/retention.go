@@ -61,9 +61,9 @@ func (s *Store) DeleteFinishedJobs(ctx context.Context, jobs []FinishedJob) (int
 // Expired picks, from finished jobs, those to delete: every one that
 // finished before cutoff (none if cutoff is zero) and, beyond the newest
 // keep (no limit if keep is 0), the oldest. Ties go by job ID, so the
-// choice is the same on every replica.
-func Expired(finished []FinishedJob, cutoff time.Time, keep int) []FinishedJob {
-	fs := append([]FinishedJob(nil), finished...)
+// choice is the same on every replica. It sorts fs (oldest first) in
+// place and returns a prefix of it.
+func Expired(fs []FinishedJob, cutoff time.Time, keep int) []FinishedJob {
 	sort.Slice(fs, func(a, b int) bool {
 		if !fs[a].FinishedAt.Equal(fs[b].FinishedAt) {
 			return fs[a].FinishedAt.Before(fs[b].FinishedAt)
@@ -132,11 +132,8 @@ func (s *Store) JobDetails(ctx context.Context, ids []string) ([]api.JobDetail, 
 			if d.Checkpoints, err = decodeCheckpoints(r[2].GetResponseRange().Kvs); err != nil {
 				return nil, err
 			}
-			if pk := r[3].GetResponseRange().Kvs; len(pk) > 0 {
-				d.Progress = &api.ProgressLog{}
-				if err := json.Unmarshal(pk[0].Value, d.Progress); err != nil {
-					return nil, fmt.Errorf("store: decode progress of %s: %w", id, err)
-				}
+			if d.Progress, err = decodeProgress(id, r[3].GetResponseRange().Kvs); err != nil {
+				return nil, err
 			}
 			out = append(out, d)
 		}

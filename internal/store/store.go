@@ -608,11 +608,16 @@ func (s *Store) Progress(ctx context.Context, job string) (*api.ProgressLog, err
 	if err != nil {
 		return nil, fmt.Errorf("store: read progress of %s: %w", job, err)
 	}
-	if len(resp.Kvs) == 0 {
+	return decodeProgress(job, resp.Kvs)
+}
+
+// decodeProgress decodes a job's progress key, nil if there is none.
+func decodeProgress(job string, kvs []*mvccpb.KeyValue) (*api.ProgressLog, error) {
+	if len(kvs) == 0 {
 		return nil, nil
 	}
 	var log api.ProgressLog
-	if err := json.Unmarshal(resp.Kvs[0].Value, &log); err != nil {
+	if err := json.Unmarshal(kvs[0].Value, &log); err != nil {
 		return nil, fmt.Errorf("store: decode progress of %s: %w", job, err)
 	}
 	return &log, nil
