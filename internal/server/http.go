@@ -399,6 +399,62 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusAccepted, j)
 }
 
+// jobCanceller is what cancelJobs needs of the store.
+type jobCanceller interface {
+	Job(ctx context.Context, id string) (*api.Job, error)
+	UpdateJobWrite(j *api.Job) store.JobWrite
+	Commit(ctx context.Context, ws []store.JobWrite) ([]int64, []error)
+}
+
+// cancelJobs asks each unfinished job of ids to stop, in one transaction
+// per try. A job that changed since it was read (a conflict) is read again
+// and retried, up to five tries; every other job's outcome is settled on
+// the try that first saw it, so a job this call cancelled and the
+// controller then finished still counts as cancelled, not as done. IDs not
+// found (deleted by retention) count as neither.
+func cancelJobs(ctx context.Context, st jobCanceller, ids []string) (cancelled, done int, err error) {
+	const tries = 5
+	for try := 0; len(ids) > 0; try++ {
+		if try == tries {
+			return cancelled, done, fmt.Errorf("jobs %s changed on each of %d tries to cancel them: %w", strings.Join(ids, ", "), tries, store.ErrConflict)
+		}
+		var ws []store.JobWrite
+		var wIDs []string
+		for _, id := range ids {
+			t, err := st.Job(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return cancelled, done, err
+			}
+			switch {
+			case t.Status.Phase.Final():
+				done++
+			case t.Status.CancelRequested:
+				cancelled++
+			default:
+				t.Status.CancelRequested = true
+				ws = append(ws, st.UpdateJobWrite(t))
+				wIDs = append(wIDs, id)
+			}
+		}
+		_, errs := st.Commit(ctx, ws)
+		ids = ids[:0:0]
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				cancelled++
+			case errors.Is(err, store.ErrConflict):
+				ids = append(ids, wIDs[i])
+			default:
+				return cancelled, done, err
+			}
+		}
+	}
+	return cancelled, done, nil
+}
+
 // ArrayCancel is what cancelling a job array answers.
 type ArrayCancel struct {
 	ArrayID string `json:"arrayId"`
@@ -439,44 +495,13 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := ArrayCancel{ArrayID: j.Array.ID}
-	for try := 0; ; try++ {
-		var ws []store.JobWrite
-		out.Cancelled, out.Done = 0, 0
-		for k := range int64(j.Array.Count) {
-			t, err := s.st.Job(ctx, strconv.FormatInt(first+k, 10))
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				writeError(w, statusFor(err), err)
-				return
-			}
-			switch {
-			case t.Status.Phase.Final():
-				out.Done++
-			case t.Status.CancelRequested:
-				out.Cancelled++
-			default:
-				t.Status.CancelRequested = true
-				ws = append(ws, s.st.UpdateJobWrite(t))
-			}
-		}
-		_, errs := s.st.Commit(ctx, ws)
-		conflicts := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				out.Cancelled++
-			case errors.Is(err, store.ErrConflict):
-				conflicts++
-			default:
-				writeError(w, statusFor(err), err)
-				return
-			}
-		}
-		if conflicts == 0 || try == 4 {
-			break // tasks that changed meanwhile are read again, a few times
-		}
+	ids := make([]string, j.Array.Count)
+	for k := range ids {
+		ids[k] = strconv.FormatInt(first+int64(k), 10)
+	}
+	if out.Cancelled, out.Done, err = cancelJobs(ctx, s.st, ids); err != nil {
+		writeError(w, statusFor(err), err)
+		return
 	}
 	s.log.Info("job array cancelled", "array_id", out.ArrayID, "tasks", out.Cancelled)
 	writeJSON(w, r, http.StatusAccepted, out)
