@@ -604,6 +604,9 @@ type JobDetail struct {
 	Ranks       []RankStatus `json:"ranks,omitempty"`
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 	Progress    *ProgressLog `json:"progress,omitempty"`
+	// Archived: read from the server's job archive, retention having
+	// deleted the job from the store.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // Clone returns a deep copy of j.

@@ -58,7 +58,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
 	retention := fs.Duration("job-retention", 7*24*time.Hour, "delete a finished job this long after it ended, with its rank statuses, checkpoint records and progress (0 keeps them)")
 	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
-	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it (default: none)")
+	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it, where describe and logs still find it (default: none)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := parse(fs, args); !ok {
 		return cfg, nil, code, false

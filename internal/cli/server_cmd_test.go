@@ -242,3 +242,45 @@ func TestCancelArrayAfterRetentionDeletedItsFirstTask(t *testing.T) {
 		cl.waitPhase(id, api.JobCancelled, 20*time.Second)
 	}
 }
+
+// A job retention deleted is still there for describe and logs when the
+// server keeps a job archive, as sacct still finds a job Slurm forgot.
+func TestArchivedJobStaysDescribable(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "jobs.jsonl")
+	cl := startClusterWith(t, 1, 8, func(c *server.Config) {
+		c.MaxFinishedJobs, c.RetentionTick, c.JobArchive = 1, 50*time.Millisecond, archive
+	})
+	old := cl.submitYAML("name: old\nranks: 1\ncommand: [sh, -c, 'echo from the old job']\n")
+	cl.waitPhase(old, api.JobSucceeded, 20*time.Second)
+	cl.waitPhase(cl.submitYAML("name: newer\nranks: 1\ncommand: [\"true\"]\n"), api.JobSucceeded, 20*time.Second)
+	cl.wait(20*time.Second, "the old job to move to the archive", func() bool {
+		return cl.detail(old).Archived
+	})
+	l, err := cl.c.Jobs(context.Background(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range l.Jobs {
+		if j.ID == old {
+			t.Errorf("the job list still holds archived job %s", old)
+		}
+	}
+	d := cl.detail(old)
+	if d.Job.Status.Phase != api.JobSucceeded || d.Job.Spec.Name != "old" || len(d.Ranks) != 1 {
+		t.Errorf("archived job = %s %q with %d ranks; want the Succeeded job 'old' with its rank", d.Job.Status.Phase, d.Job.Spec.Name, len(d.Ranks))
+	}
+	out, errOut, code := cl.run("describe", "job", old)
+	if code != 0 || !strings.Contains(out, "Archived:") || !strings.Contains(out, "Succeeded") {
+		t.Errorf("describe job %s (archived): code %d, %q %q", old, code, out, errOut)
+	}
+	if out, errOut, code := cl.run("logs", old); code != 0 || strings.TrimSpace(out) != "from the old job" {
+		t.Errorf("logs %s (archived): code %d, %q %q; want its output, still on its node", old, code, out, errOut)
+	}
+	// A job neither the store nor this archive holds says where else to look.
+	if err := os.WriteFile(archive, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := cl.run("describe", "job", old); code == 0 || !strings.Contains(errOut, "does not hold it") {
+		t.Errorf("describe job %s once the archive lost it: code %d, %q", old, code, errOut)
+	}
+}

@@ -377,6 +377,9 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		fmt.Fprintf(w, " (%s)", j.Spec.Name)
 	}
 	fmt.Fprintf(w, "\n  Phase:     %s\n", j.Status.Phase)
+	if d.Archived {
+		fmt.Fprintln(w, "  Archived:  retention deleted it from the store; read from the server's --job-archive")
+	}
 	if t := j.Array; t != nil {
 		fmt.Fprintf(w, "  Array:     task %d of array %s (%d tasks", t.Index, t.ID, t.Count)
 		if t.Limit > 0 {

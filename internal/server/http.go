@@ -353,21 +353,48 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 // explainMissing adds, to a job not found under an ID the sequence gave
 // out, that retention may have deleted it.
 func (s *Server) explainMissing(ctx context.Context, id string, err error) error {
-	if errors.Is(err, store.ErrNotFound) && s.st.Issued(ctx, id) {
-		return fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; --job-archive keeps the rest)", err)
+	if !errors.Is(err, store.ErrNotFound) || !s.st.Issued(ctx, id) {
+		return err
 	}
-	return err
+	if s.cfg.JobArchive != "" {
+		return fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; this server's --job-archive %s does not hold it either: another replica that led then may)", err, s.cfg.JobArchive)
+	}
+	return fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; --job-archive keeps the rest)", err)
+}
+
+// findJob reads job id from the store or, once retention has deleted it,
+// from this server's job archive (Archived set). A job in neither gets
+// explainMissing's error.
+func (s *Server) findJob(ctx context.Context, id string) (*api.JobDetail, error) {
+	j, err := s.st.Job(ctx, id)
+	if err == nil {
+		return &api.JobDetail{Job: *j}, nil
+	}
+	if errors.Is(err, store.ErrNotFound) && s.cfg.JobArchive != "" && s.st.Issued(ctx, id) {
+		d, aerr := readArchived(s.cfg.JobArchive, id)
+		if aerr != nil {
+			return nil, fmt.Errorf("job %s is no longer in the store, and reading the job archive failed: %w", id, aerr)
+		}
+		if d != nil {
+			d.Archived = true
+			return d, nil
+		}
+	}
+	return nil, s.explainMissing(ctx, id, err)
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	id := r.PathValue("id")
-	j, err := s.st.Job(ctx, id)
+	d, err := s.findJob(ctx, r.PathValue("id"))
 	if err != nil {
-		writeError(w, statusFor(err), s.explainMissing(ctx, id, err))
+		writeError(w, statusFor(err), err)
 		return
 	}
-	d := api.JobDetail{Job: *j}
+	if d.Archived {
+		writeJSON(w, r, http.StatusOK, d)
+		return
+	}
+	id := d.Job.ID
 	if d.Ranks, err = s.st.RankStatuses(ctx, id); err == nil {
 		if d.Checkpoints, err = s.st.Checkpoints(ctx, id); err == nil {
 			d.Progress, err = s.st.Progress(ctx, id)
@@ -757,11 +784,12 @@ func (s *Server) node(ctx context.Context, name string) (*api.Node, error) {
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	j, err := s.st.Job(ctx, r.PathValue("id"))
+	d, err := s.findJob(ctx, r.PathValue("id"))
 	if err != nil {
-		writeError(w, statusFor(err), s.explainMissing(ctx, r.PathValue("id"), err))
+		writeError(w, statusFor(err), err)
 		return
 	}
+	j := &d.Job // an archived job's logs stay on its nodes for their --task-retention
 	if len(j.Status.Attempts) == 0 {
 		writeError(w, http.StatusConflict, fmt.Errorf("job %s has not started yet: %s", j.ID, j.Status.Reason))
 		return
