@@ -31,6 +31,9 @@ type Supervisor struct {
 	log *slog.Logger
 
 	wmu sync.Mutex // serialises writes to the connection
+	// opMu is held shared by every request and exclusively while a stale
+	// supervisor is retired and replaced, so no start is lost to the hand-over.
+	opMu sync.RWMutex
 
 	mu      sync.Mutex // guards the fields below
 	conn    net.Conn   // nil while reconnecting
@@ -40,6 +43,7 @@ type Supervisor struct {
 	early   map[string]Exit // exits that came before their start reply was handled
 	syncID  int64           // the list request that reconciles after a reconnect
 	closed  bool
+	stale   bool // the supervisor runs another build: retire it once idle
 
 	done chan struct{} // closed when the reader goroutine has returned
 }
@@ -58,7 +62,70 @@ func Connect(ctx context.Context, dir, exe string, log *slog.Logger) (*Superviso
 	}
 	s.conn = c
 	go s.readLoop(c)
+	// An agent restarted after an upgrade finds the old build's supervisor;
+	// on an idle node it is replaced before anything else is asked of it.
+	s.checkBuild(ctx)
 	return s, nil
+}
+
+// checkBuild asks the supervisor which build it runs and, when that is not
+// the binary now at exe (the one a new supervisor would run), retires it
+// now if no rank runs, or after a later exit.
+func (s *Supervisor) checkBuild(ctx context.Context) {
+	rep, err := s.call(ctx, request{Op: "hello"})
+	if err != nil && !strings.Contains(err.Error(), "unknown op") {
+		return // unreachable: the next connection asks again
+	}
+	want := buildID(s.exe)
+	stale := want != "" && rep.Build != want // no Build: it predates the handshake
+	s.mu.Lock()
+	s.stale = stale
+	s.mu.Unlock()
+	if stale {
+		s.log.Info("the supervisor runs another build than "+s.exe+"; replacing it once no rank runs",
+			"supervisor_build", rep.Build, "build", want)
+		s.retire(ctx)
+	}
+}
+
+// retire replaces a stale, idle supervisor: it exits on "retire", and the
+// reader's reconnect starts one from exe. It waits for the new connection,
+// holding back every other request meanwhile; it gives up at once when a
+// request is in flight, since an exit will call it again.
+func (s *Supervisor) retire(ctx context.Context) {
+	if !s.opMu.TryLock() {
+		return
+	}
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	old, stale := s.conn, s.stale
+	s.mu.Unlock()
+	if !stale || old == nil {
+		return
+	}
+	if _, err := s.call(ctx, request{Op: "retire"}); err != nil {
+		if strings.Contains(err.Error(), "unknown op") {
+			s.log.Warn("the supervisor predates hand-over; it keeps running until the node has no rank and no agent", "err", err)
+			s.mu.Lock()
+			s.stale = false
+			s.mu.Unlock()
+		}
+		return // busy: the next exit tries again
+	}
+	s.log.Info("retired the supervisor of another build; starting this build's")
+	for {
+		s.mu.Lock()
+		c, closed := s.conn, s.closed
+		s.mu.Unlock()
+		if closed || (c != nil && c != old) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // dial connects, starting a supervisor if none answers.
@@ -152,6 +219,11 @@ func (s *Supervisor) reconnect() net.Conn {
 			s.mu.Unlock()
 			s.write(c, request{ID: id, Op: "list"})
 			s.log.Info("supervisor reconnected")
+			go func() { // not on the reader: it must be reading the answer
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				s.checkBuild(ctx)
+			}()
 			return c
 		}
 		s.log.Warn("supervisor unreachable", "err", err)
@@ -170,9 +242,17 @@ func (s *Supervisor) dispatch(rep reply) {
 			}
 			s.early[rep.Key] = *rep.Exit
 		}
+		stale := s.stale
 		s.mu.Unlock()
 		if h != nil {
 			h.finish(*rep.Exit)
+		}
+		if stale {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				s.retire(ctx)
+			}()
 		}
 		return
 	}
@@ -283,7 +363,9 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.opMu.RLock()
 	rep, err := s.call(ctx, request{Op: "start", Key: spec.Key, Spec: ws})
+	s.opMu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
 	}
@@ -297,7 +379,9 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 // and ended but not yet forgotten (those are done at once). An agent calls
 // it on start to re-attach.
 func (s *Supervisor) Tasks(ctx context.Context) ([]*Handle, error) {
+	s.opMu.RLock()
 	rep, err := s.call(ctx, request{Op: "list"})
+	s.opMu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("driver: list tasks: %w", err)
 	}
@@ -315,6 +399,8 @@ func (s *Supervisor) Tasks(ctx context.Context) ([]*Handle, error) {
 // Forget drops an ended rank's record once its exit has been reported. It
 // does not wait for the supervisor.
 func (s *Supervisor) Forget(key string) {
+	s.opMu.RLock()
+	defer s.opMu.RUnlock()
 	s.mu.Lock()
 	delete(s.handles, key)
 	c := s.conn

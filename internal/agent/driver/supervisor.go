@@ -133,6 +133,9 @@ type supervisor struct {
 	quietFrom time.Time // since when no agent is connected
 	hadAgent  bool
 	exiting   bool
+	ln        net.Listener
+	retired   chan struct{} // closed by a retire: exit now
+	build     string        // buildID of this process's executable
 }
 
 // sconn is one agent connection.
@@ -188,7 +191,8 @@ func serve(dir string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, byPID: map[int]*record{}, conns: map[*sconn]bool{}, quietFrom: time.Now()}
+	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, byPID: map[int]*record{}, conns: map[*sconn]bool{},
+		quietFrom: time.Now(), ln: ln, retired: make(chan struct{}), build: buildID("/proc/self/exe")}
 	if s.recs, err = readJournal(dir); err != nil {
 		return err
 	}
@@ -212,12 +216,15 @@ func serve(dir string, logw io.Writer) error {
 	go func() { defer wg.Done(); s.accept(ln) }()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	why := "no ranks and no agent"
 	for {
 		select {
 		case <-sigc:
 		case <-tick.C:
 			s.pollWatched()
 			s.noteStartTicks()
+		case <-s.retired:
+			why = "retired by an agent of another build"
 		}
 		s.reap()
 		if s.maybeExit() {
@@ -226,7 +233,7 @@ func serve(dir string, logw io.Writer) error {
 	}
 	ln.Close()
 	wg.Wait()
-	fmt.Fprintf(logw, "%s supervisor %d exiting: no ranks and no agent\n", time.Now().Format(time.RFC3339), os.Getpid())
+	fmt.Fprintf(logw, "%s supervisor %d exiting: %s\n", time.Now().Format(time.RFC3339), os.Getpid(), why)
 	return s.journal.Close()
 }
 
@@ -234,6 +241,9 @@ func serve(dir string, logw io.Writer) error {
 func (s *supervisor) maybeExit() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.exiting {
+		return true // retired
+	}
 	if len(s.conns) > 0 || len(s.byPID) > 0 || s.watchedLocked() {
 		return false
 	}
@@ -340,6 +350,16 @@ func (s *supervisor) serveConn(sc *sconn) {
 		case "forget":
 			s.forget(req.Key)
 			sc.send(&reply{ID: req.ID})
+		case "hello":
+			sc.send(&reply{ID: req.ID, Version: protocolVersion, Build: s.build})
+		case "retire":
+			if err := s.retire(); err != nil {
+				sc.send(&reply{ID: req.ID, Err: err.Error()})
+				continue
+			}
+			sc.send(&reply{ID: req.ID})
+			s.closeConns()
+			return
 		default:
 			sc.send(&reply{ID: req.ID, Err: fmt.Sprintf("unknown op %q", req.Op)})
 		}
@@ -411,6 +431,9 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.exiting {
+		return State{}, fmt.Errorf("start %s: the supervisor is exiting", key)
+	}
 	if r := s.recs[key]; r != nil && !r.Exited {
 		return State{}, fmt.Errorf("start %s: already running as pid %d", key, r.State.PID)
 	}
@@ -507,6 +530,40 @@ func (s *supervisor) list() []record {
 		out = append(out, *r)
 	}
 	return out
+}
+
+// retire makes an idle supervisor exit so that its agent, built anew,
+// starts one of its own build: a supervisor otherwise outlives every
+// upgrade on a node that always has an agent connected. It refuses while a
+// rank lives, since the ranks are its children. The listener closes before
+// the answer, so the agent's next dial starts the new supervisor.
+func (s *supervisor) retire() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.byPID)
+	for _, r := range s.recs {
+		if r.watched && !r.Exited {
+			n++
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("retire: busy: %d ranks live", n)
+	}
+	if !s.exiting {
+		s.exiting = true
+		s.ln.Close()
+		close(s.retired)
+	}
+	return nil
+}
+
+// closeConns hangs up on every agent (after a retire).
+func (s *supervisor) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sc := range s.conns {
+		sc.c.Close()
+	}
 }
 
 func (s *supervisor) forget(key string) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // The agent and the supervisor speak JSON lines over a Unix socket in the
@@ -21,7 +22,7 @@ import (
 // request is one message from the agent.
 type request struct {
 	ID   int64     `json:"id"`
-	Op   string    `json:"op"` // "start", "list" or "forget"
+	Op   string    `json:"op"` // "hello", "start", "list", "forget" or "retire"
 	Key  string    `json:"key,omitempty"`
 	Spec *wireSpec `json:"spec,omitempty"`
 }
@@ -48,6 +49,27 @@ type reply struct {
 	Event string   `json:"event,omitempty"`
 	Key   string   `json:"key,omitempty"`
 	Exit  *Exit    `json:"exit,omitempty"`
+	// Version and Build answer "hello"; a supervisor from before the
+	// handshake answers it "unknown op".
+	Version int    `json:"version,omitempty"`
+	Build   string `json:"build,omitempty"`
+}
+
+// protocolVersion is what this build's supervisor speaks: 1 added hello
+// and retire. A later field a supervisor of an older version would ignore
+// must check the version first.
+const protocolVersion = 1
+
+// buildID identifies the executable at path (its device, inode, size and
+// modification time), so that an agent can tell whether the supervisor
+// runs the binary it would start itself. For /proc/self/exe it is the
+// running image even when its file has been replaced since.
+func buildID(path string) string {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%x:%x:%x:%x.%x", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
 // record is what the supervisor knows of one task.
