@@ -21,6 +21,7 @@ import (
 	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -28,6 +29,7 @@ import (
 // agent runs ranks through `<exe> supervise`, and the demo starts agents
 // and trainers as `<exe> agent` and `<exe> train-example`.
 func TestMain(m *testing.M) {
+	testenv.QuickRaceExit()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "agent", "supervise", "cg-exec", "train-example", "engine-sim":

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -20,6 +21,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.QuickRaceExit()
 	flag.Parse()
 	code := runTests(m)
 	if err := goleak.Find(); err != nil {

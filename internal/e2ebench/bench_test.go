@@ -14,6 +14,7 @@ import (
 
 	"github.com/gangway/gangway/internal/cli"
 	"github.com/gangway/gangway/internal/e2ebench"
+	"github.com/gangway/gangway/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -21,6 +22,7 @@ import (
 // benchmark starts agents as `<exe> agent` and they run ranks through
 // `<exe> supervise`.
 func TestMain(m *testing.M) {
+	testenv.QuickRaceExit()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "agent", "supervise", "cg-exec":

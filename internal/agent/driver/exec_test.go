@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/testenv"
 	"go.uber.org/goleak"
 )
 
 // TestMain makes the test binary the supervisor (and cg-exec), as the
 // gangway binary is in production.
 func TestMain(m *testing.M) {
+	testenv.QuickRaceExit()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "supervise":
