@@ -68,10 +68,16 @@ func Connect(ctx context.Context, dir, exe string, log *slog.Logger) (*Superviso
 	return s, nil
 }
 
+// helloTimeout bounds the handshake: a frozen supervisor must not hold up
+// the agent's start.
+var helloTimeout = 10 * time.Second
+
 // checkBuild asks the supervisor which build it runs and, when that is not
 // the binary now at exe (the one a new supervisor would run), retires it
 // now if no rank runs, or after a later exit.
 func (s *Supervisor) checkBuild(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
+	defer cancel()
 	rep, err := s.call(ctx, request{Op: "hello"})
 	if err != nil && !strings.Contains(err.Error(), "unknown op") {
 		return // unreachable: the next connection asks again
@@ -219,11 +225,7 @@ func (s *Supervisor) reconnect() net.Conn {
 			s.mu.Unlock()
 			s.write(c, request{ID: id, Op: "list"})
 			s.log.Info("supervisor reconnected")
-			go func() { // not on the reader: it must be reading the answer
-				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-				defer cancel()
-				s.checkBuild(ctx)
-			}()
+			go s.checkBuild(context.Background()) // not on the reader: it must read the answer
 			return c
 		}
 		s.log.Warn("supervisor unreachable", "err", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,5 +128,35 @@ func TestAgentReplacesBusySupervisorOnceItsRanksEnd(t *testing.T) {
 	h, _ := start(t, s2, "exit 0")
 	if e := wait(t, h); e.Code != 0 {
 		t.Fatalf("rank under the new supervisor: %+v", e)
+	}
+}
+
+// A supervisor that does not answer the handshake (frozen) does not hold
+// up the agent's start; requests work once it runs again.
+func TestConnectToFrozenSupervisorDoesNotHang(t *testing.T) {
+	dir := t.TempDir()
+	t.Cleanup(func() { KillAll(dir) })
+	s1 := connect(t, dir)
+	gate := filepath.Join(t.TempDir(), "go")
+	start(t, s1, "while [ ! -e "+gate+" ]; do sleep 0.05; done") // keeps it from idling out
+	s1.Close()
+	pid := supervisorPID(t, dir)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	old := helloTimeout
+	helloTimeout = 100 * time.Millisecond
+	defer func() { helloTimeout = old }()
+	s2 := connect(t, dir) // a hang here fails the test by its timeout
+	defer s2.Close()
+	syscall.Kill(pid, syscall.SIGCONT)
+	tasks, err := s2.Tasks(context.Background())
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("Tasks after the supervisor resumed = %v, %v; want the one rank", tasks, err)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	if e := wait(t, tasks[0]); e.Code != 0 {
+		t.Fatalf("rank exit %+v", e)
 	}
 }
