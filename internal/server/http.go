@@ -350,37 +350,31 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, JobList{Index: rev, Jobs: jobs})
 }
 
-// explainMissing adds, to a job not found under an ID the sequence gave
-// out, that retention may have deleted it.
-func (s *Server) explainMissing(ctx context.Context, id string, err error) error {
-	if !errors.Is(err, store.ErrNotFound) || !s.st.Issued(ctx, id) {
-		return err
-	}
-	if s.cfg.JobArchive != "" {
-		return fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; this server's --job-archive %s does not hold it either: another replica that led then may)", err, s.cfg.JobArchive)
-	}
-	return fmt.Errorf("%w (if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them; --job-archive keeps the rest)", err)
-}
-
 // findJob reads job id from the store or, once retention has deleted it,
-// from this server's job archive (Archived set). A job in neither gets
-// explainMissing's error.
+// from this server's job archive (Archived set). A job in neither, under
+// an ID the sequence gave out, gets an error saying retention may have
+// deleted it.
 func (s *Server) findJob(ctx context.Context, id string) (*api.JobDetail, error) {
 	j, err := s.st.Job(ctx, id)
 	if err == nil {
 		return &api.JobDetail{Job: *j}, nil
 	}
-	if errors.Is(err, store.ErrNotFound) && s.cfg.JobArchive != "" && s.st.Issued(ctx, id) {
-		d, aerr := readArchived(s.cfg.JobArchive, id)
-		if aerr != nil {
-			return nil, fmt.Errorf("job %s is no longer in the store, and reading the job archive failed: %w", id, aerr)
-		}
-		if d != nil {
-			d.Archived = true
-			return d, nil
-		}
+	if !errors.Is(err, store.ErrNotFound) || !s.st.Issued(ctx, id) {
+		return nil, err
 	}
-	return nil, s.explainMissing(ctx, id, err)
+	const deleted = "if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them"
+	if s.cfg.JobArchive == "" {
+		return nil, fmt.Errorf("%w (%s; --job-archive keeps the rest)", err, deleted)
+	}
+	d, aerr := readArchived(s.cfg.JobArchive, id)
+	if aerr != nil {
+		return nil, fmt.Errorf("job %s is no longer in the store, and reading the job archive failed: %w", id, aerr)
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w (%s; this server's --job-archive %s does not hold it either: another replica that led then may)", err, deleted, s.cfg.JobArchive)
+	}
+	d.Archived = true
+	return d, nil
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
@@ -467,17 +461,18 @@ func cancelJobs(ctx context.Context, st jobCanceller, ids []string) (cancelled, 
 			}
 		}
 		_, errs := st.Commit(ctx, ws)
-		ids = ids[:0:0]
+		var changed []string
 		for i, err := range errs {
 			switch {
 			case err == nil:
 				cancelled++
 			case errors.Is(err, store.ErrConflict):
-				ids = append(ids, wIDs[i])
+				changed = append(changed, wIDs[i])
 			default:
 				return cancelled, done, err
 			}
 		}
+		ids = changed
 	}
 	return cancelled, done, nil
 }
