@@ -13,6 +13,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/fastjson"
 	"github.com/gangway/gangway/internal/store"
 )
 
@@ -648,7 +649,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var hb api.Heartbeat
-	if err := json.Unmarshal(b, &hb); err != nil {
+	if err := fastjson.Unmarshal(b, &hb); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("heartbeat: %w", err))
 		return
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/fastjson"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -170,7 +170,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 	case strings.HasPrefix(key, jobsPrefix):
 		id := key[len(jobsPrefix):]
 		var j api.Job
-		ok := !del && json.Unmarshal(val, &j) == nil
+		ok := !del && fastjson.Unmarshal(val, &j) == nil
 		if ok && !j.Status.Phase.Final() {
 			j.ModRevision = modRev
 			c.jobs[id] = &j
@@ -202,7 +202,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			return // a late report for a finished job
 		}
 		var r api.RankStatus
-		if json.Unmarshal(val, &r) == nil {
+		if fastjson.Unmarshal(val, &r) == nil {
 			if c.ranks[job] == nil {
 				c.ranks[job] = map[string]*api.RankStatus{}
 			}
@@ -214,7 +214,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			return
 		}
 		var ck api.Checkpoint
-		if json.Unmarshal(val, &ck) == nil {
+		if fastjson.Unmarshal(val, &ck) == nil {
 			if cur := c.ckpts[job]; cur == nil || ck.Step > cur.Step {
 				c.ckpts[job] = &ck
 			}
@@ -226,7 +226,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			return
 		}
 		var pl api.ProgressLog
-		if json.Unmarshal(val, &pl) == nil {
+		if fastjson.Unmarshal(val, &pl) == nil {
 			p := pl.Latest
 			c.progress[job] = &p
 		}
@@ -238,7 +238,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			return
 		}
 		var n api.Node
-		if json.Unmarshal(val, &n) == nil {
+		if fastjson.Unmarshal(val, &n) == nil {
 			n.ModRevision = modRev
 			c.nodes[name] = &n
 		}
@@ -280,7 +280,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			return
 		}
 		var q api.Queue
-		if json.Unmarshal(val, &q) == nil {
+		if fastjson.Unmarshal(val, &q) == nil {
 			q.ModRevision = modRev
 			c.queues[name] = &q
 		}
@@ -291,7 +291,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			return
 		}
 		var d api.Deployment
-		if json.Unmarshal(val, &d) == nil {
+		if fastjson.Unmarshal(val, &d) == nil {
 			d.ModRevision = modRev
 			c.deploys[name] = &d
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/fastjson"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -253,7 +254,7 @@ func (s *Store) Job(ctx context.Context, id string) (*api.Job, error) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	var j api.Job
-	if err := json.Unmarshal(resp.Kvs[0].Value, &j); err != nil {
+	if err := fastjson.Unmarshal(resp.Kvs[0].Value, &j); err != nil {
 		return nil, fmt.Errorf("store: decode job %s: %w", id, err)
 	}
 	j.ModRevision = resp.Kvs[0].ModRevision
@@ -288,7 +289,7 @@ func decodeJobs(kvs []*mvccpb.KeyValue) ([]*api.Job, error) {
 	out := make([]*api.Job, 0, len(kvs))
 	for _, kv := range kvs {
 		var j api.Job
-		if err := json.Unmarshal(kv.Value, &j); err != nil {
+		if err := fastjson.Unmarshal(kv.Value, &j); err != nil {
 			return nil, fmt.Errorf("store: decode %s: %w", kv.Key, err)
 		}
 		j.ModRevision = kv.ModRevision
@@ -360,6 +361,7 @@ func (s *Store) Assignments(ctx context.Context, node string) (api.AssignmentLis
 	out := api.AssignmentList{Revision: resp.Header.Revision, Assignments: make([]api.Assignment, 0, len(resp.Kvs))}
 	for _, kv := range resp.Kvs {
 		var a api.Assignment
+		// encoding/json: it decodes the env map faster.
 		if err := json.Unmarshal(kv.Value, &a); err != nil {
 			return api.AssignmentList{}, fmt.Errorf("store: decode %s: %w", kv.Key, err)
 		}
@@ -382,7 +384,7 @@ func (s *Store) Node(ctx context.Context, name string) (*api.Node, error) {
 		return nil, fmt.Errorf("node %s: %w", name, ErrNotFound)
 	}
 	var n api.Node
-	if err := json.Unmarshal(resp.Kvs[0].Value, &n); err != nil {
+	if err := fastjson.Unmarshal(resp.Kvs[0].Value, &n); err != nil {
 		return nil, fmt.Errorf("store: decode node %s: %w", name, err)
 	}
 	n.ModRevision = resp.Kvs[0].ModRevision
@@ -398,7 +400,7 @@ func (s *Store) Nodes(ctx context.Context) ([]*api.Node, int64, error) {
 	out := make([]*api.Node, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		var n api.Node
-		if err := json.Unmarshal(kv.Value, &n); err != nil {
+		if err := fastjson.Unmarshal(kv.Value, &n); err != nil {
 			return nil, 0, fmt.Errorf("store: decode %s: %w", kv.Key, err)
 		}
 		n.ModRevision = kv.ModRevision
@@ -495,7 +497,7 @@ func decodeRanks(kvs []*mvccpb.KeyValue) ([]api.RankStatus, error) {
 	out := make([]api.RankStatus, 0, len(kvs))
 	for _, kv := range kvs {
 		var r api.RankStatus
-		if err := json.Unmarshal(kv.Value, &r); err != nil {
+		if err := fastjson.Unmarshal(kv.Value, &r); err != nil {
 			return nil, fmt.Errorf("store: decode %s: %w", kv.Key, err)
 		}
 		out = append(out, r)
@@ -538,7 +540,7 @@ func decodeCheckpoints(kvs []*mvccpb.KeyValue) ([]api.Checkpoint, error) {
 	out := make([]api.Checkpoint, 0, len(kvs))
 	for _, kv := range kvs {
 		var c api.Checkpoint
-		if err := json.Unmarshal(kv.Value, &c); err != nil {
+		if err := fastjson.Unmarshal(kv.Value, &c); err != nil {
 			return nil, fmt.Errorf("store: decode %s: %w", kv.Key, err)
 		}
 		out = append(out, c)
@@ -557,7 +559,7 @@ func (s *Store) LatestCheckpoint(ctx context.Context, job string) (*api.Checkpoi
 		return nil, nil
 	}
 	var c api.Checkpoint
-	if err := json.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
+	if err := fastjson.Unmarshal(resp.Kvs[0].Value, &c); err != nil {
 		return nil, fmt.Errorf("store: decode checkpoint: %w", err)
 	}
 	return &c, nil
@@ -579,7 +581,7 @@ func (s *Store) AppendProgress(ctx context.Context, job string, lines []api.Prog
 		var rev int64
 		if len(resp.Kvs) > 0 {
 			rev = resp.Kvs[0].ModRevision
-			if err := json.Unmarshal(resp.Kvs[0].Value, &log); err != nil {
+			if err := fastjson.Unmarshal(resp.Kvs[0].Value, &log); err != nil {
 				return fmt.Errorf("store: decode progress of %s: %w", job, err)
 			}
 		}
@@ -617,7 +619,7 @@ func decodeProgress(job string, kvs []*mvccpb.KeyValue) (*api.ProgressLog, error
 		return nil, nil
 	}
 	var log api.ProgressLog
-	if err := json.Unmarshal(kvs[0].Value, &log); err != nil {
+	if err := fastjson.Unmarshal(kvs[0].Value, &log); err != nil {
 		return nil, fmt.Errorf("store: decode progress of %s: %w", job, err)
 	}
 	return &log, nil

@@ -3,7 +3,6 @@ package driver
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gangway/gangway/internal/fastjson"
 )
 
 // ErrUnavailable: the supervisor cannot be reached right now.
@@ -174,7 +175,7 @@ func (s *Supervisor) readLoop(c net.Conn) {
 				break
 			}
 			var rep reply
-			if json.Unmarshal(line, &rep) == nil {
+			if fastjson.Unmarshal(line, &rep) == nil {
 				s.dispatch(rep)
 			}
 		}

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gangway/gangway/internal/fastjson"
 )
 
 // idleExit is how long a supervisor with no agent connected and no live
@@ -333,7 +334,7 @@ func (s *supervisor) serveConn(sc *sconn) {
 		s.hadAgent = true // not before a request: detach's probe is no agent
 		s.mu.Unlock()
 		var req request
-		if err := json.Unmarshal(line, &req); err != nil {
+		if err := fastjson.Unmarshal(line, &req); err != nil {
 			sc.send(&reply{Err: "bad request: " + err.Error()})
 			continue
 		}
