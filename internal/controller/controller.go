@@ -128,14 +128,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		rev, err := c.Reconcile(ctx)
+		rev, follow, err := c.reconcile(ctx)
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("reconcile failed", "err", err)
 		}
 		again = false
 		if rev > 0 {
-			// See our own writes, then act on them at once: an attempt
-			// that ended frees GPUs the waiting gangs can take now.
+			// See our own writes before the next pass, so it does not
+			// place on GPUs this one gave out.
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_ = c.cache.WaitRevision(wctx, rev)
 			cancel()
@@ -143,7 +143,11 @@ func (c *Controller) Run(ctx context.Context) error {
 			case <-c.cache.Changed():
 			default:
 			}
-			again = true
+			// Then act on them at once if they open new work: an
+			// attempt that ended frees GPUs the waiting gangs can take
+			// now. A pass that only placed jobs leaves nothing for the
+			// next, which would only hold up the next submission.
+			again = follow
 		}
 	}
 }
@@ -153,10 +157,13 @@ type pass struct {
 	c      *Controller
 	v      store.View
 	now    time.Time
-	mu     sync.Mutex // guards maxRev, errs and queued
+	mu     sync.Mutex // guards maxRev, errs, queued and follow
 	maxRev int64
 	errs   []error
 	queued []queuedWrite
+	// follow: a queued write opens work the next pass can do at once
+	// (an ended attempt's GPUs, a job to restart); see queueQuiet.
+	follow bool
 	sem    chan struct{}
 	wg     sync.WaitGroup
 	// subs are the Submit batches this pass took; fresh their jobs by ID.
@@ -181,12 +188,23 @@ type queuedWrite struct {
 func (p *pass) queue(w store.JobWrite, then func(rev int64, err error)) {
 	p.mu.Lock()
 	p.queued = append(p.queued, queuedWrite{w, then})
+	p.follow = true
+	p.mu.Unlock()
+}
+
+// queueQuiet is queue for a write after which the next pass has nothing
+// new to do: a placement (it takes GPUs, frees none), a pending reason, a
+// running stamp, a new job stored as it came.
+func (p *pass) queueQuiet(w store.JobWrite, then func(rev int64, err error)) {
+	p.mu.Lock()
+	p.queued = append(p.queued, queuedWrite{w, then})
 	p.mu.Unlock()
 }
 
 // flush commits the queued writes, with the reported statuses of each
-// job that has one, then stores the other reported statuses.
-func (p *pass) flush(ctx context.Context) {
+// job that has one, and returns the reported statuses no write carried
+// (for storeReported).
+func (p *pass) flush(ctx context.Context) (left []api.RankStatus) {
 	p.mu.Lock()
 	q := p.queued
 	p.queued = nil
@@ -201,7 +219,6 @@ func (p *pass) flush(ctx context.Context) {
 			delete(byJob, id)
 		}
 	}
-	var left []api.RankStatus
 	for _, rs := range byJob {
 		left = append(left, rs...)
 	}
@@ -223,7 +240,7 @@ func (p *pass) flush(ctx context.Context) {
 			}
 		}
 	}
-	p.storeReported(ctx, left)
+	return left
 }
 
 // async runs fn, one job's work, beside the other jobs'. Each job is
@@ -252,6 +269,13 @@ func (p *pass) wrote(rev int64, err error) bool {
 
 // Reconcile runs one pass and returns the newest revision it wrote.
 func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
+	rev, _, err := c.reconcile(ctx)
+	return rev, err
+}
+
+// reconcile is Reconcile, and says whether the pass's writes open work
+// for the next pass at once (see pass.follow).
+func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	start := time.Now()
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
 	p.nodes(ctx)
@@ -316,10 +340,13 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 	p.storeFresh()
 	// What a new job handed to a pass waits for beyond its own write.
 	c.subs.passNanos.Store(int64(time.Since(start)))
-	p.flush(ctx)
+	left := p.flush(ctx)
 	err := errors.Join(p.errs...)
+	// Submitters wait for their jobs' own writes only, not for the rank
+	// statuses no job write carried, which take a transaction of their own.
 	answer(p.subs, p.fresh, err)
-	return p.maxRev, err
+	p.storeReported(ctx, left)
+	return p.maxRev, p.follow, err
 }
 
 func (p *pass) nodes(ctx context.Context) {
@@ -424,7 +451,7 @@ func (p *pass) running(ctx context.Context, j *api.Job) {
 		p.stop(ctx, m, api.OutcomeSucceeded, "every rank exited 0")
 	case ma.RunningAt.IsZero() && running+done == len(procs):
 		ma.RunningAt = p.now
-		p.queue(p.c.st.UpdateJobWrite(m), nil)
+		p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
 	}
 }
 
@@ -688,6 +715,13 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	for _, pl := range plan.Placements {
 		p.startAttempt(ctx, byID[pl.JobID], pl, ports)
 	}
+	if len(plan.Placements) > 0 && len(plan.Pending) > 0 {
+		// A backlog: look at it again with these placements seen, as
+		// after any other write (preemption searches are bounded per pass).
+		p.mu.Lock()
+		p.follow = true
+		p.mu.Unlock()
+	}
 	for _, pe := range plan.Preemptions {
 		p.preempt(ctx, pe)
 	}
@@ -702,7 +736,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		}
 		m := j.Clone()
 		m.Status.Reason = reason
-		p.queue(p.c.st.UpdateJobWrite(m), nil)
+		p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
 	}
 }
 
@@ -812,7 +846,7 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 	}
 	ma := m.Status.Current()
 	asg := p.assignments(m, ma)
-	p.queue(p.c.st.StartAttemptWrite(m, asg), func(rev int64, err error) {
+	p.queueQuiet(p.c.st.StartAttemptWrite(m, asg), func(rev int64, err error) {
 		if errors.Is(err, store.ErrTooLarge) {
 			// Trying again every pass cannot help: the store's limits
 			// must change first.

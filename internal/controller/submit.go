@@ -182,7 +182,7 @@ func (p *pass) storeFresh() {
 	for _, s := range p.subs {
 		for _, j := range s.jobs {
 			if !written[j.ID] {
-				p.queue(p.c.st.UpdateJobWrite(j), nil)
+				p.queueQuiet(p.c.st.UpdateJobWrite(j), nil)
 			}
 		}
 	}

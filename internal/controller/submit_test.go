@@ -248,3 +248,63 @@ func TestReportWithNoControllerRunningStoresNothing(t *testing.T) {
 		t.Fatalf("a withdrawn report was stored: %+v", rs)
 	}
 }
+
+// A pass runs again at once only after writes that open work for it: an
+// ended attempt's GPUs for a waiting job, not a placement that took GPUs
+// (nor a pending job's reason), which would only hold up the next
+// submission.
+func TestFollowUpPassOnlyAfterWritesThatOpenWork(t *testing.T) {
+	tc := newTestControl(t)
+	ctx := context.Background()
+	pass := func(what string, wantFollow bool) {
+		t.Helper()
+		rev, follow, err := tc.ctl.reconcile(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if follow != wantFollow {
+			t.Errorf("%s: follow-up %v, want %v", what, follow, wantFollow)
+		}
+		if rev > 0 {
+			if err := tc.cache.WaitRevision(ctx, rev); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle := func() {
+		t.Helper()
+		rev, err := tc.st.Revision(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.cache.WaitRevision(ctx, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	small, err := tc.st.CreateJob(ctx, api.JobSpec{Queue: "default", Ranks: 1, GPUsPerRank: 2, Command: []string{"true"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	pass("placing the only job", false)
+	if _, err := tc.st.CreateJob(ctx, api.JobSpec{Queue: "default", Ranks: 1, GPUsPerRank: 8, Command: []string{"true"}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	pass("a job that must wait, given its reason", false)
+	exited := api.RankStatus{JobID: small.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankExited,
+		StartedAt: time.Now(), FinishedAt: time.Now()}
+	if err := tc.st.PutRankStatuses(ctx, []api.RankStatus{exited}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	pass("ending the small job's attempt", true)
+	pass("placing the big job on the freed GPUs", false)
+	if j, err := tc.st.Job(ctx, small.ID); err != nil || j.Status.Phase != api.JobSucceeded {
+		t.Fatalf("small job: %+v, %v; want Succeeded", j, err)
+	}
+	if asg, _ := tc.st.Assignments(ctx, "n1"); len(asg.Assignments) != 1 || len(asg.Assignments[0].GPUs) != 8 {
+		t.Errorf("assignments on n1: %+v; want the big job's 8 GPUs", asg.Assignments)
+	}
+}
