@@ -595,7 +595,11 @@ type cachedPath struct {
 }
 
 func (c *pathCache) look(file string, env []string, dir string) (string, error) {
-	k := pathKey{file, envPath(env), dir}
+	path := envPath(env)
+	k := pathKey{file, path, ""}
+	if relativeLookup(file, path) {
+		k.dir = dir // every rank has a working directory of its own
+	}
 	c.mu.Lock()
 	hit, ok := c.m[k]
 	c.mu.Unlock()
@@ -613,6 +617,21 @@ func (c *pathCache) look(file string, env []string, dir string) (string, error) 
 	c.m[k] = cachedPath{found, time.Now()}
 	c.mu.Unlock()
 	return found, nil
+}
+
+// relativeLookup reports whether looking file up through path depends on
+// the working directory: a relative file with a slash, or a relative (or
+// empty, meaning ".") entry in path.
+func relativeLookup(file, path string) bool {
+	if strings.Contains(file, "/") {
+		return !filepath.IsAbs(file)
+	}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // envPath is the rank's $PATH: the last PATH= in env, else ours.
