@@ -157,15 +157,18 @@ type pass struct {
 	c      *Controller
 	v      store.View
 	now    time.Time
-	mu     sync.Mutex // guards maxRev, errs, queued and follow
+	mu     sync.Mutex // guards maxRev, errs, queued, next, freed and backlog
 	maxRev int64
 	errs   []error
 	queued []queuedWrite
-	// follow: a queued write opens work the next pass can do at once
-	// (an ended attempt's GPUs, a job to restart); see queueQuiet.
-	follow bool
-	sem    chan struct{}
-	wg     sync.WaitGroup
+	// What the next pass could do at once (see reconcile): next, a
+	// write left a job for it (pending, restarting, stopping) or wrote
+	// outside the queue; freed, a write may have freed GPUs (anything
+	// but a queueQuiet one); backlog, jobs wait that this pass did not
+	// place.
+	next, freed, backlog bool
+	sem                  chan struct{}
+	wg                   sync.WaitGroup
 	// subs are the Submit batches this pass took; fresh their jobs by ID.
 	subs  []*submission
 	fresh map[string]*freshJob
@@ -188,13 +191,25 @@ type queuedWrite struct {
 func (p *pass) queue(w store.JobWrite, then func(rev int64, err error)) {
 	p.mu.Lock()
 	p.queued = append(p.queued, queuedWrite{w, then})
-	p.follow = true
+	p.freed = true
+	p.next = p.next || leftForNextPass(w.Job())
 	p.mu.Unlock()
 }
 
+// leftForNextPass reports whether a job written so is the next pass's
+// to act on: to place (pending, restarting) or to end (stopping).
+func leftForNextPass(j *api.Job) bool {
+	switch j.Status.Phase {
+	case api.JobPending, api.JobRestarting, api.JobStopping:
+		return true
+	}
+	return false
+}
+
 // queueQuiet is queue for a write after which the next pass has nothing
-// new to do: a placement (it takes GPUs, frees none), a pending reason, a
-// running stamp, a new job stored as it came.
+// new to do: a placement (it takes GPUs, frees none), a pending reason (the
+// job waits as it did), a running stamp, a new job stored as it came (this
+// pass could not place it).
 func (p *pass) queueQuiet(w store.JobWrite, then func(rev int64, err error)) {
 	p.mu.Lock()
 	p.queued = append(p.queued, queuedWrite{w, then})
@@ -254,6 +269,15 @@ func (p *pass) async(fn func()) {
 	}()
 }
 
+// wroteNow is wrote for a write made outside the queue (a deployment's,
+// a replica job created): the next pass runs at once to act on it.
+func (p *pass) wroteNow(rev int64, err error) bool {
+	p.mu.Lock()
+	p.next = p.next || err == nil
+	p.mu.Unlock()
+	return p.wrote(rev, err)
+}
+
 func (p *pass) wrote(rev int64, err error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -274,7 +298,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 }
 
 // reconcile is Reconcile, and says whether the pass's writes open work
-// for the next pass at once (see pass.follow).
+// for the next pass at once (see pass.next).
 func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	start := time.Now()
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
@@ -323,6 +347,9 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 			}
 			if t := j.Array; t != nil && t.Limit > 0 {
 				if room[t.ID] <= 0 {
+					p.mu.Lock()
+					p.backlog = true
+					p.mu.Unlock()
 					continue
 				}
 				room[t.ID]--
@@ -346,7 +373,8 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	// statuses no job write carried, which take a transaction of their own.
 	answer(p.subs, p.fresh, err)
 	p.storeReported(ctx, left)
-	return p.maxRev, p.follow, err
+	// Freed GPUs matter only to jobs that wait for them.
+	return p.maxRev, p.next || (p.freed && p.backlog), err
 }
 
 func (p *pass) nodes(ctx context.Context) {
@@ -715,11 +743,12 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	for _, pl := range plan.Placements {
 		p.startAttempt(ctx, byID[pl.JobID], pl, ports)
 	}
-	if len(plan.Placements) > 0 && len(plan.Pending) > 0 {
-		// A backlog: look at it again with these placements seen, as
-		// after any other write (preemption searches are bounded per pass).
+	if len(plan.Pending) > 0 {
 		p.mu.Lock()
-		p.follow = true
+		p.backlog = true
+		// Placements too: look at the rest again with them seen
+		// (preemption searches are bounded per pass).
+		p.next = p.next || len(plan.Placements) > 0
 		p.mu.Unlock()
 	}
 	for _, pe := range plan.Preemptions {

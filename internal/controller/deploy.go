@@ -283,7 +283,7 @@ func jobNewer(a, b string) bool {
 
 func (p *pass) writeDeployment(ctx context.Context, m *api.Deployment, changed bool) {
 	if changed {
-		p.wrote(m.ModRevision, p.c.st.UpdateDeployment(ctx, m))
+		p.wroteNow(m.ModRevision, p.c.st.UpdateDeployment(ctx, m))
 	}
 }
 
@@ -294,14 +294,14 @@ func (p *pass) cancelJob(ctx context.Context, id string) {
 	}
 	m := j.Clone()
 	m.Status.CancelRequested = true
-	p.wrote(m.ModRevision, p.c.st.UpdateJob(ctx, m))
+	p.wroteNow(m.ModRevision, p.c.st.UpdateJob(ctx, m))
 }
 
 // createReplica submits one replica job and records it.
 func (p *pass) createReplica(ctx context.Context, m *api.Deployment) {
 	spec := ReplicaJobSpec(&m.Spec)
 	j, err := p.c.st.CreateJob(ctx, spec, p.now)
-	if !p.wrote(0, err) {
+	if !p.wroteNow(0, err) {
 		return
 	}
 	p.maxRev = max(p.maxRev, j.ModRevision)

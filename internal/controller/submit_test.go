@@ -250,9 +250,9 @@ func TestReportWithNoControllerRunningStoresNothing(t *testing.T) {
 }
 
 // A pass runs again at once only after writes that open work for it: an
-// ended attempt's GPUs for a waiting job, not a placement that took GPUs
-// (nor a pending job's reason), which would only hold up the next
-// submission.
+// ended attempt's GPUs for a waiting job; not a placement that took GPUs,
+// a pending job's reason, or GPUs freed with no job waiting, after which
+// it would only hold up the next submission.
 func TestFollowUpPassOnlyAfterWritesThatOpenWork(t *testing.T) {
 	tc := newTestControl(t)
 	ctx := context.Background()
@@ -304,7 +304,18 @@ func TestFollowUpPassOnlyAfterWritesThatOpenWork(t *testing.T) {
 	if j, err := tc.st.Job(ctx, small.ID); err != nil || j.Status.Phase != api.JobSucceeded {
 		t.Fatalf("small job: %+v, %v; want Succeeded", j, err)
 	}
-	if asg, _ := tc.st.Assignments(ctx, "n1"); len(asg.Assignments) != 1 || len(asg.Assignments[0].GPUs) != 8 {
-		t.Errorf("assignments on n1: %+v; want the big job's 8 GPUs", asg.Assignments)
+	asg, _ := tc.st.Assignments(ctx, "n1")
+	if len(asg.Assignments) != 1 || len(asg.Assignments[0].GPUs) != 8 {
+		t.Fatalf("assignments on n1: %+v; want the big job's 8 GPUs", asg.Assignments)
+	}
+	big := asg.Assignments[0]
+	exited.JobID, exited.Attempt = big.JobID, big.Attempt
+	if err := tc.st.PutRankStatuses(ctx, []api.RankStatus{exited}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	pass("ending the big job, nothing waiting", false)
+	if j, err := tc.st.Job(ctx, big.JobID); err != nil || j.Status.Phase != api.JobSucceeded {
+		t.Fatalf("big job: %+v, %v; want Succeeded", j, err)
 	}
 }
