@@ -80,7 +80,7 @@ func (s *Supervisor) checkBuild(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()
 	rep, err := s.call(ctx, request{Op: "hello"})
-	if err != nil && !strings.Contains(err.Error(), "unknown op") {
+	if err != nil && !isUnknownOp(err) {
 		return // unreachable: the next connection asks again
 	}
 	want := buildID(s.exe)
@@ -111,7 +111,7 @@ func (s *Supervisor) retire(ctx context.Context) {
 		return
 	}
 	if _, err := s.call(ctx, request{Op: "retire"}); err != nil {
-		if strings.Contains(err.Error(), "unknown op") {
+		if isUnknownOp(err) {
 			s.log.Warn("the supervisor predates hand-over; it keeps running until the node has no rank and no agent", "err", err)
 			s.mu.Lock()
 			s.stale = false

@@ -362,7 +362,7 @@ func (s *supervisor) serveConn(sc *sconn) {
 			s.closeConns()
 			return
 		default:
-			sc.send(&reply{ID: req.ID, Err: fmt.Sprintf("unknown op %q", req.Op)})
+			sc.send(&reply{ID: req.ID, Err: fmt.Sprintf("%s %q", unknownOp, req.Op)})
 		}
 	}
 }
@@ -541,14 +541,8 @@ func (s *supervisor) list() []record {
 func (s *supervisor) retire() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.byPID)
-	for _, r := range s.recs {
-		if r.watched && !r.Exited {
-			n++
-		}
-	}
-	if n > 0 {
-		return fmt.Errorf("retire: busy: %d ranks live", n)
+	if len(s.byPID) > 0 || s.watchedLocked() {
+		return errors.New("retire: busy: a rank lives")
 	}
 	if !s.exiting {
 		s.exiting = true

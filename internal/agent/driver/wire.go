@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -59,6 +60,15 @@ type reply struct {
 // and retire. A later field a supervisor of an older version would ignore
 // must check the version first.
 const protocolVersion = 1
+
+// unknownOp starts a supervisor's answer to an op it does not know, in
+// every build: how an agent tells a supervisor from before an op.
+const unknownOp = "unknown op"
+
+// isUnknownOp reports whether err is a supervisor's unknownOp answer.
+func isUnknownOp(err error) bool {
+	return err != nil && strings.Contains(err.Error(), unknownOp)
+}
 
 // buildID identifies the executable at path (its device, inode, size and
 // modification time), so that an agent can tell whether the supervisor
