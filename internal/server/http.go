@@ -696,6 +696,28 @@ func (s *Server) putStatuses(ctx context.Context, rs []api.RankStatus) error {
 }
 
 func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
+	// A rank's last checkpoint and progress lines come in the heartbeat
+	// that reports its exit: store them first, so that the pass the exit
+	// wakes restarts from that checkpoint and a finished job shows its
+	// final progress.
+	for _, c := range hb.Checkpoints {
+		if err := s.st.PutCheckpoint(ctx, c.JobID, c.Checkpoint); err != nil {
+			return err
+		}
+	}
+	byJob := map[string][]api.Progress{}
+	var order []string
+	for _, p := range hb.Progress {
+		if _, ok := byJob[p.JobID]; !ok {
+			order = append(order, p.JobID)
+		}
+		byJob[p.JobID] = append(byJob[p.JobID], p)
+	}
+	for _, job := range order {
+		if err := s.st.AppendProgress(ctx, job, byJob[job]); err != nil {
+			return err
+		}
+	}
 	var changed []api.RankStatus
 	s.mu.Lock()
 	for _, rs := range hb.Ranks {
@@ -720,24 +742,6 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 		s.written[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)] = rs
 	}
 	s.mu.Unlock()
-	for _, c := range hb.Checkpoints {
-		if err := s.st.PutCheckpoint(ctx, c.JobID, c.Checkpoint); err != nil {
-			return err
-		}
-	}
-	byJob := map[string][]api.Progress{}
-	var order []string
-	for _, p := range hb.Progress {
-		if _, ok := byJob[p.JobID]; !ok {
-			order = append(order, p.JobID)
-		}
-		byJob[p.JobID] = append(byJob[p.JobID], p)
-	}
-	for _, job := range order {
-		if err := s.st.AppendProgress(ctx, job, byJob[job]); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
