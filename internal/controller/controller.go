@@ -70,6 +70,9 @@ type Controller struct {
 
 	subs submissions // new jobs handed over by Submit
 	reps reportQueue // rank statuses handed over by Report
+	// lastBacklog: the last pass left jobs waiting that it could not
+	// place (passes run one at a time).
+	lastBacklog bool
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -88,7 +91,8 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 		cfg.RetentionTick = 10 * time.Second
 	}
 	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler,
-		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1), slow: slowPass}}
+		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1), arrived: make(chan struct{}, 1), slow: slowPass},
+		reps: reportQueue{hold: reportHold}}
 }
 
 // Run reconciles after every cache change and at least every Tick until
@@ -123,6 +127,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			case <-c.subs.poke:
 			case <-c.cache.Changed():
 			case <-t.C:
+			}
+			if !c.lastBacklog {
+				c.holdReports(ctx)
 			}
 		}
 		if ctx.Err() != nil {
@@ -373,6 +380,7 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	// statuses no job write carried, which take a transaction of their own.
 	answer(p.subs, p.fresh, err)
 	p.storeReported(ctx, left)
+	c.lastBacklog = p.backlog
 	// Freed GPUs matter only to jobs that wait for them.
 	return p.maxRev, p.next || (p.freed && p.backlog), err
 }

@@ -26,8 +26,9 @@ type reportBatch struct {
 }
 
 type reportQueue struct {
-	mu sync.Mutex
-	q  []*reportBatch
+	mu   sync.Mutex
+	q    []*reportBatch
+	hold time.Duration // reportHold; tests set it
 }
 
 // maxCarried bounds the statuses one job write carries, so that it stays
@@ -55,6 +56,36 @@ func (c *Controller) Report(ctx context.Context, rs []api.RankStatus, wait time.
 		return werr
 	}
 	return err
+}
+
+// reportHold is how long rank reports wait for the next submission when
+// no job waits for GPUs they may free: one pass and one store write then
+// serve both (see holdReports). Well under the handler's passTakeWait.
+const reportHold = time.Millisecond
+
+// holdReports waits up to reportHold (reps.hold) for a submission when only rank
+// reports are waiting for a pass. With jobs submitted one after another,
+// each pass would otherwise alternate between a submission and the exits
+// reported meanwhile, and every submission would wait for a report pass
+// and its store write. The caller skips it while jobs wait for GPUs: an
+// exit's freed GPUs should reach them at once.
+func (c *Controller) holdReports(ctx context.Context) {
+	if !c.reps.waiting() || c.subs.waiting() {
+		return
+	}
+	t := time.NewTimer(c.reps.hold)
+	defer t.Stop()
+	select {
+	case <-c.subs.arrived:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (q *reportQueue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.q) > 0
 }
 
 // takeReports returns the batches still waiting, marked taken, and their

@@ -45,12 +45,20 @@ type submissions struct {
 	mu   sync.Mutex
 	q    []*submission
 	poke chan struct{} // wakes Run
+	// arrived ends a holdReports wait: a submission is waiting.
+	arrived chan struct{}
 	// passNanos is how long the last pass took to decide (up to its
 	// writes, which a job stored directly would queue behind as well).
 	passNanos atomic.Int64
 	// slow is the pass time past which hand-offs are refused: slowPass,
 	// or (in tests, whose passes a loaded machine can stretch) longer.
 	slow time.Duration
+}
+
+func (s *submissions) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.q) > 0
 }
 
 // slowLastPass reports whether the last pass took longer than hand-offs
@@ -80,6 +88,10 @@ func (c *Controller) Submit(ctx context.Context, jobs []*api.Job, wait time.Dura
 	c.subs.mu.Lock()
 	c.subs.q = append(c.subs.q, s)
 	c.subs.mu.Unlock()
+	select {
+	case c.subs.arrived <- struct{}{}:
+	default:
+	}
 	c.wake()
 	r, err := await(ctx, &s.state, s.done, wait)
 	if err != nil {
@@ -131,6 +143,10 @@ func (c *Controller) take() []*submission {
 	q := c.subs.q
 	c.subs.q = nil
 	c.subs.mu.Unlock()
+	select { // what arrived is taken now
+	case <-c.subs.arrived:
+	default:
+	}
 	out := q[:0]
 	for _, s := range q {
 		if s.state.CompareAndSwap(subWaiting, subTaken) {

@@ -319,3 +319,59 @@ func TestFollowUpPassOnlyAfterWritesThatOpenWork(t *testing.T) {
 		t.Fatalf("big job: %+v, %v; want Succeeded", j, err)
 	}
 }
+
+// Rank reports with no job waiting for GPUs wait for the next submission,
+// and one pass stores both in one write; with jobs waiting, they do not
+// wait.
+func TestReportsWaitForTheNextSubmissionUnlessJobsWait(t *testing.T) {
+	tc := newTestControl(t)
+	// Long enough that only a submission can end it here.
+	tc.ctl.reps.hold = time.Hour
+	tc.run(t)
+	ctx := context.Background()
+	_, j := tc.submit(t, tc.newJob(t, 1))
+	for deadline := time.Now().Add(10 * time.Second); j.Status.Phase != api.JobRunning; {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %s; want Running", j.ID, j.Status.Phase)
+		}
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if j, err = tc.st.Job(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exited := api.RankStatus{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankExited, StartedAt: time.Now(), FinishedAt: time.Now()}
+	// Not taken while no submission comes.
+	if err := tc.ctl.Report(ctx, []api.RankStatus{exited}, 300*time.Millisecond); !errors.Is(err, ErrNotTaken) {
+		t.Fatalf("a report with no submission after it: %v; want ErrNotTaken (held for the next submission)", err)
+	}
+	reported := make(chan error, 1)
+	go func() { reported <- tc.ctl.Report(ctx, []api.RankStatus{exited}, time.Minute) }()
+	for !tc.ctl.reps.waiting() {
+		time.Sleep(time.Millisecond)
+	}
+	got, _ := tc.submit(t, tc.newJob(t, 1))
+	if err := <-reported; err != nil {
+		t.Fatal(err)
+	}
+	done, err := tc.st.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status.Phase != api.JobSucceeded || got.Status.Phase != api.JobRunning {
+		t.Fatalf("first job %s, second %s; want Succeeded and Running", done.Status.Phase, got.Status.Phase)
+	}
+	if done.ModRevision != got.ModRevision {
+		t.Errorf("the exit was stored at revision %d and the submission at %d; want one write", done.ModRevision, got.ModRevision)
+	}
+	// With a job waiting for GPUs (8 of them, one is taken), an exit is
+	// taken at once.
+	waiting, _ := tc.submit(t, tc.newJob(t, 8))
+	if waiting.Status.Phase != api.JobPending {
+		t.Fatalf("third job is %s; want Pending behind the second", waiting.Status.Phase)
+	}
+	exited.JobID = got.ID
+	if err := tc.ctl.Report(ctx, []api.RankStatus{exited}, 10*time.Second); err != nil {
+		t.Fatalf("a report while a job waits for GPUs: %v; want it taken without waiting for a submission", err)
+	}
+}
