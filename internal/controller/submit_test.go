@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -373,5 +375,32 @@ func TestReportsWaitForTheNextSubmissionUnlessJobsWait(t *testing.T) {
 	exited.JobID = got.ID
 	if err := tc.ctl.Report(ctx, []api.RankStatus{exited}, 10*time.Second); err != nil {
 		t.Fatalf("a report while a job waits for GPUs: %v; want it taken without waiting for a submission", err)
+	}
+}
+
+// forEach handles every job exactly once, inline or in chunks.
+func TestForEachHandlesEveryJobOnce(t *testing.T) {
+	for _, n := range []int{0, 1, forEachChunk, forEachChunk + 1, 5*forEachChunk + 3} {
+		p := &pass{sem: make(chan struct{}, 4)}
+		jobs := make([]*api.Job, n)
+		for i := range jobs {
+			jobs[i] = &api.Job{ID: strconv.Itoa(i)}
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		p.forEach(jobs, func(j *api.Job) {
+			mu.Lock()
+			seen[j.ID]++
+			mu.Unlock()
+		})
+		p.wg.Wait()
+		if len(seen) != n {
+			t.Errorf("%d jobs: %d handled", n, len(seen))
+		}
+		for id, c := range seen {
+			if c != 1 {
+				t.Errorf("%d jobs: job %s handled %d times", n, id, c)
+			}
+		}
 	}
 }
