@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -666,39 +667,39 @@ func (c *client) submitArray(ctx context.Context, body []byte) ([]submitted, err
 
 func (c *client) submitAll(ctx context.Context, body []byte, n, par int) ([]submitted, error) {
 	out := make([]submitted, n)
-	next := make(chan int)
-	var wg sync.WaitGroup
+	// Workers take the next index from a counter, not a channel: with one
+	// submitter a hand-off per job would add a goroutine switch to every
+	// submission the benchmark times.
+	var next atomic.Int64
+	var failed atomic.Bool
 	var mu sync.Mutex
 	var firstErr error
-	for w := 0; w < min(par, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				sent := time.Now()
-				var j api.Job
-				if err := c.do(ctx, http.MethodPost, "/v1/jobs", body, &j); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("submit job %d of %d: %w", i+1, n, err)
-					}
-					mu.Unlock()
-					continue
-				}
-				out[i] = submitted{id: j.ID, sentAt: sent}
+	work := func() {
+		for !failed.Load() && ctx.Err() == nil {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
 			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		mu.Lock()
-		failed := firstErr != nil
-		mu.Unlock()
-		if failed || ctx.Err() != nil {
-			break
+			sent := time.Now()
+			var j api.Job
+			if err := c.do(ctx, http.MethodPost, "/v1/jobs", body, &j); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("submit job %d of %d: %w", i+1, n, err)
+				}
+				mu.Unlock()
+				failed.Store(true)
+				return
+			}
+			out[i] = submitted{id: j.ID, sentAt: sent}
 		}
-		next <- i
 	}
-	close(next)
+	var wg sync.WaitGroup
+	for w := 1; w < min(par, n); w++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); work() }()
+	}
+	work()
 	wg.Wait()
 	if firstErr != nil {
 		return nil, firstErr
