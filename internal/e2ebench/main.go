@@ -47,6 +47,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the working directory (agent logs, etcd data)")
 	tracefile := fs.String("trace", "", "write an execution trace of this process over the run to `file` (go tool trace)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (server, etcd, client) over the run to `file`")
+	memprofile := fs.String("memprofile", "", "write an allocation profile of this process (what the run allocated, by call site) to `file`")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -100,6 +101,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer trace.Stop()
 	}
 	res, err := Run(ctx, cfg, stderr)
+	if *memprofile != "" {
+		if perr := writeAllocs(*memprofile); perr != nil {
+			fmt.Fprintf(stderr, "gangway bench e2e: --memprofile: %v\n", perr)
+		}
+	}
 	if res != nil {
 		if *out == "json" {
 			enc := json.NewEncoder(stdout)
@@ -114,6 +120,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // PrintTable writes r for a person.
