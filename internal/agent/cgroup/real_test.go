@@ -134,12 +134,27 @@ func TestRealMemoryLimitEnforced(t *testing.T) {
 	if m.memory.version == 2 {
 		events = "memory.events"
 	}
-	if s := readTrimmed(t, filepath.Join(m.memory.dir(name), events)); !strings.Contains(s, "oom_kill 1") {
-		t.Errorf("%s does not record one OOM kill:\n%s", events, s)
+	// At least one: under pressure the kernel may kill head too before
+	// tail's memory is freed.
+	if s := readTrimmed(t, filepath.Join(m.memory.dir(name), events)); oomKills(s) < 1 {
+		t.Errorf("%s records no OOM kill:\n%s", events, s)
 	}
 	if err := m.Remove(name); err != nil {
 		t.Errorf("Remove: %v", err)
 	}
+}
+
+// oomKills is the oom_kill count in a memory.oom_control or memory.events
+// file, or -1 if it has none.
+func oomKills(s string) int {
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 func readTrimmed(t *testing.T, path string) string {
