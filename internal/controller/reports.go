@@ -82,10 +82,17 @@ func (c *Controller) holdReports(ctx context.Context) {
 	}
 }
 
+// waiting reports whether a batch waits for a pass (withdrawn ones, which
+// take() drops, do not count).
 func (q *reportQueue) waiting() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.q) > 0
+	for _, b := range q.q {
+		if b.state.Load() == subWaiting {
+			return true
+		}
+	}
+	return false
 }
 
 // takeReports returns the batches still waiting, marked taken, and their

@@ -55,10 +55,17 @@ type submissions struct {
 	slow time.Duration
 }
 
+// waiting reports whether a batch waits for a pass (withdrawn ones, which
+// take() drops, do not count).
 func (s *submissions) waiting() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.q) > 0
+	for _, b := range s.q {
+		if b.state.Load() == subWaiting {
+			return true
+		}
+	}
+	return false
 }
 
 // slowLastPass reports whether the last pass took longer than hand-offs
