@@ -679,13 +679,14 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	snap.Running = make([]scheduler.Running, 0, len(ids))
 	for _, id := range ids {
 		j := p.v.Jobs[id]
 		a := j.Status.Current()
 		if a == nil || a.Phase == api.AttemptEnded {
 			continue
 		}
-		r := scheduler.Running{
+		r := scheduler.Running{Ranks: make([]scheduler.Slot, 0, len(a.Placement)),
 			JobID: j.ID, Queue: j.Spec.Queue, Priority: j.Spec.Priority,
 			StartedAt: a.CreatedAt.UnixNano(), Preemptible: j.Spec.IsPreemptible(),
 			Stopping: a.Phase == api.AttemptStopping || !a.PreemptedAt.IsZero(),
@@ -737,13 +738,14 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	snap.Nodes = make([]scheduler.Node, 0, len(names))
 	for _, name := range names {
 		n := p.v.Nodes[name]
 		if !n.Schedulable() || len(n.GPUs) == 0 {
 			continue
 		}
 		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: n.Labels,
-			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes}
+			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes, Free: make([]int, 0, len(n.GPUs))}
 		for _, g := range n.GPUs {
 			if g.Health != "" && g.Health != "ok" {
 				continue
