@@ -13,6 +13,9 @@
 // that need errors with field names and lines (job specs) do not come
 // through here.
 //
+// The fast decoder starts every slice with room for 10 elements, so what
+// is kept for long (the store cache's jobs) is decoded by encoding/json.
+//
 // It imports only the standard library and the fast decoder.
 package fastjson
 
