@@ -99,6 +99,25 @@ func (tc *testControl) submit(t *testing.T, j *api.Job) (got, stored *api.Job) {
 	return js[0], stored
 }
 
+// submitRunning submits a one-GPU job and waits until the store has it
+// Running: placed at once, or (before the node's first pass) by a later
+// pass.
+func (tc *testControl) submitRunning(t *testing.T) *api.Job {
+	t.Helper()
+	_, j := tc.submit(t, tc.newJob(t, 1))
+	for deadline := time.Now().Add(10 * time.Second); j.Status.Phase != api.JobRunning; {
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %s; want Running", j.ID, j.Status.Phase)
+		}
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		if j, err = tc.st.Job(context.Background(), j.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return j
+}
+
 func TestSubmitStoresAPlacedJobInOneWrite(t *testing.T) {
 	tc := newTestControl(t)
 	tc.run(t)
@@ -185,18 +204,7 @@ func TestReportedLastExitEndsTheAttemptInTheSameWrite(t *testing.T) {
 	tc := newTestControl(t)
 	tc.run(t)
 	ctx := context.Background()
-	_, j := tc.submit(t, tc.newJob(t, 1))
-	for deadline := time.Now().Add(10 * time.Second); j.Status.Phase != api.JobRunning; {
-		// Placed at once, or (before the node's first pass) by a later pass.
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s is %s; want Running", j.ID, j.Status.Phase)
-		}
-		time.Sleep(20 * time.Millisecond)
-		var err error
-		if j, err = tc.st.Job(ctx, j.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	j := tc.submitRunning(t)
 	// A status that decides nothing is stored on its own.
 	running := api.RankStatus{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankRunning, PID: 42, StartedAt: time.Now()}
 	if err := tc.ctl.Report(ctx, []api.RankStatus{running}, 10*time.Second); err != nil {
@@ -331,17 +339,7 @@ func TestReportsWaitForTheNextSubmissionUnlessJobsWait(t *testing.T) {
 	tc.ctl.reps.hold = time.Hour
 	tc.run(t)
 	ctx := context.Background()
-	_, j := tc.submit(t, tc.newJob(t, 1))
-	for deadline := time.Now().Add(10 * time.Second); j.Status.Phase != api.JobRunning; {
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s is %s; want Running", j.ID, j.Status.Phase)
-		}
-		time.Sleep(20 * time.Millisecond)
-		var err error
-		if j, err = tc.st.Job(ctx, j.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	j := tc.submitRunning(t)
 	exited := api.RankStatus{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankExited, StartedAt: time.Now(), FinishedAt: time.Now()}
 	// Not taken while no submission comes.
 	if err := tc.ctl.Report(ctx, []api.RankStatus{exited}, 300*time.Millisecond); !errors.Is(err, ErrNotTaken) {

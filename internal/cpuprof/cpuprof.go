@@ -1,6 +1,7 @@
 // Package cpuprof writes a CPU profile of a whole gangway process when
 // $GANGWAY_CPUPROFILE names a directory: the way to see where agents and
-// supervisors, which run as processes of their own, spend their time.
+// supervisors, which run as processes of their own, spend their time. It
+// also writes allocation profiles for the commands' --memprofile flags.
 package cpuprof
 
 import (
@@ -26,4 +27,18 @@ func Start(dir, name string, stderr io.Writer) (stop func()) {
 		return func() {}
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// WriteAllocs writes this process's allocation profile (what it allocated
+// so far, by call site) to path.
+func WriteAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

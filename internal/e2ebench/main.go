@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gangway/gangway/internal/cpuprof"
 )
 
 // Main is `gangway bench e2e [-o json] [--jobs 1000] [--gangs 100] [--nodes
@@ -102,7 +104,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	res, err := Run(ctx, cfg, stderr)
 	if *memprofile != "" {
-		if perr := writeAllocs(*memprofile); perr != nil {
+		if perr := cpuprof.WriteAllocs(*memprofile); perr != nil {
 			fmt.Fprintf(stderr, "gangway bench e2e: --memprofile: %v\n", perr)
 		}
 	}
@@ -120,18 +122,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func writeAllocs(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // PrintTable writes r for a person.

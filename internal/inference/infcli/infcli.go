@@ -23,6 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangway/gangway/internal/cpuprof"
 	"github.com/gangway/gangway/internal/inference/bench"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -171,15 +172,7 @@ func (p profiles) start() (stop func() error, err error) {
 		if *p.mem == "" {
 			return nil
 		}
-		f, err := os.Create(*p.mem)
-		if err != nil {
-			return err
-		}
-		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		return cpuprof.WriteAllocs(*p.mem)
 	}, nil
 }
 
