@@ -56,6 +56,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	fs.Var(&topoFiles, "topology-file", "Slurm topology.conf (tree or block form) describing leaves, spines and NVLink blocks (repeatable)")
 	gwListen := fs.String("gateway-listen", "", "also serve the OpenAI API for every deployment here (e.g. :8080)")
 	gwPolicy := fs.String("gateway-policy", "prefix-affinity", "gateway routing: prefix-affinity, least-request, power-of-two or round-robin")
+	gwStreamHdr := fs.Duration("gateway-stream-header-timeout", 60*time.Second, "a replica that sends no response headers for a streamed request this long counts as failed and the gateway tries the next (0: no bound)")
+	gwHdr := fs.Duration("gateway-header-timeout", 0, "the same for requests not streamed, whose headers come with the whole completion (0: no bound)")
 	retention := fs.Duration("job-retention", 7*24*time.Hour, "delete a finished job this long after it ended, with its rank statuses, checkpoint records and progress (0 keeps them)")
 	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
 	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it, where describe and logs still find it (default: none)")
@@ -65,6 +67,9 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	}
 	if *retention < 0 {
 		return cfg, nil, fail(e, fmt.Errorf("--job-retention %s: must not be negative (0 keeps finished jobs)", *retention)), false
+	}
+	if *gwStreamHdr < 0 || *gwHdr < 0 {
+		return cfg, nil, fail(e, fmt.Errorf("--gateway-stream-header-timeout %s, --gateway-header-timeout %s: must not be negative (0: no bound)", *gwStreamHdr, *gwHdr)), false
 	}
 	if *maxFinished < 0 {
 		return cfg, nil, fail(e, fmt.Errorf("--max-finished-jobs %d: must not be negative (0: no limit)", *maxFinished)), false
@@ -106,6 +111,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 			return cfg, nil, fail(e, fmt.Errorf("--gateway-listen %s: %w", *gwListen, err)), false
 		}
 		cfg.Gateway, cfg.GatewayPolicy = gl, *gwPolicy
+		cfg.GatewayStreamHeaderTimeout, cfg.GatewayHeaderTimeout = noBoundIfZero(*gwStreamHdr), noBoundIfZero(*gwHdr)
 	}
 	ln, err = net.Listen("tcp", *listen)
 	if err != nil {
@@ -219,3 +225,12 @@ func runTrainExample(ctx context.Context, e *Env, args []string) int {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// noBoundIfZero maps a timeout flag's 0 ("no bound") to the negative
+// value that means it in the gateway's config, where 0 is its default.
+func noBoundIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}

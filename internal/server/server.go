@@ -45,6 +45,11 @@ type Config struct {
 	// listener (routing policy GatewayPolicy, default prefix-affinity).
 	Gateway       net.Listener
 	GatewayPolicy string
+	// GatewayStreamHeaderTimeout and GatewayHeaderTimeout bound how long a
+	// replica may take to send response headers (streamed requests; the
+	// rest) before the gateway tries the next; see gateway.Config. Zero
+	// takes the gateway's defaults (60s; none), negative: no bound.
+	GatewayStreamHeaderTimeout, GatewayHeaderTimeout time.Duration
 	// TopologyFiles are Slurm topology.conf files (tree or block form)
 	// describing the fabric.
 	TopologyFiles []controller.TopologyFile
@@ -175,7 +180,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); _ = s.cache.Run(cctx) }()
 	// The gateway always runs: it watches every deployment's replicas,
 	// which the autoscaler needs; it serves requests only with a listener.
-	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log})
+	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log,
+		StreamHeaderTimeout: s.cfg.GatewayStreamHeaderTimeout, HeaderTimeout: s.cfg.GatewayHeaderTimeout})
 	if err != nil {
 		return fmt.Errorf("server: gateway: %w", err)
 	}

@@ -57,7 +57,19 @@ type Config struct {
 	// request's own would exceed it; default 5s, negative: only KV cache
 	// and sequence slots count. See RouterOptions.MaxPendingPrefill.
 	MaxPendingPrefill time.Duration
-	Router            RouterOptions // Seed is taken from Seed above
+	// StreamHeaderTimeout bounds how long a replica may take to send the
+	// response headers of a streamed request (engines send them when they
+	// take the request, before the first token); past it the replica
+	// counts as failed and the request goes to the next one, as when
+	// connecting fails. It catches an engine that accepts connections but
+	// has hung (a stuck CUDA context, a deadlocked server). Default 60s;
+	// negative: no bound.
+	StreamHeaderTimeout time.Duration
+	// HeaderTimeout is the same bound for requests that are not
+	// streamed, whose headers come only with the whole completion; 0
+	// (the default) or negative: no bound but the client's.
+	HeaderTimeout time.Duration
+	Router        RouterOptions // Seed is taken from Seed above
 	// Transport carries requests to the engines; nil means the gateway's
 	// own (upstream.go): pooled keep-alive connections, no goroutines of
 	// its own, net/http's Transport for https.
@@ -142,6 +154,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.MaxPendingPrefill == 0 {
 		cfg.MaxPendingPrefill = 5 * time.Second
+	}
+	if cfg.StreamHeaderTimeout == 0 {
+		cfg.StreamHeaderTimeout = 60 * time.Second
 	}
 	if cfg.RefreshInterval < 0 || cfg.ScrapeTimeout < 0 || cfg.MaxAttempts < 1 || cfg.MaxBodyBytes < 1 || cfg.DefaultMaxTokens < 1 || cfg.QueueTimeout < 0 {
 		return nil, errors.New("gateway config: refresh interval, scrape timeout, max attempts, max body bytes, default max tokens and queue timeout must be positive")
@@ -594,7 +609,7 @@ func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, r
 			lastErr = err
 			continue
 		}
-		resp, err := g.transport.RoundTrip(out)
+		resp, err := roundTripWithin(g.transport, out, g.headerTimeout(p.Stream))
 		if err != nil {
 			if r.Context().Err() != nil {
 				t.Done(time.Now(), Canceled)
@@ -603,6 +618,13 @@ func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, r
 			}
 			t.Done(time.Now(), Failure)
 			lastErr = err
+			if errors.Is(err, errNoHeaders) {
+				// It took the request and hung: nothing reached the
+				// client yet, so the next replica may answer it.
+				lastErr = fmt.Errorf("replica %s: %w", t.Replica, err)
+				g.log.Warn("engine sent no response headers in time; trying the next replica", "replica", t.Replica, "attempt", attempt+1, "err", err)
+				continue
+			}
 			g.log.Debug("engine unreachable; retrying", "replica", t.Replica, "attempt", attempt+1, "err", err)
 			continue
 		}
@@ -651,6 +673,15 @@ func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model stri
 	g.metrics.request(model, code)
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(g.cfg.QueueTimeout.Seconds()/10))))
 	enginesim.WriteError(w, code, msg)
+}
+
+// headerTimeout is the bound on a replica's response headers; 0: none.
+func (g *Gateway) headerTimeout(stream bool) time.Duration {
+	d := g.cfg.HeaderTimeout
+	if stream {
+		d = g.cfg.StreamHeaderTimeout
+	}
+	return max(d, 0)
 }
 
 // upstreamRequest is r for replica (a base URL), its body the pooled

@@ -9,9 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -470,4 +473,131 @@ func TestRequestBuffersAreReused(t *testing.T) {
 		}
 	}
 	t.Error("no request's buffers came back from the pool")
+}
+
+// fakeCompletions is a simulated engine whose /metrics and /v1/models
+// answer (so refreshes find it healthy) but whose completions are
+// handle's, after it has read the request as an engine does.
+func fakeCompletions(t *testing.T, handle http.HandlerFunc) string {
+	t.Helper()
+	inner := startEngine(t)
+	u, err := url.Parse(inner.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != enginesim.PathCompletions {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		io.ReadAll(r.Body)
+		handle(w, r)
+	}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return hs.URL
+}
+
+// hungEngine takes completions and never answers them: they wait for the
+// gateway to give up. ended counts those whose request the gateway
+// cancelled.
+func hungEngine(t *testing.T) (url string, started, ended *atomic.Int32) {
+	started, ended = new(atomic.Int32), new(atomic.Int32)
+	url = fakeCompletions(t, func(w http.ResponseWriter, r *http.Request) {
+		started.Add(1)
+		<-r.Context().Done()
+		ended.Add(1)
+	})
+	return url, started, ended
+}
+
+func TestHungReplicaTimesOutToTheNext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream bool
+		cfg    Config
+	}{
+		{"streamed", true, Config{StreamHeaderTimeout: 100 * time.Millisecond}},
+		{"not streamed", false, Config{HeaderTimeout: 100 * time.Millisecond}},
+		{"net/http transport", true, Config{StreamHeaderTimeout: 100 * time.Millisecond, Transport: &http.Transport{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := startEngine(t)
+			hung, started, ended := hungEngine(t)
+			cfg := tc.cfg
+			cfg.Policy, cfg.ScrapeTimeout = PolicyRoundRobin, 2*time.Second
+			g, gw := newTestGateway(t, Static{{URL: hung}, {URL: live.URL}}, cfg)
+			// Without the bound the first request would hang: fail instead.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i := range 4 {
+				resp := postJSON(t, ctx, gw.URL+enginesim.PathCompletions,
+					fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":3,"stream":%v}`, i, tc.stream))
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !strings.Contains(string(b), "choices") {
+					t.Fatalf("request %d: status %d: %s", i, resp.StatusCode, b)
+				}
+			}
+			if started.Load() == 0 {
+				t.Fatal("no request reached the hung replica: the test proves nothing")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for ended.Load() != started.Load() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if s, e := started.Load(), ended.Load(); s != e {
+				t.Errorf("the hung replica still holds %d of its %d requests: the gateway did not cancel them", s-e, s)
+			}
+			if st := g.pool("Qwen3-8B").Stats(); st.Failures == 0 || st.Retries == 0 {
+				t.Errorf("stats %+v: want the hung replica's attempts counted as failures and retried", st)
+			}
+		})
+	}
+}
+
+// The bound is on the headers only: a stream that pauses longer than it
+// after its headers is relayed whole.
+func TestHeaderTimeoutSparesSlowStreams(t *testing.T) {
+	for _, tr := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"own transport", nil}, {"net/http transport", &http.Transport{}}} {
+		t.Run(tr.name, func(t *testing.T) {
+			slow := fakeCompletions(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\n")
+				w.(http.Flusher).Flush()
+				time.Sleep(300 * time.Millisecond) // three header timeouts
+				fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n")
+			})
+			_, gw := newTestGateway(t, Static{{URL: slow}}, Config{StreamHeaderTimeout: 100 * time.Millisecond, Transport: tr.rt, ScrapeTimeout: 2 * time.Second})
+			resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","max_tokens":2,"stream":true}`)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(b), `"b"`) || !strings.Contains(string(b), "[DONE]") {
+				t.Fatalf("status %d, body %q: want the whole stream", resp.StatusCode, b)
+			}
+		})
+	}
+}
+
+func TestHeaderTimeoutDefaults(t *testing.T) {
+	g, err := New(Config{Source: Static{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := g.headerTimeout(true); d != 60*time.Second {
+		t.Errorf("streamed: %v, want 60s", d)
+	}
+	if d := g.headerTimeout(false); d != 0 {
+		t.Errorf("not streamed: %v, want no bound", d)
+	}
+	g, _ = New(Config{Source: Static{}, StreamHeaderTimeout: -1})
+	if d := g.headerTimeout(true); d != 0 {
+		t.Errorf("streamed with -1: %v, want no bound", d)
+	}
 }

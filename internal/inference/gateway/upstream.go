@@ -3,10 +3,12 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -72,8 +74,16 @@ func newUpstream(fallback http.RoundTripper, maxConns int) *upstream {
 
 // RoundTrip implements http.RoundTripper.
 func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
+	return u.roundTripWithin(req, 0)
+}
+
+// roundTripWithin is RoundTrip that gives the engine at most headers
+// (when positive) from the end of the request's write to the end of the
+// answer's headers, else fails with errNoHeaders. On a pooled connection
+// that is a read deadline: no timer, goroutine or context of its own.
+func (u *upstream) roundTripWithin(req *http.Request, headers time.Duration) (*http.Response, error) {
 	if req.URL.Scheme != "http" {
-		return u.fallback.RoundTrip(req)
+		return roundTripWithin(u.fallback, req, headers)
 	}
 	ctx := req.Context()
 	addr := req.URL.Host
@@ -86,7 +96,7 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, err
 		}
-		resp, err := c.roundTrip(req)
+		resp, err := c.roundTrip(req, headers)
 		if err == nil {
 			return resp, nil
 		}
@@ -94,6 +104,9 @@ func (u *upstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, errNoHeaders) {
+			return nil, err // the engine took the request: not to be resent
 		}
 		// An idle connection the engine had closed: once more, anew.
 		if reused && try == 0 && req.GetBody != nil {
@@ -223,8 +236,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // roundTrip writes req and reads its answer's head; the body is read
 // from the connection through resp.Body, which puts the connection back
 // (or closes it) when closed.
-func (c *upConn) roundTrip(req *http.Request) (*http.Response, error) {
-	stop := context.AfterFunc(req.Context(), func() { c.nc.SetDeadline(aLongTimeAgo) })
+func (c *upConn) roundTrip(req *http.Request, headers time.Duration) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
 	// Write calls the trace's WroteRequest once it is done with the body.
 	err := req.Write(c.bw)
 	if err == nil {
@@ -234,14 +248,27 @@ func (c *upConn) roundTrip(req *http.Request) (*http.Response, error) {
 		stop()
 		return nil, fmt.Errorf("write request: %w", err)
 	}
+	if headers > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(headers))
+	}
 	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			stop()
+			if headers > 0 && ctx.Err() == nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, fmt.Errorf("%w (%v)", errNoHeaders, headers)
+			}
 			return nil, fmt.Errorf("read answer: %w", err)
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue // an interim answer; the final one follows
+		}
+		if headers > 0 {
+			c.nc.SetReadDeadline(time.Time{})
+			if ctx.Err() != nil {
+				// Cancelled meanwhile: keep the cancellation's deadline.
+				c.nc.SetDeadline(aLongTimeAgo)
+			}
 		}
 		resp.Body = &upBody{body: resp.Body, c: c, stop: stop, keep: !resp.Close}
 		return resp, nil
@@ -281,4 +308,57 @@ func (b *upBody) Close() error {
 	}
 	b.c.close()
 	return nil
+}
+
+// errNoHeaders is a round trip's error when the engine sent no response
+// headers within the bound it was given.
+var errNoHeaders = errors.New("no response headers in time")
+
+// headerBounded is a transport that bounds the wait for headers itself
+// (the gateway's own).
+type headerBounded interface {
+	roundTripWithin(req *http.Request, headers time.Duration) (*http.Response, error)
+}
+
+// roundTripWithin bounds any transport's wait for headers (when headers
+// is positive) with a timer that cancels the request: errNoHeaders.
+func roundTripWithin(rt http.RoundTripper, req *http.Request, headers time.Duration) (*http.Response, error) {
+	if hb, ok := rt.(headerBounded); ok {
+		return hb.roundTripWithin(req, headers)
+	}
+	if headers <= 0 {
+		return rt.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	t := time.AfterFunc(headers, func() { cancel(errNoHeaders) })
+	resp, err := rt.RoundTrip(req.WithContext(ctx))
+	if t.Stop() {
+		if err != nil {
+			cancel(nil)
+			return nil, err
+		}
+		// The body is read under ctx: end it with the body.
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		return resp, nil
+	}
+	// Fired: the answer, if any, was cut off.
+	if err == nil {
+		resp.Body.Close()
+	}
+	cancel(nil)
+	if req.Context().Err() != nil {
+		return nil, req.Context().Err()
+	}
+	return nil, fmt.Errorf("%w (%v)", errNoHeaders, headers)
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(nil)
+	return err
 }

@@ -285,9 +285,21 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxQueued := fs.Int("max-queued", 1024, "requests held per model while every replica is saturated or none is ready (then 429); -1: hold none")
 	queueTimeout := fs.Duration("queue-timeout", 60*time.Second, "how long a request may be held (then 503)")
 	maxPrefill := fs.Duration("max-pending-prefill", 5*time.Second, "a replica with this much prefill queued counts as saturated; -1s: only KV cache and sequence slots count")
+	streamHdr := fs.Duration("stream-header-timeout", 60*time.Second, "a replica that sends no response headers for a streamed request this long counts as failed and the next is tried (0: no bound)")
+	hdr := fs.Duration("header-timeout", 0, "the same for requests not streamed, whose headers come with the whole completion (0: no bound)")
 	prof := profileFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	if *streamHdr < 0 || *hdr < 0 {
+		fmt.Fprintln(stderr, "gateway: --stream-header-timeout and --header-timeout must not be negative (0: no bound)")
+		return 2
+	}
+	if *streamHdr == 0 {
+		*streamHdr = -1 // the config's "no bound"; its 0 is the default
+	}
+	if *hdr == 0 {
+		*hdr = -1
 	}
 	if *endpoints == "" {
 		fmt.Fprintln(stderr, "gateway: --endpoints is required")
@@ -311,6 +323,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g, err := gateway.New(gateway.Config{
 		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
 		MaxQueued: *maxQueued, QueueTimeout: *queueTimeout, MaxPendingPrefill: *maxPrefill,
+		StreamHeaderTimeout: *streamHdr, HeaderTimeout: *hdr,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 	})
 	if err != nil {
