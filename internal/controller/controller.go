@@ -775,11 +775,8 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		reqs = append(reqs, schedRequest(j))
 	}
 	addHostUse(&snap, p.v.Jobs)
-	// Several reservations, as Slurm's backfill reserves for every job it
-	// tests: with one, the second big gang behind the first has no promise
-	// and small jobs can keep it waiting.
 	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology,
-		MaxReservations: liveReservations})
+		MaxReservations: scheduler.ServerReservations})
 	for _, w := range plan.Warnings {
 		p.c.log.Warn("scheduler", "warning", w)
 	}
@@ -811,10 +808,6 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
 	}
 }
-
-// liveReservations is how many blocked gangs hold a backfill reservation
-// at once in the live cluster.
-const liveReservations = 8
 
 // reasonEvery bounds how often one pending job's reason is rewritten: its
 // counts ("40 free", "3 gangs wait ahead") change on almost every pass, and

@@ -343,6 +343,13 @@ const (
 	Consolidate
 )
 
+// ServerReservations is Options.MaxReservations as the server's
+// controller passes it (and the simulator's live policy): how many
+// blocked gangs hold a backfill reservation at once. Several, as Slurm's
+// backfill reserves for every job it tests: with one, the second big gang
+// behind the first has no promise and small jobs can keep it waiting.
+const ServerReservations = 8
+
 // Options tune one scheduling pass. The zero value is Greedy with the
 // Topology strategy and preemption on.
 type Options struct {

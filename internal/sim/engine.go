@@ -561,9 +561,11 @@ func (e *engine) plain(j *job) bool {
 }
 
 // passBackfill lets the scheduler backfill: the first blocked gang gets a
-// reservation from running jobs' estimated ends (their true ends here),
-// and later gangs start only where they cannot delay it. Like Slurm's
-// bf_max_job_test it looks at a bounded window of the queue.
+// reservation from running jobs' estimated ends (their true ends for an
+// oracle policy; none known for live, which also reserves for several
+// gangs as the server does), and later gangs start only where they cannot
+// delay it. Like Slurm's bf_max_job_test it looks at a bounded window of
+// the queue.
 func (e *engine) passBackfill() error {
 	if err := e.passQueue(true); err != nil {
 		return err
@@ -581,7 +583,11 @@ func (e *engine) passBackfill() error {
 			e.chunk = append(e.chunk, j)
 		}
 	}
-	out, err := e.pl.place(e.c, e.chunk, call{now: e.now, mode: Backfill, running: e.run, estimates: true})
+	c := call{now: e.now, mode: Backfill, running: e.run, estimates: e.pol.Oracle()}
+	if _, ok := e.pol.(live); ok {
+		c.reservations = serverReservations
+	}
+	out, err := e.pl.place(e.c, e.chunk, c)
 	if err != nil {
 		return err
 	}

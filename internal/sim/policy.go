@@ -56,7 +56,7 @@ type Policy interface {
 
 // PolicyNames lists the policies ParsePolicy knows.
 func PolicyNames() []string {
-	return []string{"fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "gangway"}
+	return []string{"fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "gangway", "live"}
 }
 
 // ParsePolicy returns the named policy with its default settings.
@@ -74,6 +74,8 @@ func ParsePolicy(name string) (Policy, error) {
 		return Tiresias(3600), nil
 	case "gangway", "default":
 		return Gangway(), nil
+	case "live", "server":
+		return live{}, nil
 	}
 	return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
 }
@@ -110,6 +112,20 @@ func (p fifo) mode() QueueMode {
 	return Strict
 }
 func (fifo) key(j *job, _ float64) key { return key{a: j.submit, idx: j.idx} }
+
+// live is what the server's controller runs today: jobs in submit order
+// (priorities and queues as the trace gives them: none), the scheduler in
+// Backfill mode with ServerReservations reservations, each job's time
+// limit as its estimate. Traces carry no time limits, so no end is known:
+// a blocked gang's reservation has no start and only gangs that leave its
+// GPUs alone pass it. Unlike fifo-backfill it reads no durations.
+type live struct{ never }
+
+func (live) Name() string              { return "live" }
+func (live) Oracle() bool              { return false }
+func (live) preemptive() bool          { return false }
+func (live) mode() QueueMode           { return Backfill }
+func (live) key(j *job, _ float64) key { return key{a: j.submit, idx: j.idx} }
 
 // sjf starts the shortest job first, by its true duration, strictly: the
 // shortest job that does not fit blocks the rest (the Helios reference).

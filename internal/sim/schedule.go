@@ -112,8 +112,10 @@ type call struct {
 	// estimates fills estimated durations and ends from the trace (an
 	// oracle; backfill needs them).
 	estimates bool
-	prio      func(*job, float64) int
-	protected func(*job, float64) bool
+	// reservations is Options.MaxReservations (0: one).
+	reservations int
+	prio         func(*job, float64) int
+	protected    func(*job, float64) bool
 	// context, when set, is every running job, sent to the scheduler as
 	// the controller sends them; only those in running may be preempted.
 	context []*job
@@ -298,12 +300,17 @@ func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 	return out
 }
 
+// serverReservations is how many blocked gangs the server's controller
+// reserves for (the live policy's MaxReservations).
+const serverReservations = scheduler.ServerReservations
+
 // maxSearches bounds victim searches per call: the gangs that cannot get
 // victims now will try again at the next event.
 const maxSearches = 2
 
 func (p *placer) options(o *call) scheduler.Options {
-	opts := scheduler.Options{Strategy: p.strategy.strategy(), NoPreemption: !o.preempt, MaxPreemptionSearches: maxSearches, Workload: p.workload}
+	opts := scheduler.Options{Strategy: p.strategy.strategy(), NoPreemption: !o.preempt, MaxPreemptionSearches: maxSearches, Workload: p.workload,
+		MaxReservations: o.reservations}
 	switch o.mode {
 	case Strict:
 		opts.Mode = scheduler.Strict

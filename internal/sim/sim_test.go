@@ -71,6 +71,29 @@ func TestPolicies(t *testing.T) {
 			want: map[string]got{"A": {0, 100, 0}, "B": {100, 110, 0}, "C": {2, 52, 0}, "D": {52, 552, 0}},
 		},
 		{
+			name:   "live backfills onto GPUs the head's reservation leaves alone",
+			policy: "live", placement: Consolidate, shape: pool(1, 8),
+			jobs: jobs([3]float64{0, 100, 6}, [3]float64{1, 10, 4}, [3]float64{2, 50, 2}, [3]float64{3, 500, 2}),
+			// B will take 4 of A's GPUs: C and D may use the other two
+			// whatever their length, as with fifo-backfill.
+			want: map[string]got{"A": {0, 100, 0}, "B": {100, 110, 0}, "C": {2, 52, 0}, "D": {52, 552, 0}},
+		},
+		{
+			name:   "live knows no durations: nothing passes a reservation with no start",
+			policy: "live", placement: Consolidate, shape: pool(1, 8),
+			jobs: jobs([3]float64{0, 100, 6}, [3]float64{1, 10, 8}, [3]float64{2, 50, 2}),
+			// B needs the whole node. fifo-backfill, reading A's end and
+			// C's length, starts C at 2; the server knows neither (no
+			// time limits), so C waits behind B.
+			want: map[string]got{"A": {0, 100, 0}, "B": {100, 110, 0}, "C": {110, 160, 0}},
+		},
+		{
+			name:   "fifo-backfill reads durations to pass a reservation",
+			policy: "fifo-backfill", placement: Consolidate, shape: pool(1, 8),
+			jobs: jobs([3]float64{0, 100, 6}, [3]float64{1, 10, 8}, [3]float64{2, 50, 2}),
+			want: map[string]got{"A": {0, 100, 0}, "B": {100, 110, 0}, "C": {2, 52, 0}},
+		},
+		{
 			name:   "SJF runs the shortest first",
 			policy: "sjf", placement: Consolidate, shape: pool(1, 1),
 			jobs: jobs([3]float64{0, 100, 1}, [3]float64{1, 50, 1}, [3]float64{2, 10, 1}),
