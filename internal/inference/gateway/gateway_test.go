@@ -520,11 +520,14 @@ func TestHungReplicaTimesOutToTheNext(t *testing.T) {
 		stream bool
 		cfg    Config
 	}{
-		{"streamed", true, Config{StreamHeaderTimeout: 100 * time.Millisecond}},
-		{"not streamed", false, Config{HeaderTimeout: 100 * time.Millisecond}},
-		{"net/http transport", true, Config{StreamHeaderTimeout: 100 * time.Millisecond, Transport: &http.Transport{}}},
+		// The live replica must answer within the bound too, on a loaded
+		// machine: a second is ample for the simulated engine.
+		{"streamed", true, Config{StreamHeaderTimeout: time.Second}},
+		{"not streamed", false, Config{HeaderTimeout: time.Second}},
+		{"net/http transport", true, Config{StreamHeaderTimeout: time.Second, Transport: &http.Transport{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			live := startEngine(t)
 			hung, started, ended := hungEngine(t)
 			cfg := tc.cfg
@@ -567,14 +570,15 @@ func TestHeaderTimeoutSparesSlowStreams(t *testing.T) {
 		rt   http.RoundTripper
 	}{{"own transport", nil}, {"net/http transport", &http.Transport{}}} {
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
 			slow := fakeCompletions(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\n")
 				w.(http.Flusher).Flush()
-				time.Sleep(300 * time.Millisecond) // three header timeouts
+				time.Sleep(time.Second) // four header timeouts
 				fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n")
 			})
-			_, gw := newTestGateway(t, Static{{URL: slow}}, Config{StreamHeaderTimeout: 100 * time.Millisecond, Transport: tr.rt, ScrapeTimeout: 2 * time.Second})
+			_, gw := newTestGateway(t, Static{{URL: slow}}, Config{StreamHeaderTimeout: 250 * time.Millisecond, Transport: tr.rt, ScrapeTimeout: 2 * time.Second})
 			resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","max_tokens":2,"stream":true}`)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
