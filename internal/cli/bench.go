@@ -5,14 +5,16 @@ import (
 	"fmt"
 
 	"github.com/gangway/gangway/internal/e2ebench"
+	"github.com/gangway/gangway/internal/hbbench"
 	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/scheduler/schedbench"
 )
 
 // benches are the whole-system benchmarks, each a subsystem's own command.
 var benches = map[string]func(context.Context, *Env, []string) int{
-	"scheduler": wrap(schedbench.Main),
-	"e2e":       wrap(e2ebench.Main),
+	"scheduler":  wrap(schedbench.Main),
+	"e2e":        wrap(e2ebench.Main),
+	"heartbeats": wrap(hbbench.Main),
 	"inference": func(ctx context.Context, e *Env, args []string) int {
 		return infcli.BenchInference(ctx, args, e.Stdout, e.Stderr)
 	},
@@ -24,6 +26,6 @@ func runBench(ctx context.Context, e *Env, args []string) int {
 			return b(ctx, e, args[1:])
 		}
 	}
-	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler|inference|e2e [-o json]   (-h after the name lists its flags)")
+	fmt.Fprintln(e.Stderr, "Usage: gangway bench scheduler|inference|e2e|heartbeats [-o json]   (-h after the name lists its flags)")
 	return 2
 }

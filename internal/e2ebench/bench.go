@@ -10,7 +10,6 @@ import (
 	"github.com/gangway/gangway/internal/wait"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -238,22 +237,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 	}
 
-	srv, err := server.New(server.Config{DataDir: filepath.Join(dir, "server"), Log: cfg.Log})
+	base, stopServer, err := server.StartLoopback(server.Config{DataDir: filepath.Join(dir, "server"), Log: cfg.Log})
 	if err != nil {
-		return nil, fmt.Errorf("configure server: %w", err)
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen on loopback: %w", err)
-	}
-	base := "http://" + ln.Addr().String()
-	sctx, scancel := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Run(sctx, ln) }()
-	defer func() {
-		scancel()
-		<-srvDone
-	}()
+	defer stopServer()
 	c := newClient(base, cfg.Submitters)
 	defer c.http.CloseIdleConnections()
 	say("server at %s, data in %s", base, dir)

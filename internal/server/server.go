@@ -136,6 +136,24 @@ func New(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()), written: map[string]api.RankStatus{}}, nil
 }
 
+// StartLoopback runs a server with cfg on a free loopback port in the
+// background (benchmarks and demos in one process): its base URL, and
+// stop, which ends it and returns Run's error.
+func StartLoopback(cfg Config) (base string, stop func() error, err error) {
+	srv, err := New(cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("configure server: %w", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("listen on loopback: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	return "http://" + ln.Addr().String(), func() error { cancel(); return <-done }, nil
+}
+
 // Run opens the store, serves HTTP on ln and campaigns for leadership
 // until ctx ends; then it shuts everything down and returns.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
