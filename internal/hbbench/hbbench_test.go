@@ -3,10 +3,41 @@ package hbbench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
+
+// TestMain lets the test binary stand in for gangway: Run starts the
+// agents' process as `<exe> bench heartbeats --load URL ...`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == "heartbeats" {
+		os.Exit(Main(context.Background(), os.Args[3:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// The command as a user runs it: agents in their own process, JSON out.
+func TestMainWithAgentsProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and a process of agents; skipped with -short")
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"-o", "json", "--agents", "30", "--interval", "500ms", "--window", "1500ms",
+		"--dir", t.TempDir(), "--timeout", "2m"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var r Result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if r.InProcess || r.Agents != 30 || r.NodesReady != 30 || r.NodesLost != 0 || r.Heartbeats == 0 || r.HeartbeatErrors != 0 {
+		t.Errorf("result %+v: want 30 agents out of process, all ready, beats and no failures", r)
+	}
+}
 
 // A small fleet in this process: every agent registers, beats within the
 // window, acknowledges assignments and stays ready.
