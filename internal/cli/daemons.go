@@ -15,6 +15,7 @@ import (
 	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/server"
 )
 
@@ -111,7 +112,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 			return cfg, nil, fail(e, fmt.Errorf("--gateway-listen %s: %w", *gwListen, err)), false
 		}
 		cfg.Gateway, cfg.GatewayPolicy = gl, *gwPolicy
-		cfg.GatewayStreamHeaderTimeout, cfg.GatewayHeaderTimeout = noBoundIfZero(*gwStreamHdr), noBoundIfZero(*gwHdr)
+		cfg.GatewayStreamHeaderTimeout, cfg.GatewayHeaderTimeout = gateway.TimeoutFromFlag(*gwStreamHdr), gateway.TimeoutFromFlag(*gwHdr)
 	}
 	ln, err = net.Listen("tcp", *listen)
 	if err != nil {
@@ -225,12 +226,3 @@ func runTrainExample(ctx context.Context, e *Env, args []string) int {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// noBoundIfZero maps a timeout flag's 0 ("no bound") to the negative
-// value that means it in the gateway's config, where 0 is its default.
-func noBoundIfZero(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
-}

@@ -448,7 +448,6 @@ type agents struct {
 	on    bool // inside the window
 	lat   []float64
 	errs  int
-	regd  atomic.Int64
 }
 
 func newAgents(n, gpus int, base string) *agents {
@@ -536,7 +535,6 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 		}
 		sleepCtx(ctx, time.Second)
 	}
-	a.regd.Add(1)
 	var rev atomic.Int64
 	go a.poll(ctx, c, n.Name, &rev)
 	every := lease.HeartbeatInterval.D()

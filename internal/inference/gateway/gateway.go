@@ -675,6 +675,16 @@ func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model stri
 	enginesim.WriteError(w, code, msg)
 }
 
+// TimeoutFromFlag maps a header-timeout flag, where 0 means no bound, to
+// Config's StreamHeaderTimeout or HeaderTimeout, where 0 is the default
+// and a negative value means no bound.
+func TimeoutFromFlag(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // headerTimeout is the bound on a replica's response headers; 0: none.
 func (g *Gateway) headerTimeout(stream bool) time.Duration {
 	d := g.cfg.HeaderTimeout

@@ -604,4 +604,9 @@ func TestHeaderTimeoutDefaults(t *testing.T) {
 	if d := g.headerTimeout(true); d != 0 {
 		t.Errorf("streamed with -1: %v, want no bound", d)
 	}
+	// A flag's 0 means no bound, not the default.
+	g, _ = New(Config{Source: Static{}, StreamHeaderTimeout: TimeoutFromFlag(0), HeaderTimeout: TimeoutFromFlag(5 * time.Second)})
+	if s, n := g.headerTimeout(true), g.headerTimeout(false); s != 0 || n != 5*time.Second {
+		t.Errorf("from flags 0 and 5s: streamed %v, not streamed %v; want no bound and 5s", s, n)
+	}
 }

@@ -295,12 +295,6 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway: --stream-header-timeout and --header-timeout must not be negative (0: no bound)")
 		return 2
 	}
-	if *streamHdr == 0 {
-		*streamHdr = -1 // the config's "no bound"; its 0 is the default
-	}
-	if *hdr == 0 {
-		*hdr = -1
-	}
 	if *endpoints == "" {
 		fmt.Fprintln(stderr, "gateway: --endpoints is required")
 		return 2
@@ -323,7 +317,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g, err := gateway.New(gateway.Config{
 		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
 		MaxQueued: *maxQueued, QueueTimeout: *queueTimeout, MaxPendingPrefill: *maxPrefill,
-		StreamHeaderTimeout: *streamHdr, HeaderTimeout: *hdr,
+		StreamHeaderTimeout: gateway.TimeoutFromFlag(*streamHdr), HeaderTimeout: gateway.TimeoutFromFlag(*hdr),
 		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
 	})
 	if err != nil {
