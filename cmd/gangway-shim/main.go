@@ -12,7 +12,7 @@ import (
 
 	"github.com/gangway/gangway/internal/agent/cgroup"
 	"github.com/gangway/gangway/internal/agent/driver"
-	"github.com/gangway/gangway/internal/cpuprof"
+	"github.com/gangway/gangway/internal/base/cpuprof"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gangway/gangway/internal/cpuprof"
+	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/inference/infcli"
 	"github.com/gangway/gangway/internal/planner/plancli"
 	"github.com/gangway/gangway/internal/sim/simcli"

@@ -20,8 +20,8 @@ import (
 	"github.com/gangway/gangway/internal/agent"
 	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/server"
-	"github.com/gangway/gangway/internal/testenv"
 	"go.uber.org/goleak"
 )
 

@@ -20,8 +20,8 @@ import (
 	"github.com/gangway/gangway/examples/train-go/trainer"
 	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/server"
-	"github.com/gangway/gangway/internal/wait"
 )
 
 // DemoSummary is what `gangway demo -o json` prints.

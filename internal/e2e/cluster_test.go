@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gangway/gangway/internal/wait"
+	"github.com/gangway/gangway/internal/base/wait"
 	"io"
 	"net"
 	"net/http"

@@ -3,7 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/gangway/gangway/internal/wait"
+	"github.com/gangway/gangway/internal/base/wait"
 	"strconv"
 	"syscall"
 	"testing"

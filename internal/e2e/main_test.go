@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gangway/gangway/internal/testenv"
+	"github.com/gangway/gangway/internal/base/testenv"
 	"go.uber.org/goleak"
 )
 

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gangway/gangway/internal/wait"
+	"github.com/gangway/gangway/internal/base/wait"
 	"io"
 	"log/slog"
 	"net/http"

@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/cli"
 	"github.com/gangway/gangway/internal/e2ebench"
-	"github.com/gangway/gangway/internal/testenv"
 	"go.uber.org/goleak"
 )
 

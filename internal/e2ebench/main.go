@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gangway/gangway/internal/cpuprof"
+	"github.com/gangway/gangway/internal/base/cpuprof"
 )
 
 // Main is `gangway bench e2e [-o json] [--jobs 1000] [--gangs 100] [--nodes

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/fastjson"
 	"github.com/gangway/gangway/internal/controller"
-	"github.com/gangway/gangway/internal/fastjson"
 	"github.com/gangway/gangway/internal/store"
 )
 

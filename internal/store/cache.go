@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/fastjson"
+	"github.com/gangway/gangway/internal/base/fastjson"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

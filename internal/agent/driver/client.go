@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gangway/gangway/internal/fastjson"
+	"github.com/gangway/gangway/internal/base/fastjson"
 )
 
 // ErrUnavailable: the supervisor cannot be reached right now.

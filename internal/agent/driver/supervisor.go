@@ -21,7 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gangway/gangway/internal/fastjson"
+	"github.com/gangway/gangway/internal/base/fastjson"
 )
 
 // idleExit is how long a supervisor with no agent connected and no live

@@ -23,7 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gangway/gangway/internal/cpuprof"
+	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/inference/bench"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
