@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
 // Client talks to a gangway server's /v1 API.

@@ -21,7 +21,7 @@ import (
 	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/testenv"
-	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/controlplane/server"
 	"go.uber.org/goleak"
 )
 

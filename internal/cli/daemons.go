@@ -14,9 +14,9 @@ import (
 	"github.com/gangway/gangway/internal/agent/cgroup"
 	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/agent/gpu"
-	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/inference/gateway"
-	"github.com/gangway/gangway/internal/server"
 )
 
 func runServer(ctx context.Context, e *Env, args []string) int {

@@ -21,7 +21,7 @@ import (
 	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/wait"
-	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
 // DemoSummary is what `gangway demo -o json` prints.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
 // TestGatewayFailsOverAndDeploymentHeals deploys two simulated vLLM

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
 // lockedBuffer is a bytes.Buffer several goroutines may write.

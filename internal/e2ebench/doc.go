@@ -11,5 +11,5 @@
 // (api.RankStatus.StartedAt). Throughput is jobs completed over the wall
 // time from the first submission to the last job's FinishedAt.
 //
-// It imports internal/api, internal/server and the standard library.
+// It imports internal/api, internal/controlplane/server and the standard library.
 package e2ebench

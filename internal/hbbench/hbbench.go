@@ -33,7 +33,7 @@ import (
 
 	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/server"
+	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
 // Config is one run.

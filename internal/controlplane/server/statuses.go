@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // statusBatcher stores rank statuses from concurrent heartbeats in shared

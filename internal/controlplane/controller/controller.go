@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/launch"
 	"github.com/gangway/gangway/internal/scheduler"
-	"github.com/gangway/gangway/internal/store"
 	"github.com/gangway/gangway/internal/topology"
 )
 

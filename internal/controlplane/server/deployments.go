@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // DeploymentList is GET /v1/deployments's body.

@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 
+	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
-	"github.com/gangway/gangway/internal/store"
 )
 
 // deploymentSource feeds the gateway the ready replicas of every

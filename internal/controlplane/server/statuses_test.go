@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 func TestStatusBatcherCommitsQueuedHeartbeatsTogether(t *testing.T) {

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/planner"
-	"github.com/gangway/gangway/internal/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // testControl is a store with one 8-GPU node and a controller over it.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // retainBatch bounds the jobs one look deletes, so that a long backlog

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/fastjson"
-	"github.com/gangway/gangway/internal/controller"
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // maxBody bounds request bodies.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/store"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // raceStore is a store whose controller finishes each job the moment its

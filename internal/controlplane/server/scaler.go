@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/controller"
+	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/inference/autoscale"
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
