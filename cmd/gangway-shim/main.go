@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gangway/gangway/internal/agent/cgroup"
-	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/base/cpuprof"
+	"github.com/gangway/gangway/internal/node/cgroup"
+	"github.com/gangway/gangway/internal/node/driver"
 )
 
 func main() {

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gangway/gangway/internal/agent"
-	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/controlplane/server"
+	"github.com/gangway/gangway/internal/node/agent"
+	"github.com/gangway/gangway/internal/node/gpu"
 	"go.uber.org/goleak"
 )
 

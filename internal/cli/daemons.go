@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
-	"github.com/gangway/gangway/internal/agent"
-	"github.com/gangway/gangway/internal/agent/cgroup"
-	"github.com/gangway/gangway/internal/agent/driver"
-	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/gangway/gangway/internal/node/agent"
+	"github.com/gangway/gangway/internal/node/cgroup"
+	"github.com/gangway/gangway/internal/node/driver"
+	"github.com/gangway/gangway/internal/node/gpu"
 )
 
 func runServer(ctx context.Context, e *Env, args []string) int {

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
-	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/server"
+	"github.com/gangway/gangway/internal/node/driver"
 )
 
 // DemoSummary is what `gangway demo -o json` prints.

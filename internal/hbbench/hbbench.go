@@ -31,9 +31,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gangway/gangway/internal/agent/gpu"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/server"
+	"github.com/gangway/gangway/internal/node/gpu"
 )
 
 // Config is one run.

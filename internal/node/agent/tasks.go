@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gangway/gangway/internal/agent/driver"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/node/driver"
 )
 
 // assignmentLoop long-polls the node's assignments and applies each list.

@@ -28,11 +28,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gangway/gangway/internal/agent/driver"
-	"github.com/gangway/gangway/internal/agent/gpu"
-	"github.com/gangway/gangway/internal/agent/nic"
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/launch"
+	"github.com/gangway/gangway/internal/node/driver"
+	"github.com/gangway/gangway/internal/node/gpu"
+	"github.com/gangway/gangway/internal/node/nic"
 )
 
 // Config configures an agent.
