@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gangway/gangway/internal/e2ebench"
-	"github.com/gangway/gangway/internal/hbbench"
+	"github.com/gangway/gangway/internal/bench/e2ebench"
+	"github.com/gangway/gangway/internal/bench/hbbench"
+	"github.com/gangway/gangway/internal/bench/schedbench"
 	"github.com/gangway/gangway/internal/inference/infcli"
-	"github.com/gangway/gangway/internal/scheduler/schedbench"
 )
 
 // benches are the whole-system benchmarks, each a subsystem's own command.

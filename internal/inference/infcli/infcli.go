@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/base/cpuprof"
-	"github.com/gangway/gangway/internal/inference/bench"
+	"github.com/gangway/gangway/internal/bench/infbench"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
@@ -332,7 +332,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench inference", stderr)
 	output := fs.String("o", "text", "output: text or json")
-	scenarios := fs.String("scenario", "", "comma-separated scenarios (default all): "+strings.Join(bench.ScenarioNames(), ", "))
+	scenarios := fs.String("scenario", "", "comma-separated scenarios (default all): "+strings.Join(infbench.ScenarioNames(), ", "))
 	policies := fs.String("policy", "", "comma-separated policies (default each scenario's)")
 	quick := fs.Bool("quick", false, "smaller runs: noisier, faster")
 	seed := fs.Uint64("seed", 1, "workload seed")
@@ -347,7 +347,7 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "bench inference: -o %q: want text or json\n", *output)
 		return 2
 	}
-	opts := bench.Options{Quick: *quick, Seed: *seed, ProfileDir: *profileDir}
+	opts := infbench.Options{Quick: *quick, Seed: *seed, ProfileDir: *profileDir}
 	if !*inProcess {
 		if exe, err := os.Executable(); err == nil {
 			opts.Exe = exe
@@ -364,7 +364,7 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := bench.Run(ctx, opts)
+	rep, err := infbench.Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench inference: %v\n", err)
 		return 1
@@ -389,7 +389,7 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 	return 0
 }
 
-func writeText(w io.Writer, rep bench.Report) {
+func writeText(w io.Writer, rep infbench.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tpolicy\trequests\tttft p50 ms\tttft p90 ms\tttft p99 ms\ttpot p50 ms\te2e p99 ms\tgoodput/s\tslo\tcache hit\tadded p99 ms\t")
 	for _, r := range rep.Results {
@@ -398,7 +398,7 @@ func writeText(w io.Writer, rep bench.Report) {
 			name += " (" + r.Load + ")"
 		}
 		added := ""
-		if r.Scenario == bench.ScenarioOverhead {
+		if r.Scenario == infbench.ScenarioOverhead {
 			added = fmt.Sprintf("%.3f", r.AddedP99ms)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.0f\t%.2f\t%.0f%%\t%.0f%%\t%s\t\n",

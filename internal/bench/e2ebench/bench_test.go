@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/gangway/gangway/internal/base/testenv"
+	"github.com/gangway/gangway/internal/bench/e2ebench"
 	"github.com/gangway/gangway/internal/cli"
-	"github.com/gangway/gangway/internal/e2ebench"
 	"go.uber.org/goleak"
 )
 
