@@ -7,7 +7,7 @@ import (
 	"github.com/gangway/gangway/internal/bench/e2ebench"
 	"github.com/gangway/gangway/internal/bench/hbbench"
 	"github.com/gangway/gangway/internal/bench/schedbench"
-	"github.com/gangway/gangway/internal/inference/infcli"
+	"github.com/gangway/gangway/internal/cli/infcli"
 )
 
 // benches are the whole-system benchmarks, each a subsystem's own command.

@@ -17,9 +17,9 @@ import (
 	"strings"
 
 	"github.com/gangway/gangway/internal/base/cpuprof"
-	"github.com/gangway/gangway/internal/inference/infcli"
-	"github.com/gangway/gangway/internal/planner/plancli"
-	"github.com/gangway/gangway/internal/sim/simcli"
+	"github.com/gangway/gangway/internal/cli/infcli"
+	"github.com/gangway/gangway/internal/cli/plancli"
+	"github.com/gangway/gangway/internal/cli/simcli"
 )
 
 // Env is the process environment the commands see.

@@ -13,7 +13,7 @@ import (
 	"github.com/gangway/gangway/internal/planner"
 )
 
-var update = flag.Bool("update", false, "rewrite the dev-vector table in ../README.md")
+var update = flag.Bool("update", false, "rewrite the dev-vector table in ../../planner/README.md")
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -331,7 +331,7 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestReadmeTable keeps the table of dev vectors in ../README.md equal to
+// TestReadmeTable keeps the table of dev vectors in ../../planner/README.md equal to
 // what `gangway plan --evaluate` prints; -update rewrites it.
 func TestReadmeTable(t *testing.T) {
 	vs, err := readVectors(devVectorsPath(t))
@@ -343,24 +343,24 @@ func TestReadmeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	const begin, end = "<!-- BEGIN dev-vectors -->\n", "<!-- END dev-vectors -->"
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../planner/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(readme)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("../README.md lacks the %q … %q markers", begin, end)
+		t.Fatalf("../../planner/README.md lacks the %q … %q markers", begin, end)
 	}
 	want := s[:i+len(begin)] + b.String() + s[j:]
 	if want == s {
 		return
 	}
 	if *update {
-		if err := os.WriteFile("../README.md", []byte(want), 0o644); err != nil {
+		if err := os.WriteFile("../../planner/README.md", []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("../README.md's dev-vector table is stale; run go test ./internal/planner/plancli -run TestReadmeTable -update")
+	t.Errorf("../../planner/README.md's dev-vector table is stale; run go test ./internal/cli/plancli -run TestReadmeTable -update")
 }
