@@ -3,13 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/gangway/gangway/internal/base/wait"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/wait"
 )
 
 // TestFrozenAgent: an agent stalls (SIGSTOP: a long GC pause, a starved

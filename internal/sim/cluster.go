@@ -8,9 +8,8 @@ import (
 	"math/bits"
 	"strconv"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/gangway/gangway/internal/sim/trace"
+	"github.com/goccy/go-yaml"
 )
 
 // Node labels the simulator puts on its nodes, as the agent would.

@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/gangway/gangway/internal/scheduler"
-
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 

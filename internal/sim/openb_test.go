@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gangway/gangway/internal/sim/trace"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestAllocateSmall(t *testing.T) {

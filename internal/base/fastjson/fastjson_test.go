@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gangway/gangway/internal/api"
+	"github.com/google/go-cmp/cmp"
 )
 
 // The documents gangway decodes on its hot paths, as its own code writes

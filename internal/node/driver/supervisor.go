@@ -19,9 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gangway/gangway/internal/base/fastjson"
+	"golang.org/x/sys/unix"
 )
 
 // idleExit is how long a supervisor with no agent connected and no live
