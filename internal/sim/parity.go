@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -106,7 +107,7 @@ func RefSummary(policy string, recs []trace.LogRecord) Summary {
 	s.AvgJCT = mean(jct)
 	s.AvgQueue = q / float64(len(recs))
 	slices.Sort(jct)
-	s.P50JCT, s.P95JCT, s.P99JCT = Percentile(jct, 50), Percentile(jct, 95), Percentile(jct, 99)
+	s.P50JCT, s.P95JCT, s.P99JCT = stats.Percentile(jct, 50), stats.Percentile(jct, 95), stats.Percentile(jct, 99)
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -199,9 +200,9 @@ func (e *engine) result() *Result {
 	if len(jcts) > 0 {
 		s.AvgJCT = mean(jcts)
 		slices.Sort(jcts)
-		s.P50JCT = Percentile(jcts, 50)
-		s.P95JCT = Percentile(jcts, 95)
-		s.P99JCT = Percentile(jcts, 99)
+		s.P50JCT = stats.Percentile(jcts, 50)
+		s.P95JCT = stats.Percentile(jcts, 95)
+		s.P99JCT = stats.Percentile(jcts, 99)
 		s.AvgQueue = queueSum / float64(len(jcts))
 	}
 	if e.cfg.Horizon > 0 {
@@ -247,23 +248,4 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-// Percentile is the p-th percentile of sorted xs by linear interpolation
-// between closest ranks (numpy.percentile's default).
-func Percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	if n == 1 {
-		return sorted[0]
-	}
-	h := (float64(n) - 1) * p / 100
-	lo := math.Floor(h)
-	i := int(lo)
-	if i >= n-1 {
-		return sorted[n-1]
-	}
-	return sorted[i] + (h-lo)*(sorted[i+1]-sorted[i])
 }

@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gangway/gangway/internal/sim/trace"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/gangway/gangway/internal/sim/trace"
 )
 
 func pool(nodes, gpus int) Shape { return Shape{Pools: []Pool{{Nodes: nodes, GPUsPerNode: gpus}}} }
@@ -167,16 +166,6 @@ func TestFragBlocked(t *testing.T) {
 	}
 	if r.Summary.FragBlocked != 1 {
 		t.Errorf("frag-blocked share = %v, want 1", r.Summary.FragBlocked)
-	}
-}
-
-func TestPercentileMatchesNumpy(t *testing.T) {
-	xs := []float64{1, 2, 3, 4}
-	// numpy.percentile([1,2,3,4], [50,95,99]) = [2.5, 3.85, 3.97]
-	for p, want := range map[float64]float64{0: 1, 50: 2.5, 95: 3.85, 99: 3.97, 100: 4} {
-		if got := Percentile(xs, p); math.Abs(got-want) > 1e-12 {
-			t.Errorf("Percentile(%v) = %v, want %v", p, got, want)
-		}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gangway/gangway/internal/base/wait"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/stats"
+	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
@@ -418,16 +419,16 @@ func summarize(ps phaseSpec, t0 time.Time, subs []submitted, jobs []*api.JobDeta
 		}
 	}
 	sort.Float64s(toStart)
-	ph.SubmitToStartP50Ms = quantile(toStart, 0.50)
-	ph.SubmitToStartP90Ms = quantile(toStart, 0.90)
-	ph.SubmitToStartP99Ms = quantile(toStart, 0.99)
-	ph.SubmitToStartMaxMs = quantile(toStart, 1)
+	ph.SubmitToStartP50Ms = stats.Quantile(toStart, 0.50)
+	ph.SubmitToStartP90Ms = stats.Quantile(toStart, 0.90)
+	ph.SubmitToStartP99Ms = stats.Quantile(toStart, 0.99)
+	ph.SubmitToStartMaxMs = stats.Quantile(toStart, 1)
 	for _, xs := range [][]float64{toPlaced, placedToStart, exitToDone} {
 		sort.Float64s(xs)
 	}
-	ph.SubmitToPlacedP50Ms = quantile(toPlaced, 0.5)
-	ph.PlacedToStartP50Ms = quantile(placedToStart, 0.5)
-	ph.ExitToDoneP50Ms = quantile(exitToDone, 0.5)
+	ph.SubmitToPlacedP50Ms = stats.Quantile(toPlaced, 0.5)
+	ph.PlacedToStartP50Ms = stats.Quantile(placedToStart, 0.5)
+	ph.ExitToDoneP50Ms = stats.Quantile(exitToDone, 0.5)
 	return ph
 }
 

@@ -3,20 +3,9 @@ package e2ebench
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
-
-// quantile returns the nearest-rank p-quantile (0 < p ≤ 1) of sorted xs,
-// and 0 for an empty slice.
-func quantile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
 
 // userHZ is the unit of /proc/PID/stat's times: USER_HZ, 100 on every
 // Linux architecture gangway runs on.

@@ -7,31 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestQuantile(t *testing.T) {
-	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	tests := []struct {
-		name string
-		xs   []float64
-		p    float64
-		want float64
-	}{
-		{"empty", nil, 0.5, 0},
-		{"one", []float64{7}, 0.99, 7},
-		{"median of ten is the 5th", xs, 0.5, 5},
-		{"p90 of ten is the 9th", xs, 0.9, 9},
-		{"p99 of ten is the 10th", xs, 0.99, 10},
-		{"max", xs, 1, 10},
-		{"tiny p is the first", xs, 0.001, 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := quantile(tc.xs, tc.p); got != tc.want {
-				t.Errorf("quantile(%v, %v) = %v, want %v", tc.xs, tc.p, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestParseProcStat(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/gpu"
 )
@@ -157,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cpu0, t0 := processCPU(), time.Now()
 	sleepCtx(ctx, cfg.Window)
 	cpu1, t1 := processCPU(), time.Now()
-	stats, err := ld.finish()
+	measured, err := ld.finish()
 	if err != nil {
 		return nil, err
 	}
@@ -167,12 +168,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.WindowS = t1.Sub(t0).Seconds()
 	res.ServerCores = (cpu1 - cpu0).Seconds() / res.WindowS
 	res.ServerPeakRSSBytes, res.ServerPeakHeap = peaks.stop()
-	res.Heartbeats, res.HeartbeatErrors = len(stats.LatenciesMs), stats.Errors
+	res.Heartbeats, res.HeartbeatErrors = len(measured.LatenciesMs), measured.Errors
 	res.HeartbeatsPerS = float64(res.Heartbeats) / res.WindowS
-	slices.Sort(stats.LatenciesMs)
-	res.HeartbeatP50Ms = quantile(stats.LatenciesMs, 0.5)
-	res.HeartbeatP99Ms = quantile(stats.LatenciesMs, 0.99)
-	res.HeartbeatMaxMs = quantile(stats.LatenciesMs, 1)
+	slices.Sort(measured.LatenciesMs)
+	res.HeartbeatP50Ms = stats.Quantile(measured.LatenciesMs, 0.5)
+	res.HeartbeatP99Ms = stats.Quantile(measured.LatenciesMs, 0.99)
+	res.HeartbeatMaxMs = stats.Quantile(measured.LatenciesMs, 1)
 	res.NodesReady, res.NodesLost, err = countNodes(ctx, c, base)
 	if err != nil {
 		return res, fmt.Errorf("count nodes after the window: %w", err)
@@ -298,14 +299,6 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
-}
-
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted)-1) + 0.5)
-	return sorted[min(i, len(sorted)-1)]
 }
 
 // loadStats is what the agents measured between the "start" and "stop"

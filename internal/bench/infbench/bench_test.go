@@ -169,14 +169,6 @@ func TestRunRejectsUnknownNames(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	xs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	got := []float64{percentile(xs, .5), percentile(xs, .9), percentile(xs, .99), percentile(xs, 0)}
-	if d := cmp.Diff([]float64{5, 9, 10, 1}, got); d != "" {
-		t.Error(d)
-	}
-}
-
 // BenchmarkRoutingScenario times the simulator on the full routing
 // workload for the default policy.
 func BenchmarkRoutingScenario(b *testing.B) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gangway/gangway/internal/base/stats"
 )
 
 // The overhead scenario's load generator: a minimal HTTP/1.1 client that
@@ -349,7 +351,7 @@ func (g *loadGen) run(ctx context.Context, shape loadShape) loadResult {
 		}()
 		<-sent
 		slices.Sort(late)
-		res.lateP99 = percentile(late, .99)
+		res.lateP99 = stats.Quantile(late, .99)
 	} else {
 		// Closed loop: all jobs queued at once, each worker sends its
 		// next when its last is answered.

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
@@ -423,7 +424,7 @@ func runOverheadCase(ctx context.Context, r *rig, oc overheadCase) (Summary, err
 			pair[path] = rr
 		}
 		for q, at := range []float64{.5, .99, .999} {
-			added[q] = append(added[q], percentile(pair[1].e2e, at)-percentile(pair[0].e2e, at))
+			added[q] = append(added[q], stats.Quantile(pair[1].e2e, at)-stats.Quantile(pair[0].e2e, at))
 		}
 	}
 	load1 := loadAvg()
@@ -437,9 +438,9 @@ func runOverheadCase(ctx context.Context, r *rig, oc overheadCase) (Summary, err
 	d, v := res[0], res[1]
 	s := Summary{
 		Scenario: ScenarioOverhead, Policy: gateway.PolicyPrefixAffinity, Requests: len(v.e2e), Dropped: v.errors,
-		TTFTp50ms: percentile(v.ttft, .5), TTFTp90ms: percentile(v.ttft, .9), TTFTp99ms: percentile(v.ttft, .99), TTFTp999ms: percentile(v.ttft, .999),
-		E2Ep50ms: percentile(v.e2e, .5), E2Ep99ms: percentile(v.e2e, .99), E2Ep999ms: percentile(v.e2e, .999),
-		DirectP50ms: percentile(d.e2e, .5), DirectP99ms: percentile(d.e2e, .99), DirectP999ms: percentile(d.e2e, .999),
+		TTFTp50ms: stats.Quantile(v.ttft, .5), TTFTp90ms: stats.Quantile(v.ttft, .9), TTFTp99ms: stats.Quantile(v.ttft, .99), TTFTp999ms: stats.Quantile(v.ttft, .999),
+		E2Ep50ms: stats.Quantile(v.e2e, .5), E2Ep99ms: stats.Quantile(v.e2e, .99), E2Ep999ms: stats.Quantile(v.e2e, .999),
+		DirectP50ms: stats.Quantile(d.e2e, .5), DirectP99ms: stats.Quantile(d.e2e, .99), DirectP999ms: stats.Quantile(d.e2e, .999),
 		LimitMS: oc.limitMS, Load: oc.name, Rate: oc.rate,
 		Goodput: float64(len(v.e2e)) / v.wall.Seconds(), SLOAttainment: 1, DurationS: v.wall.Seconds(),
 	}
@@ -450,7 +451,7 @@ func runOverheadCase(ctx context.Context, r *rig, oc overheadCase) (Summary, err
 	for q := range added {
 		slices.Sort(added[q])
 	}
-	s.AddedP50ms, s.AddedP99ms, s.AddedP999ms = percentile(added[0], .5), percentile(added[1], .5), percentile(added[2], .5)
+	s.AddedP50ms, s.AddedP99ms, s.AddedP999ms = stats.Quantile(added[0], .5), stats.Quantile(added[1], .5), stats.Quantile(added[2], .5)
 	s.AddedP99PooledMS = s.E2Ep99ms - s.DirectP99ms
 	if cpuOK {
 		per := func(path int, x time.Duration) float64 {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/inference/autoscale"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -295,7 +296,7 @@ func recovery(outs []Outcome, step, window, slo time.Duration, end time.Duration
 	var worst float64
 	for _, k := range keys {
 		slices.Sort(wins[k].ttft)
-		p99 := percentile(wins[k].ttft, 0.99)
+		p99 := stats.Quantile(wins[k].ttft, 0.99)
 		worst = math.Max(worst, p99)
 		if p99 > ms(slo) {
 			last = k

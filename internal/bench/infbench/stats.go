@@ -1,9 +1,10 @@
 package infbench
 
 import (
-	"math"
 	"slices"
 	"time"
+
+	"github.com/gangway/gangway/internal/base/stats"
 )
 
 // SLO is the service level a request must meet to count toward goodput.
@@ -75,15 +76,6 @@ type ComponentCPU struct {
 	Total   float64 `json:"total_us"`
 }
 
-// percentile is the nearest-rank q-quantile (0..1) of sorted xs.
-func percentile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	k := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[min(max(k, 0), len(sorted)-1)]
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // summarize computes the figures of a virtual-time run. Requests that did
@@ -130,12 +122,12 @@ func summarize(scenario, policy string, outs []Outcome, slo SLO, end time.Durati
 	slices.Sort(ttft)
 	slices.Sort(tpot)
 	slices.Sort(e2e)
-	s.TTFTp50ms, s.TTFTp90ms, s.TTFTp99ms, s.TTFTp999ms = percentile(ttft, .5), percentile(ttft, .9), percentile(ttft, .99), percentile(ttft, .999)
-	s.TPOTp50ms, s.TPOTp99ms = percentile(tpot, .5), percentile(tpot, .99)
-	s.E2Ep50ms, s.E2Ep99ms, s.E2Ep999ms = percentile(e2e, .5), percentile(e2e, .99), percentile(e2e, .999)
+	s.TTFTp50ms, s.TTFTp90ms, s.TTFTp99ms, s.TTFTp999ms = stats.Quantile(ttft, .5), stats.Quantile(ttft, .9), stats.Quantile(ttft, .99), stats.Quantile(ttft, .999)
+	s.TPOTp50ms, s.TPOTp99ms = stats.Quantile(tpot, .5), stats.Quantile(tpot, .99)
+	s.E2Ep50ms, s.E2Ep99ms, s.E2Ep999ms = stats.Quantile(e2e, .5), stats.Quantile(e2e, .99), stats.Quantile(e2e, .999)
 	if len(held) > 0 {
 		slices.Sort(held)
-		s.HeldP99ms = percentile(held, .99)
+		s.HeldP99ms = stats.Quantile(held, .99)
 	}
 	if len(outs) > 0 {
 		s.SLOAttainment = float64(good) / float64(len(outs))
