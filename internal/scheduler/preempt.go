@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -235,7 +236,7 @@ func (p *Pass) searchGroup(q *queueState, g *gang, L int, grp int32, js []int) *
 		n := 0
 		for _, m := range p.run[j].parts {
 			if m.node >= lo && m.node < hi {
-				n += popcount(m.mask)
+				n += bits.OnesCount64(m.mask)
 			}
 		}
 		vcs = append(vcs, vc{j, n, p.run[j].lost})
@@ -300,14 +301,6 @@ func (p *Pass) hold(masks []nodeMask) {
 			p.full.takeAll(m)
 		}
 	}
-}
-
-func popcount(m uint64) int {
-	n := 0
-	for ; m != 0; m &= m - 1 {
-		n++
-	}
-	return n
 }
 
 func satAdd(a, b int64) int64 {

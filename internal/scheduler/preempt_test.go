@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -241,7 +242,7 @@ func TestPreemptionIsMinimal(t *testing.T) {
 
 		best := -1
 		for mask := 0; mask < 1<<len(cands); mask++ {
-			k := bitsSet(mask)
+			k := bits.OnesCount(uint(mask))
 			if best >= 0 && k >= best {
 				continue
 			}
@@ -266,12 +267,4 @@ func TestPreemptionIsMinimal(t *testing.T) {
 			t.Errorf("seed %d: %d victims for %d GPUs, the fewest is %d (%+v)", seed, len(plan.Preemptions), req.GPUsPerRank, best, plan.Preemptions)
 		}
 	}
-}
-
-func bitsSet(m int) int {
-	n := 0
-	for ; m != 0; m &= m - 1 {
-		n++
-	}
-	return n
 }

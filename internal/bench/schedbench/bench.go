@@ -18,6 +18,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -306,7 +307,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	release := func(rj *runningJob) {
 		for i, n := range rj.nodes {
 			free[n] |= rj.masks[i]
-			busy -= popcount(rj.masks[i])
+			busy -= bits.OnesCount64(rj.masks[i])
 		}
 		delete(running, rj.run.JobID)
 	}
@@ -333,7 +334,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		for n := range nodes {
 			f := nodes[n].Free[:0]
 			for m := free[n]; m != 0; m &= m - 1 {
-				f = append(f, trailingZeros(m))
+				f = append(f, bits.TrailingZeros64(m))
 			}
 			nodes[n].Free = f
 		}
@@ -427,7 +428,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					return res, fmt.Errorf("pass %d: %s given busy GPUs on %s", pass, pl.JobID, topo.NodeName(topology.NodeID(n)))
 				}
 				free[n] &^= m
-				busy += popcount(m)
+				busy += bits.OnesCount64(m)
 				rj.nodes = append(rj.nodes, n)
 				rj.masks = append(rj.masks, m)
 			}
@@ -454,7 +455,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		for l := range topo.NumLeaves() {
 			idle := true
 			for _, n := range topo.LeafNodes(topology.LeafID(l)) {
-				k := popcount(free[n])
+				k := bits.OnesCount64(free[n])
 				freeGPUs += k
 				switch {
 				case free[n] == full:
@@ -500,7 +501,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			rj := heap.Pop(ends).(*runningJob)
 			now = max(now, rj.end)
 			for _, m := range rj.masks {
-				freed += popcount(m)
+				freed += bits.OnesCount64(m)
 			}
 			release(rj)
 		}
@@ -541,23 +542,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.MeanLeaves, res.MeanSpines = leavesSum/float64(multi), spinesSum/float64(multi)
 	}
 	return res, nil
-}
-
-func popcount(m uint64) int {
-	n := 0
-	for ; m != 0; m &= m - 1 {
-		n++
-	}
-	return n
-}
-
-func trailingZeros(m uint64) int {
-	n := 0
-	for m&1 == 0 {
-		m >>= 1
-		n++
-	}
-	return n
 }
 
 // hist is a latency histogram: 100 ns buckets to 100 µs, 10 µs buckets
