@@ -7,7 +7,11 @@
 // placement is the scheduler's. See README.md for the design, the trace
 // formats and the validation against published runs.
 //
+// The studies built on it (parity with published runs, FGD's openb
+// allocation experiment, goodput under failures, charts) live in
+// internal/sim/experiments.
+//
 // It imports the standard library, internal/scheduler and
-// internal/topology (only in schedule.go), internal/sim/trace, and
-// github.com/goccy/go-yaml.
+// internal/topology (only in schedule.go), internal/sim/trace,
+// internal/base/stats and github.com/goccy/go-yaml.
 package sim

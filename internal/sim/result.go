@@ -198,7 +198,7 @@ func (e *engine) result() *Result {
 	}
 	s.Jobs = len(jcts)
 	if len(jcts) > 0 {
-		s.AvgJCT = mean(jcts)
+		s.AvgJCT = stats.Mean(jcts)
 		slices.Sort(jcts)
 		s.P50JCT = stats.Percentile(jcts, 50)
 		s.P95JCT = stats.Percentile(jcts, 95)
@@ -240,12 +240,4 @@ func (e *engine) result() *Result {
 	}
 	r.Series = e.series
 	return r
-}
-
-func mean(xs []float64) float64 {
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/gangway/gangway/internal/sim/trace"
@@ -350,25 +348,5 @@ func TestNodesForLoad(t *testing.T) {
 	n, err := NodesForLoad(in, 0.5, 8)
 	if err != nil || n != 4 {
 		t.Errorf("NodesForLoad = %d, %v; want 4", n, err)
-	}
-}
-
-// dataDir finds shared/data/traces beside the repository.
-func dataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "data", "traces")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("trace data not found: expected shared/data/traces beside the repository (../shared/data/traces from the repo root)")
-		}
-		dir = parent
 	}
 }

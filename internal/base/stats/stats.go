@@ -39,3 +39,12 @@ func Percentile(sorted []float64, p float64) float64 {
 	}
 	return sorted[i] + (h-lo)*(sorted[i+1]-sorted[i])
 }
+
+// Mean is the arithmetic mean of xs (NaN when empty).
+func Mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}

@@ -1,7 +1,15 @@
-// Package testenv holds set-up that tests which start subprocesses share.
+// Package testenv holds what tests share: set-up for tests that start
+// subprocesses, and the path of the project's shared data. Only tests
+// import it.
+//
+// It imports only the standard library.
 package testenv
 
-import "os"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // QuickRaceExit keeps the race runtime of a test's subprocesses (the test
 // binary re-run as agent, supervisor or cg-exec) from sleeping a second at
@@ -11,5 +19,28 @@ import "os"
 func QuickRaceExit() {
 	if _, ok := os.LookupEnv("GORACE"); !ok {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+}
+
+// SharedData returns the path of shared/data/rel, the project's data
+// folder beside the repository, found by walking up from the working
+// directory. A test that needs it is skipped, with a message saying where
+// it was expected, when it is missing.
+func SharedData(t testing.TB, rel string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p := filepath.Join(dir, "shared", "data", rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skipf("shared/data/%s not found above the working directory: expected beside the repository (../shared/data/%s from the repo root)", rel, rel)
+		}
+		dir = parent
 	}
 }

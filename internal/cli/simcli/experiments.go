@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/sim"
+	"github.com/gangway/gangway/internal/sim/experiments"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -47,7 +48,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, err)
 	}
-	rows, err := sim.Parity(ctx, tr.Jobs, *ref, sim.ParityCases())
+	rows, err := experiments.Parity(ctx, tr.Jobs, *ref, experiments.ParityCases())
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -127,9 +128,9 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 	if err != nil {
 		return err
 	}
-	var packers []sim.Packer
+	var packers []experiments.Packer
 	for _, name := range strings.Split(packerList, ",") {
-		p, err := sim.ParsePacker(name)
+		p, err := experiments.ParsePacker(name)
 		if err != nil {
 			return usageError{err}
 		}
@@ -166,7 +167,7 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 		if err != nil {
 			return err
 		}
-		pub, err = sim.ReadPublishedAllocation(f, filepath.Base(published), workload)
+		pub, err = experiments.ReadPublishedAllocation(f, filepath.Base(published), workload)
 		f.Close()
 		if err != nil {
 			return err
@@ -188,17 +189,17 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 	var sums []summary
 	for _, p := range packers {
 		start := time.Now()
-		var cs []*sim.AllocCurve
+		var cs []*experiments.AllocCurve
 		s := summary{Packer: string(p), Seeds: len(seeds), Min100: 101, Max100: -1, Workload: workload}
 		for _, seed := range seeds {
-			c, err := sim.Allocate(ctx, sim.AllocConfig{Nodes: gpuNodes, Pods: pods.Jobs, Seed: seed, ArriveTo: arrive, Packer: p})
+			c, err := experiments.Allocate(ctx, experiments.AllocConfig{Nodes: gpuNodes, Pods: pods.Jobs, Seed: seed, ArriveTo: arrive, Packer: p})
 			if err != nil {
 				return fmt.Errorf("packer %s seed %d: %w", p, seed, err)
 			}
 			cs = append(cs, c)
 			s.Min100, s.Max100 = min(s.Min100, c.At(100)), max(s.Max100, c.At(100))
 		}
-		m := sim.MeanCurve(cs)
+		m := experiments.MeanCurve(cs)
 		means[string(p)] = m
 		s.At90, s.At100, s.At120 = at(m, 90), at(m, 100), at(m, 120)
 		s.Seconds = time.Since(start).Seconds()
@@ -259,7 +260,7 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 		if err != nil {
 			return err
 		}
-		ch := sim.AllocationChart(fmt.Sprintf("GPU allocation ratio, %s, mean of %d seeds", workload, len(seeds)), means, pub)
+		ch := experiments.AllocationChart(fmt.Sprintf("GPU allocation ratio, %s, mean of %d seeds", workload, len(seeds)), means, pub)
 		if err := ch.WriteSVG(g); err != nil {
 			g.Close()
 			return err
@@ -296,7 +297,7 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	cfg := sim.GoodputConfig{JobGPUs: *gpus, GPUsPerNode: *perNode, SpareNodes: *spares, Days: *days, Failures: sim.Llama3Failures()}
+	cfg := experiments.GoodputConfig{JobGPUs: *gpus, GPUsPerNode: *perNode, SpareNodes: *spares, Days: *days, Failures: sim.Llama3Failures()}
 	for _, x := range []struct {
 		name string
 		s    string
@@ -334,7 +335,7 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return fail(stderr, err)
 	}
 	start := time.Now()
-	res, err := sim.Goodput(ctx, cfg)
+	res, err := experiments.Goodput(ctx, cfg)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -346,7 +347,7 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	} else {
 		fmt.Fprintf(stdout, "job MTBF %s; checkpoint cost %s; recommended interval (Young/Daly) %s\n",
-			sim.FormatSeconds(res.MTBF), sim.FormatSeconds(cfg.CkptCost), sim.FormatSeconds(res.Recommended))
+			experiments.FormatSeconds(res.MTBF), experiments.FormatSeconds(cfg.CkptCost), experiments.FormatSeconds(res.Recommended))
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "interval\tseconds\tETTR\tmin–max\tmodel\tinterruptions\tGPU-h lost: work\tcheckpoints\trestarts\t")
 		for _, r := range res.Rows {
@@ -371,7 +372,7 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
-func writeGoodput(dir string, res *sim.GoodputResult) error {
+func writeGoodput(dir string, res *experiments.GoodputResult) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -380,7 +381,7 @@ func writeGoodput(dir string, res *sim.GoodputResult) error {
 		return err
 	}
 	fmt.Fprintln(f, "label,scale,interval_s,ettr,ettr_min,ettr_max,expected,interruptions")
-	var l, m sim.Line
+	var l, m experiments.Line
 	l.Name, m.Name = "simulated", "first-order model"
 	m.Dashed = true
 	for _, r := range res.Rows {
@@ -393,9 +394,9 @@ func writeGoodput(dir string, res *sim.GoodputResult) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	ch := sim.Chart{Title: fmt.Sprintf("Effective training time vs checkpoint interval (recommended %s)", sim.FormatSeconds(res.Recommended)),
-		XLabel: "checkpoint interval (log scale)", YLabel: "effective training time, %", LogX: true, XFormat: sim.FormatSeconds, DurationTicks: true,
-		Lines: []sim.Line{l, m}}
+	ch := experiments.Chart{Title: fmt.Sprintf("Effective training time vs checkpoint interval (recommended %s)", experiments.FormatSeconds(res.Recommended)),
+		XLabel: "checkpoint interval (log scale)", YLabel: "effective training time, %", LogX: true, XFormat: experiments.FormatSeconds, DurationTicks: true,
+		Lines: []experiments.Line{l, m}}
 	g, err := os.Create(filepath.Join(dir, "goodput.svg"))
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/sim"
+	"github.com/gangway/gangway/internal/sim/experiments"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -493,10 +494,10 @@ func writeResults(dir, traceName string, results []*sim.Result) error {
 			return err
 		}
 	}
-	charts := map[string]sim.Chart{
-		"jct-cdf.svg":     sim.JCTCDF("JCT distribution, "+traceName, results),
-		"queue.svg":       sim.QueueChart("Jobs waiting, "+traceName, results),
-		"utilization.svg": sim.UtilizationChart("GPU utilization (3-hour means), "+traceName, results),
+	charts := map[string]experiments.Chart{
+		"jct-cdf.svg":     experiments.JCTCDF("JCT distribution, "+traceName, results),
+		"queue.svg":       experiments.QueueChart("Jobs waiting, "+traceName, results),
+		"utilization.svg": experiments.UtilizationChart("GPU utilization (3-hour means), "+traceName, results),
 	}
 	for name, c := range charts {
 		if err := write(name, c.WriteSVG); err != nil {

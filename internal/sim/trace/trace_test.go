@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -251,29 +252,8 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-// dataDir finds shared/data/traces beside the repository, walking up from
-// the working directory.
-func dataDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "data", "traces")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("trace data not found: expected shared/data/traces beside the repository (../shared/data/traces from the repo root)")
-		}
-		dir = parent
-	}
-}
-
 func TestRealPhillyWindow(t *testing.T) {
-	dir := dataDir(t)
+	dir := testenv.SharedData(t, "traces")
 	f, err := os.Open(filepath.Join(dir, "philly", "philly-2017-09-10.csv"))
 	if err != nil {
 		t.Skipf("Philly trace absent: %v", err)
@@ -323,7 +303,7 @@ func TestRealPhillyWindow(t *testing.T) {
 }
 
 func TestRealOpenb(t *testing.T) {
-	dir := dataDir(t)
+	dir := testenv.SharedData(t, "traces")
 	nf, err := os.Open(filepath.Join(dir, "openb", "openb_node_list_gpu_node.csv"))
 	if err != nil {
 		t.Skipf("openb node list absent: %v", err)

@@ -1,4 +1,4 @@
-package sim
+package experiments
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -152,9 +153,7 @@ func workload(pods []trace.Job, seed uint64, target float64) []*trace.Job {
 		total += float64(pods[i].GPUs * milliOf(&pods[i]))
 	}
 	rng := rand.New(rand.NewPCG(seed, 0xf6d))
-	if shuffle {
-		rng.Shuffle(len(seq), func(a, b int) { seq[a], seq[b] = seq[b], seq[a] })
-	}
+	rng.Shuffle(len(seq), func(a, b int) { seq[a], seq[b] = seq[b], seq[a] })
 	for total < target {
 		p := &pods[rng.IntN(len(pods))]
 		if total+float64(milliOf(p)) > target {
@@ -265,10 +264,9 @@ func newPacking(cfg AllocConfig) (*packing, error) {
 	return pk, nil
 }
 
-// typicalPods is FGD's target workload: pod shapes by frequency, the most
-// frequent first, until they cover 95% of pods, renormalised (the FGD
-// artifact's experiment settings: CPU-only pods included, threshold 95%,
-// step 1).
+// typicalPods is FGD's target workload: every pod shape, CPU-only ones
+// included, with its share of the pods, the most frequent first (FGD's
+// artifact stops at 95% of pods; see exactBF for why we keep them all).
 func typicalPods(pods []trace.Job) []typical {
 	type k struct {
 		cpu    int64
@@ -280,9 +278,6 @@ func typicalPods(pods []trace.Job) []typical {
 	total := 0.0
 	for i := range pods {
 		p := &pods[i]
-		if p.GPUs == 0 && !typicalCPU {
-			continue
-		}
 		kk := k{p.CPUMilli, int16(milliOf(p)), p.GPUs, strings.Join(p.GPUModels, "|")}
 		count[kk]++
 		total++
@@ -307,14 +302,8 @@ func typicalPods(pods []trace.Job) []typical {
 		}
 		return x.models > y.models
 	})
-	cum, n := 0.0, 0
-	for cum < typicalShare*total && n < len(list) {
-		cum += list[n].freq
-		n++
-	}
-	list = list[:n]
 	for i := range list {
-		list[i].freq /= cum
+		list[i].freq /= total
 	}
 	return list
 }
@@ -536,7 +525,7 @@ func (pk *packing) place(p *trace.Job) (bool, error) {
 			v := -d - pk.bestFitScoreRaw(n, p)*exactBF
 			memo[k] = v
 			return v
-		}, exactRandomTies)
+		}, false)
 		_, gs = pk.fragDelta(&pk.nodes[pick], p)
 	default:
 		return false, fmt.Errorf("openb: unknown packer %q", pk.cfg.Packer)
@@ -602,74 +591,43 @@ func (pk *packing) gpusTightest(n *pnode, p *trace.Job) []int {
 
 // schedPack places pods through internal/scheduler on the simulator's
 // cluster model.
-type schedPack struct {
-	c  *cluster
-	pl *placer
-}
+type schedPack struct{ pp *sim.PodPlacer }
 
 func newSchedPack(cfg AllocConfig) (*schedPack, error) {
-	c, err := newCluster(Shape{Nodes: cfg.Nodes})
+	pp, err := sim.NewPodPlacer(cfg.Nodes, cfg.Seed, cfg.Pods)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := newPlacer(c, GangwayPlacement, cfg.Seed, 1)
-	if err != nil {
-		return nil, err
-	}
-	pl.setWorkload(cfg.Pods)
-	return &schedPack{c: c, pl: pl}, nil
+	return &schedPack{pp: pp}, nil
 }
 
 func (sp *schedPack) place(pk *packing, p *trace.Job) (bool, error) {
-	j := &job{idx: 0, t: p, gpus: p.GPUs, milli: milliOf(p), phase: phasePending, pod: true}
-	sp.pl.ids[0] = "" // each pod is a new job
-	out, err := sp.pl.place(sp.c, []*job{j}, call{mode: Greedy})
-	if err != nil {
+	slots, err := sp.pp.Place(p, milliOf(p))
+	if err != nil || slots == nil {
 		return false, err
-	}
-	if len(out.placed) == 0 {
-		return false, nil
 	}
 	// Mirror the placement into the packing model, which counts the
 	// GPUs allocated.
-	for _, s := range out.placed[0].slots {
-		n := &pk.nodes[s.node]
-		var gs []int
-		for m := s.mask; m != 0; m &= m - 1 {
-			gs = append(gs, trailing(m))
-		}
+	for _, s := range slots {
 		share := *p
-		share.GPUs = len(gs)
-		share.CPUMilli, share.MemoryMiB = hostShare(j, s)
-		pk.take(n, &share, gs)
+		share.GPUs = len(s.GPUs)
+		share.CPUMilli, share.MemoryMiB = s.CPUMilli, s.MemoryMiB
+		pk.take(&pk.nodes[s.Node], &share, s.GPUs)
 	}
 	return true, nil
 }
 
-func trailing(m uint64) int {
-	for i := 0; i < 64; i++ {
-		if m&(1<<uint(i)) != 0 {
-			return i
-		}
-	}
-	return -1
-}
-
-// Settings of the FGD model. FGD's artifact counts a pod shape as typical
-// until the shapes cover 95% of pods; with that cut its 8-GPU pods (0.5%
-// of the default list) drop out of the target workload and our model
-// loses 5 points, while with every shape it lands within 0.3 point of the
-// published curve, so every shape is kept. Pods arrive in a seeded random
-// order (the published curves differ by seed before the copies start).
-const (
-	typicalShare = 1.0
-	typicalCPU   = true
-	shuffle      = true
-	// exactBF weighs the best-fit leftover (0..1) against fragmentation
-	// (milli-GPU) in PackFGDExact: 40 to 80 all do about as well.
-	exactBF         = 50
-	exactRandomTies = false
-)
+// exactBF weighs the best-fit leftover (0..1) against fragmentation
+// (milli-GPU) in PackFGDExact: 40 to 80 all do about as well.
+//
+// Two choices of the FGD model are fixed rather than settings: every pod
+// shape, CPU-only ones included, counts as typical (FGD's artifact cuts
+// at 95% of pods, which drops its 8-GPU pods, 0.5% of the default list,
+// and costs our model 5 points; with every shape it lands within 0.3 point
+// of the published curve), and pods arrive in a seeded random order (the
+// published curves differ by seed before the copies start). Ties in
+// PackFGDExact go to the first node.
+const exactBF = 50
 
 // ReadPublishedAllocation reads FGD's published allocation ratios
 // (analysis_allo_discrete.csv: workload, sc_policy, tune, seed,

@@ -1,4 +1,4 @@
-package sim
+package experiments
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -18,7 +19,7 @@ type GoodputConfig struct {
 	GPUsPerNode int     // 8
 	SpareNodes  int     // hot spares that replace failed nodes
 	Days        float64 // 54
-	Failures    Failures
+	Failures    sim.Failures
 	// CkptCost is how long one checkpoint stalls training (seconds).
 	CkptCost float64
 	// Scales multiply the recommended (Young/Daly) interval; 1 is the
@@ -28,8 +29,8 @@ type GoodputConfig struct {
 	Fixed []float64
 	Seeds []uint64
 	// Policy and Placement run the gang; nil and zero mean gangway's.
-	Policy    Policy
-	Placement Placement
+	Policy    sim.Policy
+	Placement sim.Placement
 }
 
 // GoodputRow is one interval's outcome, averaged over seeds.
@@ -63,9 +64,9 @@ type GoodputResult struct {
 // RecommendedInterval is gangway's checkpoint interval for a gang of gpus
 // GPUs on whole nodes of perNode GPUs: Daly's interval for its MTBF under
 // f and checkpoint cost delta.
-func RecommendedInterval(f Failures, gpus, perNode int, delta float64) float64 {
+func RecommendedInterval(f sim.Failures, gpus, perNode int, delta float64) float64 {
 	nodeGPUs := ((gpus + perNode - 1) / perNode) * perNode
-	return DalyInterval(delta, f.JobMTBF(gpus, nodeGPUs))
+	return sim.DalyInterval(delta, f.JobMTBF(gpus, nodeGPUs))
 }
 
 // Goodput runs the experiment.
@@ -84,10 +85,10 @@ func Goodput(ctx context.Context, cfg GoodputConfig) (*GoodputResult, error) {
 	}
 	pol := cfg.Policy
 	if pol == nil {
-		pol = Gangway()
+		pol = sim.Gangway()
 	}
 	nodes := cfg.JobGPUs/cfg.GPUsPerNode + cfg.SpareNodes
-	shape := Shape{Pools: []Pool{{Nodes: nodes, GPUsPerNode: cfg.GPUsPerNode}}}
+	shape := sim.Shape{Pools: []sim.Pool{{Nodes: nodes, GPUsPerNode: cfg.GPUsPerNode}}}
 	horizon := cfg.Days * 86400
 	// The job has more work than the horizon: we measure its progress.
 	job := []trace.Job{{ID: "pretrain", Submit: 0, Duration: 10 * horizon, GPUs: cfg.JobGPUs, GPUMilli: 1000}}
@@ -109,7 +110,7 @@ func Goodput(ctx context.Context, cfg GoodputConfig) (*GoodputResult, error) {
 	}
 	for _, v := range vs {
 		row := GoodputRow{Label: v.label, Scale: v.scale, GPUHoursLost: map[string]float64{}, ETTRMin: math.Inf(1), ETTRMax: math.Inf(-1)}
-		ck := Checkpointing{Cost: cfg.CkptCost}
+		ck := sim.Checkpointing{Cost: cfg.CkptCost}
 		if v.scale > 0 {
 			ck.Auto, ck.Scale = true, v.scale
 			row.Interval = res.Recommended * v.scale
@@ -117,10 +118,10 @@ func Goodput(ctx context.Context, cfg GoodputConfig) (*GoodputResult, error) {
 			ck.Every = v.every
 			row.Interval = v.every
 		}
-		row.Expected = ExpectedGoodput(row.Interval, cfg.CkptCost, cfg.Failures.RestartCost, res.MTBF)
+		row.Expected = sim.ExpectedGoodput(row.Interval, cfg.CkptCost, cfg.Failures.RestartCost, res.MTBF)
 		f := cfg.Failures
 		for _, seed := range cfg.Seeds {
-			r, err := Run(ctx, Config{Shape: shape, Policy: pol, Placement: cfg.Placement, Failures: &f,
+			r, err := sim.Run(ctx, sim.Config{Shape: shape, Policy: pol, Placement: cfg.Placement, Failures: &f,
 				Checkpoint: ck, Horizon: horizon, Seed: seed}, job)
 			if err != nil {
 				return nil, fmt.Errorf("goodput %s seed %d: %w", v.label, seed, err)

@@ -1,4 +1,4 @@
-package sim
+package experiments
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gangway/gangway/internal/sim"
 )
 
 // Line is one series of a chart.
@@ -239,7 +241,7 @@ func FormatSeconds(s float64) string {
 }
 
 // JCTCDF is the chart of each run's job-completion-time distribution.
-func JCTCDF(title string, runs []*Result) Chart {
+func JCTCDF(title string, runs []*sim.Result) Chart {
 	c := Chart{Title: title, XLabel: "job completion time (log scale)", YLabel: "fraction of jobs", LogX: true,
 		XFormat: FormatSeconds, DurationTicks: true, YMin: 0, YMax: 1}
 	for _, r := range runs {
@@ -261,7 +263,7 @@ func JCTCDF(title string, runs []*Result) Chart {
 }
 
 // QueueChart plots pending jobs over time, one line per run.
-func QueueChart(title string, runs []*Result) Chart {
+func QueueChart(title string, runs []*sim.Result) Chart {
 	c := Chart{Title: title, XLabel: "days since the first submission", YLabel: "jobs waiting"}
 	for _, r := range runs {
 		l := Line{Name: r.Summary.Policy}
@@ -276,7 +278,7 @@ func QueueChart(title string, runs []*Result) Chart {
 
 // UtilizationChart plots the share of GPUs held by jobs over time, one
 // line per run, averaged over windows of about a day/8 to be readable.
-func UtilizationChart(title string, runs []*Result) Chart {
+func UtilizationChart(title string, runs []*sim.Result) Chart {
 	c := Chart{Title: title, XLabel: "days since the first submission", YLabel: "GPU utilization", YMin: 0, YMax: 1}
 	for _, r := range runs {
 		l := Line{Name: r.Summary.Policy}

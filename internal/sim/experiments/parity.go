@@ -1,4 +1,4 @@
-package sim
+package experiments
 
 import (
 	"compress/gzip"
@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/gangway/gangway/internal/base/stats"
+	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -39,7 +40,7 @@ type ParityRow struct {
 	Policy string `json:"policy"`
 	// Ref is the reference run; Plain ours in trace order; Helios ours
 	// with the reference's same-second order and SRTF step lag.
-	Ref, Plain, Helios Summary
+	Ref, Plain, Helios sim.Summary
 	// Same counts jobs whose start time equals the reference's, of Jobs.
 	PlainSame, HeliosSame, Jobs int
 }
@@ -90,8 +91,8 @@ func ReferencePath(dir string, nodes int, policy string) string {
 }
 
 // RefSummary computes a Summary from a reference log the way Run does.
-func RefSummary(policy string, recs []trace.LogRecord) Summary {
-	s := Summary{Policy: policy, Placement: "consolidate", Jobs: len(recs)}
+func RefSummary(policy string, recs []trace.LogRecord) sim.Summary {
+	s := sim.Summary{Policy: policy, Placement: "consolidate", Jobs: len(recs)}
 	jct := make([]float64, len(recs))
 	var q float64
 	for i, r := range recs {
@@ -104,7 +105,7 @@ func RefSummary(policy string, recs []trace.LogRecord) Summary {
 	if len(recs) == 0 {
 		return s
 	}
-	s.AvgJCT = mean(jct)
+	s.AvgJCT = stats.Mean(jct)
 	s.AvgQueue = q / float64(len(recs))
 	slices.Sort(jct)
 	s.P50JCT, s.P95JCT, s.P99JCT = stats.Percentile(jct, 50), stats.Percentile(jct, 95), stats.Percentile(jct, 99)
@@ -325,12 +326,12 @@ func Parity(ctx context.Context, jobs []trace.Job, dir string, cases []ParityCas
 				return nil, err
 			}
 			row := ParityRow{Nodes: nodes, Policy: pol, Ref: RefSummary(pol, ref), Jobs: len(ref)}
-			p, err := ParsePolicy(pol)
+			p, err := sim.ParsePolicy(pol)
 			if err != nil {
 				return nil, err
 			}
-			cfg := Config{Shape: Shape{Pools: []Pool{{Nodes: nodes, GPUsPerNode: 8}}}, Policy: p, Placement: Consolidate}
-			plain, err := Run(ctx, cfg, jobs)
+			cfg := sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: nodes, GPUsPerNode: 8}}}, Policy: p, Placement: sim.Consolidate}
+			plain, err := sim.Run(ctx, cfg, jobs)
 			if err != nil {
 				return nil, fmt.Errorf("parity %s on %d nodes: %w", pol, nodes, err)
 			}
@@ -341,7 +342,7 @@ func Parity(ctx context.Context, jobs []trace.Job, dir string, cases []ParityCas
 					hj[i].Duration++ // Helios' one-step completion lag
 				}
 			}
-			helios, err := Run(ctx, cfg, hj)
+			helios, err := sim.Run(ctx, cfg, hj)
 			if err != nil {
 				return nil, fmt.Errorf("parity %s on %d nodes: %w", pol, nodes, err)
 			}
@@ -356,7 +357,7 @@ func Parity(ctx context.Context, jobs []trace.Job, dir string, cases []ParityCas
 
 // sameStarts counts reference jobs whose start equals ours: by name when
 // the names match the reference's, else by (submit, duration, GPUs).
-func sameStarts(ref []trace.LogRecord, ours []JobResult, byName bool) int {
+func sameStarts(ref []trace.LogRecord, ours []sim.JobResult, byName bool) int {
 	type k struct {
 		s, d float64
 		g    int

@@ -1,4 +1,4 @@
-package sim
+package experiments
 
 import (
 	"context"
@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/testenv"
+	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
 // phillySlice reads Philly 2017-10-01..07, the reference runs' slice.
 func phillySlice(t testing.TB) ([]trace.Job, string) {
 	t.Helper()
-	dir := dataDir(t)
+	dir := testenv.SharedData(t, "traces")
 	f, err := os.Open(filepath.Join(dir, "philly", "philly-2017-09-10.csv"))
 	if err != nil {
 		t.Skipf("Philly trace absent: %v", err)
@@ -167,8 +169,8 @@ func TestDefaultPolicyQuality(t *testing.T) {
 		t.Skip("replays 10,650 jobs three times (run without -short and -race)")
 	}
 	jobs, _ := phillySlice(t)
-	run := func(name string) Summary {
-		r, err := Run(context.Background(), Config{Shape: pool(64, 8), Policy: mustPolicy(t, name), Placement: GangwayPlacement}, jobs)
+	run := func(name string) sim.Summary {
+		r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 64, GPUsPerNode: 8}}}, Policy: mustPolicy(t, name), Placement: sim.GangwayPlacement}, jobs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,4 +188,13 @@ func TestDefaultPolicyQuality(t *testing.T) {
 	if g.Unfinished != 0 || g.Jobs != len(jobs) {
 		t.Errorf("gangway finished %d of %d jobs", g.Jobs, len(jobs))
 	}
+}
+
+func mustPolicy(t *testing.T, name string) sim.Policy {
+	t.Helper()
+	p, err := sim.ParsePolicy(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,4 +1,4 @@
-package sim
+package experiments
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gangway/gangway/internal/base/testenv"
+	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/trace"
 	"github.com/google/go-cmp/cmp"
 )
@@ -75,7 +77,7 @@ func TestOpenbMatchesPublished(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the openb experiment")
 	}
-	dir := dataDir(t)
+	dir := testenv.SharedData(t, "traces")
 	nodes, pods := openbData(t, dir)
 	pf, err := os.Open(filepath.Join(dir, "published", "analysis_allo_discrete.csv"))
 	if err != nil {
@@ -132,7 +134,7 @@ func TestOpenbSchedulerBeatsModels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the openb experiment")
 	}
-	dir := dataDir(t)
+	dir := testenv.SharedData(t, "traces")
 	seeds := uint64(4)
 	if raceEnabled {
 		seeds = 1
@@ -231,7 +233,7 @@ func TestGoodputRecommendationIsBest(t *testing.T) {
 	// A small gang with frequent failures, so that 40 days show the
 	// trade-off clearly: the recommended interval beats a quarter and
 	// four times it, and the simulation agrees with the model.
-	f := Llama3Failures()
+	f := sim.Llama3Failures()
 	f.Interruptions *= 64 // one 64-GPU gang fails as often as 4,096 GPUs would
 	f.RestartCost = 60
 	res, err := Goodput(context.Background(), GoodputConfig{JobGPUs: 64, GPUsPerNode: 8, SpareNodes: 4, Days: 40,
