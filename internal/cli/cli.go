@@ -2,8 +2,8 @@
 // user commands (submit, get, describe, logs, cancel, cordon, drain) and the
 // demo. Main is the whole program, callable from tests.
 //
-// It may import every other gangway package; nothing imports it but
-// cmd/gangway.
+// It imports any gangway package (it is the top of the tree); nothing
+// imports it but cmd/gangway.
 package cli
 
 import (

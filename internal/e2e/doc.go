@@ -20,6 +20,8 @@
 // cgroup hierarchy there, so per-rank limits are not exercised here.
 //
 // Network is the only non-test code: a throwaway switched network of
-// namespaces (see netns.go). The package imports the standard library and
-// internal/api; its tests also use go.uber.org/goleak. Nothing imports it.
+// namespaces (see netns.go); nothing imports the package.
+//
+// It imports the standard library (its tests also use the rest of
+// gangway and go.uber.org/goleak).
 package e2e

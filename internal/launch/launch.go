@@ -1,8 +1,9 @@
 // Package launch computes the contract each rank receives: torchrun's
 // variables, Kubeflow's PET_* aliases, CUDA_VISIBLE_DEVICES, NCCL settings
 // from the node's NICs, gangway's own GANGWAY_* variables, and in per-node
-// mode the node-level arguments of torchrun or DeepSpeed. It is pure and
-// imports only internal/api.
+// mode the node-level arguments of torchrun or DeepSpeed. It is pure.
+//
+// It imports the standard library and internal/api.
 package launch
 
 import (

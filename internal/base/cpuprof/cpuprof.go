@@ -2,6 +2,8 @@
 // $GANGWAY_CPUPROFILE names a directory: the way to see where agents and
 // supervisors, which run as processes of their own, spend their time. It
 // also writes allocation profiles for the commands' --memprofile flags.
+//
+// It imports only the standard library.
 package cpuprof
 
 import (

@@ -16,7 +16,7 @@
 // The fast decoder starts every slice with room for 10 elements, so what
 // is kept for long (the store cache's jobs) is decoded by encoding/json.
 //
-// It imports only the standard library and the fast decoder.
+// It imports the standard library and github.com/segmentio/encoding/json.
 package fastjson
 
 import (

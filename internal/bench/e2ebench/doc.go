@@ -11,5 +11,7 @@
 // (api.RankStatus.StartedAt). Throughput is jobs completed over the wall
 // time from the first submission to the last job's FinishedAt.
 //
-// It imports internal/api, internal/controlplane/server and the standard library.
+// It imports the standard library, internal/api,
+// internal/controlplane/server, internal/base/cpuprof, internal/base/stats
+// and internal/base/wait.
 package e2ebench

@@ -2,7 +2,9 @@
 // engine-sim (a simulated vLLM server), gateway (the OpenAI gateway) and
 // bench inference (the inference benchmarks). cmd/gangway calls Main.
 //
-// It imports the standard library and internal/inference/...
+// It imports the standard library, internal/inference/enginesim,
+// internal/inference/gateway, internal/bench/infbench and
+// internal/base/cpuprof.
 package infcli
 
 import (

@@ -1,6 +1,8 @@
 // Package plancli is the `gangway plan` command: it parses flags, calls
-// internal/planner and prints tables or JSON. It may import the standard
-// library and internal/planner only; cmd/gangway wires `plan` to Main.
+// internal/planner and prints tables or JSON; cmd/gangway wires `plan` to
+// Main.
+//
+// It imports the standard library and internal/planner.
 package plancli
 
 import (

@@ -6,7 +6,8 @@
 // reference runs, the openb allocation-ratio experiment and the goodput
 // experiment under failures.
 //
-// It imports the standard library and internal/sim and its subpackages.
+// It imports the standard library, internal/sim, internal/sim/trace and
+// internal/sim/experiments.
 package simcli
 
 import (

@@ -14,7 +14,7 @@
 // then says the limits are not enforced, and [Manager.Describe] says so in
 // one line for the agent to log.
 //
-// This package may import only the standard library and golang.org/x/sys.
+// It imports the standard library and golang.org/x/sys.
 package cgroup
 
 import (

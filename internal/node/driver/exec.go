@@ -13,7 +13,8 @@
 // then costs one fork and exec, not a Go runtime start and a handful of
 // files (the per-rank shim was most of an agent's CPU per short rank).
 //
-// It imports the standard library and golang.org/x/sys only.
+// It imports the standard library, golang.org/x/sys and
+// internal/base/fastjson.
 package driver
 
 import (

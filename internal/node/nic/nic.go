@@ -4,8 +4,9 @@
 // NCCL_IB_HCA, with one HCA per network rail.
 //
 // Discovery reads files only; the sysfs root is a parameter, so tests run on
-// captured or written-by-hand trees under testdata/. The package imports only
-// the standard library.
+// captured or written-by-hand trees under testdata/.
+//
+// It imports only the standard library.
 package nic
 
 import (

@@ -8,5 +8,5 @@
 // line, column and field, and what was wrong with it. Readers never read
 // more than the io.Reader they are given.
 //
-// The package imports only the standard library.
+// It imports only the standard library.
 package trace
