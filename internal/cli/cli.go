@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/cli/infcli"
 	"github.com/gangway/gangway/internal/cli/plancli"
@@ -169,12 +170,11 @@ func outputFlag(fs *flag.FlagSet) *string {
 }
 
 func checkOutput(e *Env, o string) bool {
-	switch o {
-	case "table", "json", "yaml":
-		return true
+	if _, err := cmdkit.ParseFormat(o); err != nil {
+		fmt.Fprintf(e.Stderr, "gangway: %v\n", err)
+		return false
 	}
-	fmt.Fprintf(e.Stderr, "gangway: -o %q: want table, json or yaml\n", o)
-	return false
+	return true
 }
 
 // fail prints err for a person and returns exit status 1.

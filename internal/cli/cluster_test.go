@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -298,6 +299,12 @@ command: [sh, -c, 'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE node_ran
 	out, _, _ = cl.run("get", "nodes", "-o", "yaml")
 	if !strings.Contains(out, "name: n1") || !strings.Contains(out, "H100-SXM-80GB") {
 		t.Errorf("get nodes -o yaml:\n%s", out)
+	}
+	// Integers stay integers in YAML (no 2.0, no 8.5e+10), in the JSON's
+	// field order.
+	if !regexp.MustCompile(`(?m)^\s+cpus: [0-9]+$`).MatchString(out) || !regexp.MustCompile(`(?m)^\s+memoryBytes: [0-9]+$`).MatchString(out) ||
+		strings.Contains(out, "e+") || strings.Index(out, "name: n1") > strings.Index(out, "cpus:") {
+		t.Errorf("get nodes -o yaml: want integer cpus and memoryBytes after the name:\n%s", out)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/driver"
@@ -51,30 +53,32 @@ type demoConfig struct {
 	timeout           time.Duration
 }
 
+// demoScenarios are the capabilities the demo can show, the default first:
+// node-loss kills a node mid-training and watches the gang resume from its
+// checkpoint elsewhere.
+var demoScenarios = []string{"node-loss"}
+
 func runDemo(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "demo", "[-o json]")
-	out := fs.String("o", "table", "summary format: table or json (progress goes to stderr with json)")
+	fs := newFlags(e, "demo", "[--scenario NAME] [-o json]")
+	out := cmdkit.OutputFlag(fs)
+	scenario := fs.String("scenario", demoScenarios[0], "what to show: "+strings.Join(demoScenarios, ", "))
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data)")
 	if _, code, ok := parse(fs, args); !ok {
 		return code
 	}
-	if *out != "table" && *out != "json" {
-		fmt.Fprintf(e.Stderr, "gangway demo: -o %q: want table or json\n", *out)
+	if !slices.Contains(demoScenarios, *scenario) {
+		fmt.Fprintf(e.Stderr, "gangway demo: --scenario %q: want one of %s\n", *scenario, strings.Join(demoScenarios, ", "))
 		return 2
 	}
 	progress := e.Stdout
-	if *out == "json" {
-		progress = e.Stderr
+	if *out != cmdkit.Table {
+		progress = e.Stderr // stdout carries the summary alone
 	}
 	cfg := demoConfig{nodes: 4, gpus: 8, ranks: 8, perNode: 4, steps: 400, killAtStep: 150,
 		stepDelay: 30 * time.Millisecond, timeout: 110 * time.Second}
 	sum, err := demo(ctx, cfg, progress, *keep)
-	if *out == "json" {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(sum)
-	} else if sum != nil {
-		printSummary(e.Stdout, sum)
+	if *out != cmdkit.Table || sum != nil {
+		_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printSummary(w, sum); return nil })
 	}
 	if err != nil {
 		fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", err)

@@ -13,32 +13,12 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/goccy/go-yaml"
+	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
+// printAs writes v as json or yaml (the table forms are each command's).
 func printAs(e *Env, format string, v any) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := json.Marshal(v) // json tags and time formats, as the API
-		if err != nil {
-			return err
-		}
-		var generic any
-		if err := json.Unmarshal(b, &generic); err != nil {
-			return err
-		}
-		y, err := yaml.Marshal(generic)
-		if err != nil {
-			return err
-		}
-		_, err = e.Stdout.Write(y)
-		return err
-	}
-	return fmt.Errorf("unknown format %q", format)
+	return cmdkit.Print(e.Stdout, cmdkit.Format(format), v, nil)
 }
 
 func runSubmit(ctx context.Context, e *Env, args []string) int {

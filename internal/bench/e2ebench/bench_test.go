@@ -119,7 +119,7 @@ func TestMainBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"format", []string{"-o", "yaml"}, `-o "yaml": want table or json`},
+		{"format", []string{"-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
 		{"nothing to do", []string{"--jobs", "0", "--gangs", "0"}, "nothing to measure"},
 		{"negative jobs", []string{"--jobs", "-1"}, "--jobs -1: want 0 or more"},
 		{"gang wider than cluster", []string{"--nodes", "2", "--gang-nodes", "3"}, "--gang-nodes 3: want 1..2"},

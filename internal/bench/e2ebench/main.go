@@ -2,7 +2,6 @@ package e2ebench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/cpuprof"
 )
 
@@ -32,7 +32,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var cfg Config
-	out := fs.String("o", "table", "result format: table or json")
+	out := cmdkit.OutputFlag(fs)
 	fs.IntVar(&cfg.Nodes, "nodes", 16, "emulated nodes (one agent process each)")
 	fs.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "fake GPUs per node")
 	fs.IntVar(&cfg.Jobs, "jobs", 1000, "one-GPU jobs in the first phase (0 skips it)")
@@ -58,10 +58,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gangway bench e2e: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *out != "table" && *out != "json" {
-		fmt.Fprintf(stderr, "gangway bench e2e: -o %q: want table or json\n", *out)
 		return 2
 	}
 	cfg.Command = strings.Fields(*command)
@@ -109,13 +105,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if res != nil {
-		if *out == "json" {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			_ = enc.Encode(res)
-		} else {
-			PrintTable(stdout, res)
-		}
+		_ = cmdkit.Print(stdout, *out, res, func(w io.Writer) error { PrintTable(w, res); return nil })
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gangway bench e2e: FAILED: %v\n", err)

@@ -2,7 +2,6 @@ package hbbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"os"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
 // Targets from BENCHMARKS.md §1.
@@ -32,7 +33,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	var cfg Config
-	out := fs.String("o", "table", "result format: table or json")
+	out := cmdkit.OutputFlag(fs)
 	fs.IntVar(&cfg.Agents, "agents", 5000, "emulated agents (nodes)")
 	fs.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "fake GPUs each node registers")
 	fs.DurationVar(&cfg.Interval, "interval", 2*time.Second, "heartbeat interval (nodes are lost after three missed)")
@@ -57,10 +58,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if *out != "table" && *out != "json" {
-		fmt.Fprintf(stderr, "gangway bench heartbeats: -o %q: want table or json\n", *out)
-		return 2
-	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "gangway bench heartbeats: %v\n", err)
 		return 2
@@ -73,13 +70,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gangway bench heartbeats: %v\n", err)
 		return 1
 	}
-	if *out == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
-		return 0
+	if err := cmdkit.Print(stdout, *out, res, func(w io.Writer) error { WriteTable(w, res); return nil }); err != nil {
+		fmt.Fprintf(stderr, "gangway bench heartbeats: %v\n", err)
+		return 1
 	}
-	WriteTable(stdout, res)
 	return 0
 }
 

@@ -2,7 +2,6 @@ package schedbench
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/scheduler"
 )
 
@@ -24,7 +24,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("gangway bench scheduler", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	out := fs.String("o", "text", "output format: text or json")
+	out := cmdkit.OutputFlag(fs)
 	trace := fs.String("trace", "", "Philly CSV to draw job sizes and durations from (default: shared/"+PhillyPath+" found above the working directory)")
 	mode := fs.String("mode", cfg.Mode.String(), "scheduling mode: greedy, strict or backfill")
 	strategy := fs.String("strategy", cfg.Strategy.String(), "placement strategy: topology, bestfit or consolidate")
@@ -47,10 +47,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gangway bench scheduler: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *out != "text" && *out != "json" {
-		fmt.Fprintf(stderr, "gangway bench scheduler: -o %q: want text or json\n", *out)
 		return 2
 	}
 	var err error
@@ -104,21 +100,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		results[name] = res
 	}
-	if *out == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		var v any = results[names[0]]
-		if len(names) > 1 {
-			v = results
-		}
-		if err := enc.Encode(v); err != nil {
-			fmt.Fprintf(stderr, "gangway bench scheduler: %v\n", err)
-			return 1
-		}
-		return 0
+	var v any = results[names[0]]
+	if len(names) > 1 {
+		v = results
 	}
-	for _, name := range names {
-		writeText(stdout, results[name])
+	err = cmdkit.Print(stdout, *out, v, func(w io.Writer) error {
+		for _, name := range names {
+			writeText(w, results[name])
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "gangway bench scheduler: %v\n", err)
+		return 1
 	}
 	return 0
 }

@@ -2,7 +2,6 @@ package simcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/experiments"
 	"github.com/gangway/gangway/internal/sim/trace"
@@ -39,7 +39,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.SetOutput(stderr)
 	tracePath := fs.String("trace", "../shared/data/traces/philly/philly-2017-09-10.csv", "Philly trace (Pollux CSV)")
 	ref := fs.String("reference", "../shared/data/traces/reference", "directory of the Helios reference job logs")
-	output := fs.String("o", "table", "table or json")
+	output := cmdkit.OutputFlag(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -52,10 +52,9 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
+	if *output != cmdkit.Table {
 		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
+			if err := cmdkit.PrintItem(stdout, *output, r); err != nil {
 				return fail(stderr, err)
 			}
 		}
@@ -85,7 +84,7 @@ func runOpenb(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	seeds := fs.String("seeds", "42-51", "seeds, as a range or a comma list")
 	arrive := fs.Float64("arrive", 1.3, "arrive pods up to this multiple of the cluster's GPUs")
 	packers := fs.String("packer", "scheduler,fgd-exact,fgd,bestfit,random", "packers: scheduler, fgd, fgd-exact, bestfit, random")
-	output := fs.String("o", "table", "table or json")
+	output := cmdkit.OutputFlag(fs)
 	outDir := fs.String("out", "", "directory for allocation.csv and allocation.svg")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -120,10 +119,7 @@ func parseSeeds(s string) ([]uint64, error) {
 	return out, nil
 }
 
-func openb(ctx context.Context, nodesPath, podsPath, published, seedList string, arrive float64, packerList, output, outDir string, stdout, stderr io.Writer) error {
-	if output != "table" && output != "json" {
-		return usageError{fmt.Errorf("-o %q: want table or json", output)}
-	}
+func openb(ctx context.Context, nodesPath, podsPath, published, seedList string, arrive float64, packerList string, output cmdkit.Format, outDir string, stdout, stderr io.Writer) error {
 	seeds, err := parseSeeds(seedList)
 	if err != nil {
 		return err
@@ -204,13 +200,11 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 		s.At90, s.At100, s.At120 = at(m, 90), at(m, 100), at(m, 120)
 		s.Seconds = time.Since(start).Seconds()
 		sums = append(sums, s)
-		if output == "json" {
-			if err := json.NewEncoder(stdout).Encode(s); err != nil {
-				return err
-			}
+		if err := cmdkit.PrintItem(stdout, output, s); err != nil {
+			return err
 		}
 	}
-	if output == "table" {
+	if output == cmdkit.Table {
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "packer\tat 90%\tat 100%\tmin–max at 100%\tat 120%\t")
 		for _, s := range sums {
@@ -292,7 +286,7 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	scales := fs.String("scales", "0.25,0.5,1,2,4", "multiples of the recommended interval to run")
 	fixed := fs.String("fixed", "10m,30m,1h", "fixed intervals to compare")
 	seeds := fs.String("seeds", "1-3", "seeds")
-	output := fs.String("o", "table", "table or json")
+	output := cmdkit.OutputFlag(fs)
 	outDir := fs.String("out", "", "directory for goodput.csv and goodput.svg")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -341,8 +335,8 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stderr, "goodput: %d-GPU job + %d spare nodes, %g days, %d runs in %s\n", cfg.JobGPUs, cfg.SpareNodes, cfg.Days,
 		len(res.Rows)*len(cfg.Seeds), time.Since(start).Round(100*time.Millisecond))
-	if *output == "json" {
-		if err := json.NewEncoder(stdout).Encode(res); err != nil {
+	if *output != cmdkit.Table {
+		if err := cmdkit.PrintItem(stdout, *output, res); err != nil {
 			return fail(stderr, err)
 		}
 	} else {

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/sim"
 	"github.com/gangway/gangway/internal/sim/experiments"
 	"github.com/gangway/gangway/internal/sim/trace"
@@ -57,18 +58,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type replayOpts struct {
-	trace, format, from, to                 string
-	cluster, nodesFile                      string
-	nodes, gpusPerNode, nodesPerLeaf        int
-	gpuModel                                string
-	load                                    float64
-	policies, placement, preemptCost        string
-	failures, repair, restart               string
-	ckptInterval, ckptCost, horizon, output string
-	outDir                                  string
-	gpuScale                                int
-	seed                                    uint64
-	progress                                bool
+	trace, format, from, to          string
+	cluster, nodesFile               string
+	nodes, gpusPerNode, nodesPerLeaf int
+	gpuModel                         string
+	load                             float64
+	policies, placement, preemptCost string
+	failures, repair, restart        string
+	ckptInterval, ckptCost, horizon  string
+	output                           cmdkit.Format
+	outDir                           string
+	gpuScale                         int
+	seed                             uint64
+	progress                         bool
 }
 
 func replayFlags(w io.Writer) (*flag.FlagSet, *replayOpts) {
@@ -97,7 +99,8 @@ func replayFlags(w io.Writer) (*flag.FlagSet, *replayOpts) {
 	fs.StringVar(&o.ckptCost, "ckpt-cost", "10s", "how long one checkpoint stalls training")
 	fs.StringVar(&o.horizon, "horizon", "", "stop after this much simulated time (e.g. 54d)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for failures and random placement")
-	fs.StringVar(&o.output, "o", "table", "output on stdout: table or json (one object per policy)")
+	o.output = cmdkit.Table
+	fs.Var(&o.output, "o", "output on stdout: table, json (a line per policy) or yaml (a document per policy)")
 	fs.StringVar(&o.outDir, "out", "", "directory for results.json, results.csv, per-policy job and series CSVs and SVG charts")
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar on stderr (table output only)")
 	return fs, o
@@ -141,9 +144,6 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error {
-	if o.output != "table" && o.output != "json" {
-		return usageError{fmt.Errorf("-o %q: want table or json", o.output)}
-	}
 	if o.trace == "" {
 		return usageError{errors.New("-trace is required")}
 	}
@@ -198,7 +198,7 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 		c := cfg
 		c.Policy = p
 		var bar *progressBar
-		if o.progress && o.output == "table" {
+		if o.progress && o.output == cmdkit.Table {
 			bar = &progressBar{w: stderr, name: p.Name(), start: time.Now()}
 			c.Progress = bar.update
 		}
@@ -211,13 +211,11 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 		}
 		results = append(results, r)
 		sums = append(sums, r.Summary)
-		if o.output == "json" {
-			if err := sim.WriteJSONLines(stdout, []sim.Summary{r.Summary}); err != nil {
-				return err
-			}
+		if err := cmdkit.PrintItem(stdout, o.output, r.Summary); err != nil {
+			return err
 		}
 	}
-	if o.output == "table" {
+	if o.output == cmdkit.Table {
 		if err := sim.WriteTable(stdout, sums); err != nil {
 			return err
 		}

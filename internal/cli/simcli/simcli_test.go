@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-yaml"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -103,7 +105,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no trace", []string{"-nodes", "2"}, 2, "-trace is required"},
 		{"no cluster", []string{"-trace", tr}, 2, "the cluster has no nodes"},
 		{"bad policy", []string{"-trace", tr, "-nodes", "2", "-policy", "lifo"}, 2, `unknown policy "lifo"`},
-		{"bad output", []string{"-trace", tr, "-nodes", "2", "-o", "xml"}, 2, `-o "xml"`},
+		{"bad output", []string{"-trace", tr, "-nodes", "2", "-o", "xml"}, 2, `invalid value "xml" for flag -o: want table, json or yaml`},
 		{"bad duration", []string{"-trace", tr, "-nodes", "2", "-horizon", "soon"}, 2, "-horizon"},
 		{"bad row", []string{"-trace", bad, "-nodes", "2"}, 1, `bad.csv:2:5: duration: "ten" is neither seconds nor a duration`},
 		{"too wide", []string{"-trace", tr, "-nodes", "1"}, 1, "asks for 16 GPUs, the cluster has 8"},
@@ -143,5 +145,29 @@ func TestGoodputCommand(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Rows) != 1 || res.Recommended <= 0 || res.Rows[0].ETTR <= 0.9 {
 		t.Errorf("goodput output %q: %v", out, err)
+	}
+}
+
+func TestYAMLOutput(t *testing.T) {
+	tr := writeFile(t, "t.csv", tinyTrace)
+	code, out, stderr := run("-trace", tr, "-nodes", "2", "-policy", "fifo,sjf", "-o", "yaml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	docs := strings.Split(out, "---\n")[1:]
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want one per policy:\n%s", len(docs), out)
+	}
+	for i, want := range []string{"fifo", "sjf"} {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(docs[i]), &m); err != nil {
+			t.Fatalf("document %d: %v", i, err)
+		}
+		if _, isFloat := m["jobs"].(float64); m["policy"] != want || isFloat || fmt.Sprint(m["jobs"]) != "4" {
+			t.Errorf("document %d: policy %v jobs %#v, want %s and the integer 4", i, m["policy"], m["jobs"], want)
+		}
+		if !strings.HasPrefix(docs[i], "policy: "+want+"\nplacement: gangway\njobs: 4\n") {
+			t.Errorf("document %d does not keep the JSON field order (policy, placement, jobs):\n%s", i, docs[i])
+		}
 	}
 }

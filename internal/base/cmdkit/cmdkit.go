@@ -1,0 +1,216 @@
+// Package cmdkit is what every gangway command and benchmark shares for
+// its command line: one output vocabulary (-o table|json|yaml) and its
+// printer, and flag sets that print usage one way and accept flags after
+// positional arguments. YAML output is the JSON output re-spelled: the
+// same field names in the same order, integers as integers.
+//
+// It imports the standard library and github.com/goccy/go-yaml.
+package cmdkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Format is an output format.
+type Format string
+
+// The formats every command accepts with -o.
+const (
+	Table Format = "table"
+	JSON  Format = "json"
+	YAML  Format = "yaml"
+)
+
+// ParseFormat reads a -o value. "text", which some commands used to take,
+// is read as table.
+func ParseFormat(s string) (Format, error) {
+	switch Format(strings.ToLower(s)) {
+	case Table, "text":
+		return Table, nil
+	case JSON:
+		return JSON, nil
+	case YAML:
+		return YAML, nil
+	}
+	return "", fmt.Errorf("-o %q: want table, json or yaml", s)
+}
+
+// String implements flag.Value.
+func (f *Format) String() string { return string(*f) }
+
+// Set implements flag.Value.
+func (f *Format) Set(s string) error {
+	v, err := ParseFormat(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("-o %q: ", s)))
+	}
+	*f = v
+	return nil
+}
+
+// Type names the value in pflag's usage.
+func (f *Format) Type() string { return "format" }
+
+// OutputFlag adds -o to fs, defaulting to table, and returns where the
+// parsed value lands.
+func OutputFlag(fs *flag.FlagSet) *Format {
+	f := Table
+	fs.Var(&f, "o", "output format: table, json or yaml")
+	return &f
+}
+
+// Print writes v to w in format f; table calls the command's own table
+// writer (nil: the format is refused for this command).
+func Print(w io.Writer, f Format, v any, table func(io.Writer) error) error {
+	switch f {
+	case JSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case YAML:
+		y, err := MarshalYAML(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	case Table, "":
+		if table == nil {
+			return errors.New("this command has no table output: use -o json or -o yaml")
+		}
+		return table(w)
+	}
+	return fmt.Errorf("unknown output format %q", f)
+}
+
+// MarshalYAML encodes v as YAML with its JSON field names and order (json
+// tags, omitempty and time formats apply as for the API) and integers
+// written as integers.
+func MarshalYAML(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	tree, err := ordered(dec)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(tree)
+}
+
+// ordered reads one JSON value from dec, keeping object keys in order
+// (yaml.MapSlice) and numbers as int64 where they are integers.
+func ordered(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			m := yaml.MapSlice{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := ordered(dec)
+				if err != nil {
+					return nil, err
+				}
+				m = append(m, yaml.MapItem{Key: k, Value: v})
+			}
+			_, err := dec.Token() // '}'
+			return m, err
+		case '[':
+			s := []any{}
+			for dec.More() {
+				v, err := ordered(dec)
+				if err != nil {
+					return nil, err
+				}
+				s = append(s, v)
+			}
+			_, err := dec.Token() // ']'
+			return s, err
+		}
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i, nil
+		}
+		return t.Float64()
+	}
+	return tok, nil
+}
+
+// NewFlags returns a flag set for `gangway NAME ARGS` that reports errors
+// and prints usage on stderr.
+func NewFlags(stderr io.Writer, name, args string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gangway %s %s\n\nFlags:\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// Parse parses args with fs, allowing flags after positional arguments
+// ("logs 3 -f"), and returns the positional ones. Everything after "--" is
+// returned as is, "--" included, so a caller can tell a command apart. It
+// returns flag.ErrHelp for -h and the flag package's error otherwise
+// (already printed to fs's output).
+func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i:]
+			break
+		}
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, tail...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// PrintItem writes v as one item of a stream that a command prints as it
+// goes (a row per policy, per packer): with json a line of its own (JSON
+// lines), with yaml a document of its own. It writes nothing for table,
+// whose rows the command prints itself.
+func PrintItem(w io.Writer, f Format, v any) error {
+	switch f {
+	case JSON:
+		return json.NewEncoder(w).Encode(v)
+	case YAML:
+		y, err := MarshalYAML(v)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	return nil
+}
