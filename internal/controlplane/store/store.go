@@ -2,7 +2,8 @@
 // assignments, rank statuses, checkpoints and progress, with multi-key
 // changes in single transactions and a watch-fed cache for the controllers.
 //
-// It imports internal/api and etcd's client and server packages only.
+// It imports the standard library, internal/api, internal/base/fastjson
+// and etcd's client and server packages.
 package store
 
 import (
