@@ -23,9 +23,11 @@ import (
 var ErrUnavailable = errors.New("driver: supervisor unavailable")
 
 // Supervisor is the agent's connection to the supervisor of its data
-// directory. Its methods are safe for concurrent use. It owns one goroutine
-// (reading the connection, and reconnecting, starting a new supervisor,
-// when the old one dies); Close stops it and waits for it.
+// directory. Its methods are safe for concurrent use. It owns its
+// goroutines: the reader (reading the connection, and reconnecting,
+// starting a new supervisor, when the old one dies) and short-lived ones
+// that check the supervisor's build or retire a stale one. Close cancels
+// them and waits for all of them.
 type Supervisor struct {
 	dir string
 	exe string
@@ -46,7 +48,12 @@ type Supervisor struct {
 	closed  bool
 	stale   bool // the supervisor runs another build: retire it once idle
 
-	done chan struct{} // closed when the reader goroutine has returned
+	// life is cancelled by Close: it bounds every wait of the goroutines
+	// the Supervisor owns (reconnect back-off, dials, build checks).
+	life    context.Context
+	endLife context.CancelFunc
+	bg      sync.WaitGroup // goroutines started by goLocked
+	done    chan struct{}  // closed when the reader goroutine has returned
 }
 
 // Connect reaches the supervisor serving dir, starting `exe supervise`
@@ -57,8 +64,10 @@ func Connect(ctx context.Context, dir, exe string, log *slog.Logger) (*Superviso
 	}
 	s := &Supervisor{dir: dir, exe: exe, log: log, calls: map[int64]chan reply{}, handles: map[string]*Handle{},
 		early: map[string]Exit{}, done: make(chan struct{})}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	c, err := s.dial(ctx)
 	if err != nil {
+		s.endLife()
 		return nil, err
 	}
 	s.conn = c
@@ -161,8 +170,24 @@ func (s *Supervisor) Close() error {
 		s.conn.Close()
 	}
 	s.mu.Unlock()
+	s.endLife()
 	<-s.done
+	s.bg.Wait()
 	return nil
+}
+
+// goLocked runs f in a goroutine Close waits for, with a context that
+// Close cancels and that ends after d. It starts nothing once Close has
+// begun. s.mu must be held.
+func (s *Supervisor) goLocked(d time.Duration, f func(ctx context.Context)) {
+	if s.closed {
+		return
+	}
+	s.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(s.life, d)
+		defer cancel()
+		f(ctx)
+	})
 }
 
 func (s *Supervisor) readLoop(c net.Conn) {
@@ -209,7 +234,7 @@ func (s *Supervisor) reconnect() net.Conn {
 		if closed {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(s.life, 15*time.Second)
 		c, err := s.dial(ctx)
 		cancel()
 		if err == nil {
@@ -226,11 +251,17 @@ func (s *Supervisor) reconnect() net.Conn {
 			s.mu.Unlock()
 			s.write(c, request{ID: id, Op: "list"})
 			s.log.Info("supervisor reconnected")
-			go s.checkBuild(context.Background()) // not on the reader: it must read the answer
+			s.mu.Lock()
+			s.goLocked(helloTimeout, s.checkBuild) // not on the reader: it must read the answer
+			s.mu.Unlock()
 			return c
 		}
 		s.log.Warn("supervisor unreachable", "err", err)
-		time.Sleep(backoff)
+		select {
+		case <-s.life.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
@@ -251,11 +282,9 @@ func (s *Supervisor) dispatch(rep reply) {
 			h.finish(*rep.Exit)
 		}
 		if stale {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-				defer cancel()
-				s.retire(ctx)
-			}()
+			s.mu.Lock()
+			s.goLocked(15*time.Second, s.retire)
+			s.mu.Unlock()
 		}
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // oldBuild is a copy of the test binary: another file, so another build
@@ -159,4 +161,34 @@ func TestConnectToFrozenSupervisorDoesNotHang(t *testing.T) {
 	if e := wait(t, tasks[0]); e.Code != 0 {
 		t.Fatalf("rank exit %+v", e)
 	}
+}
+
+// TestCloseEndsReconnectAndLeavesNoGoroutine: Close while the reader backs
+// off between failed reconnects (its supervisor dead and none can be
+// started) cancels the back-off and returns with none of the Supervisor's
+// goroutines left.
+func TestCloseEndsReconnectAndLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	dir := t.TempDir()
+	s := connect(t, dir)
+	defer KillAll(dir)
+	old := supervisorPID(t, dir)
+	s.mu.Lock()
+	s.exe = filepath.Join(t.TempDir(), "no-such-gangway") // no new supervisor can start
+	s.mu.Unlock()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, old, 5*time.Second)
+	for { // the reader has seen the loss
+		s.mu.Lock()
+		c := s.conn
+		s.mu.Unlock()
+		if c == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.Close()
+	goleak.VerifyNone(t, before)
 }
