@@ -6,9 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -210,11 +211,7 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 		for _, s := range sums {
 			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f–%.2f\t%.2f\t\n", s.Packer, s.At90, s.At100, s.Min100, s.Max100, s.At120)
 		}
-		var names []string
-		for k := range pub {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(pub))
 		for _, k := range names {
 			fmt.Fprintf(tw, "%s (published)\t%.2f\t%.2f\t\t%.2f\t\n", k, at(pub[k], 90), at(pub[k], 100), at(pub[k], 120))
 		}
@@ -231,11 +228,7 @@ func openb(ctx context.Context, nodesPath, podsPath, published, seedList string,
 			return err
 		}
 		fmt.Fprint(f, "arrived_pct")
-		var names []string
-		for k := range means {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(means))
 		for _, k := range names {
 			fmt.Fprintf(f, ",%s", k)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -724,11 +725,7 @@ func AllocationChart(title string, ours map[string][]float64, published map[stri
 	c := Chart{Title: title, XLabel: "arrived GPU requests, % of capacity", YLabel: "GPU allocation ratio, %",
 		XMin: 70, XMax: 130, YMin: 80, YMax: 97}
 	add := func(m map[string][]float64, suffix string, dashed bool) {
-		var names []string
-		for k := range m {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(m))
 		for _, name := range names {
 			label := name
 			if i := strings.Index(label, "-"); i > 0 && strings.Trim(label[:i], "0123456789") == "" {
