@@ -21,6 +21,7 @@ import (
 
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // The overhead scenario measures what the gateway adds to a request: the
@@ -207,7 +208,7 @@ func startRigProcs(ctx context.Context, exe, profileDir string) (*rig, error) {
 	r.gateway, r.gatewayPID = p.urls[0], p.cmd.Process.Pid
 	// The gateway routes once its first refresh has read every engine.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		resp, err := http.Get(r.gateway + enginesim.PathHealth)
+		resp, err := http.Get(r.gateway + openai.PathHealth)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -366,13 +367,13 @@ func runOverheadCase(ctx context.Context, r *rig, oc overheadCase) (Summary, err
 	bodies := overheadBodies(oc.promptBytes, 64)
 	var direct, via []loadTarget
 	for _, u := range r.engines {
-		t, err := newLoadTarget(u, enginesim.PathCompletions, bodies)
+		t, err := newLoadTarget(u, openai.PathCompletions, bodies)
 		if err != nil {
 			return Summary{}, err
 		}
 		direct = append(direct, t)
 	}
-	t, err := newLoadTarget(r.gateway, enginesim.PathCompletions, bodies)
+	t, err := newLoadTarget(r.gateway, openai.PathCompletions, bodies)
 	if err != nil {
 		return Summary{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
 
@@ -217,7 +218,7 @@ func (e *Engine) Add(r *Request, now time.Duration) error {
 	if len(r.PromptHashes) > len(r.Prompt)/e.cfg.BlockSize {
 		return fmt.Errorf("enginesim: %d prompt hashes for %d prompt tokens", len(r.PromptHashes), len(r.Prompt))
 	}
-	r.hashes = AppendBlockHashes(slices.Clip(r.PromptHashes), r.Prompt, e.cfg.BlockSize)
+	r.hashes = openai.AppendBlockHashes(slices.Clip(r.PromptHashes), r.Prompt, e.cfg.BlockSize)
 	r.arrival = now
 	e.waiting = append(e.waiting, r)
 	return nil
@@ -381,7 +382,7 @@ func (e *Engine) Step(now time.Duration) StepResult {
 		if r.numComputed < r.total() {
 			continue // mid-prefill chunk
 		}
-		tok := genToken(r.Seed, len(r.out))
+		tok := openai.GeneratedToken(r.Seed, len(r.out))
 		r.out = append(r.out, tok)
 		e.stats.GenerationTokens++
 		ev := Event{Req: r, Token: tok}
@@ -430,33 +431,14 @@ func (e *Engine) cacheFullBlocks(r *Request) {
 		for i := b * bs; i < (b+1)*bs; i++ {
 			e.hbuf = append(e.hbuf, r.token(i))
 		}
-		prev := hashSeed
+		prev := openai.HashSeed
 		if b > 0 {
 			prev = r.hashes[b-1]
 		}
-		r.hashes = append(r.hashes, chainBlock(prev, e.hbuf))
+		r.hashes = append(r.hashes, openai.ChainBlock(prev, e.hbuf))
 	}
 	for i := r.numHashed; i < full; i++ {
 		e.pool.register(r.blocks[i], r.hashes[i])
 	}
 	r.numHashed = full
-}
-
-// chainBlock is one link of the hash chain of AppendBlockHashes.
-func chainBlock(prev uint64, toks []uint32) uint64 {
-	h := prev
-	for _, t := range toks {
-		h ^= uint64(t) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
-	}
-	return mix64(h)
-}
-
-// GeneratedToken is the token the engine generates at output position i
-// for a request with Seed seed: what a client would send back as the
-// assistant's turn of a conversation.
-func GeneratedToken(seed uint64, i int) uint32 { return genToken(seed, i) }
-
-// genToken is the deterministic "sampled" token i of a request.
-func genToken(seed uint64, i int) uint32 {
-	return uint32(mix64(seed*0x2545f4914f6cdd1d+uint64(i)+1) >> 33)
 }

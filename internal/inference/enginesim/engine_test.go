@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -285,7 +286,7 @@ func TestPreemptionByRecompute(t *testing.T) {
 		}
 		// Preemption must not change what is generated.
 		for j, tok := range r.Output() {
-			if tok != genToken(r.Seed, j) {
+			if tok != openai.GeneratedToken(r.Seed, j) {
 				t.Fatalf("request %d token %d differs after recompute", i, j)
 			}
 		}
@@ -376,26 +377,6 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-func TestTokenizePrefixStable(t *testing.T) {
-	a := Tokenize("You are a helpful assistant. Question one?", 1000)
-	b := Tokenize("You are a helpful assistant. Another question", 1000)
-	common := len("You are a helpful assistant. ") / BytesPerToken
-	if diff := cmp.Diff(a[:common], b[:common]); diff != "" {
-		t.Errorf("shared prefix tokenized differently:\n%s", diff)
-	}
-	if CountTokens(len("abcde")) != 2 || len(Tokenize("abcde", 0)) != 2 {
-		t.Error("5 bytes should be 2 tokens")
-	}
-	ha := BlockHashes(seqTokens(0, 40), 16)
-	hb := BlockHashes(append(seqTokens(0, 16), seqTokens(99, 24)...), 16)
-	if len(ha) != 2 || ha[0] != hb[0] || ha[1] == hb[1] {
-		t.Errorf("hash chain: %x vs %x", ha, hb)
-	}
-	if got := AppendBlockHashes(ha[:1], seqTokens(0, 40), 16); got[1] != ha[1] {
-		t.Error("AppendBlockHashes does not continue the chain")
-	}
-}
 
 func TestDeterministic(t *testing.T) {
 	run := func() (time.Duration, []uint32) {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
 
@@ -98,14 +99,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.zero.E2E = promtext.NewHistogram(e2eBuckets)
 	s.zero.Queue = promtext.NewHistogram(e2eBuckets)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET "+openai.PathHealth, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]string{"version": "gangway-enginesim"})
+		openai.WriteJSON(w, 200, map[string]string{"version": "gangway-enginesim"})
 	})
-	mux.HandleFunc("GET "+PathModels, s.handleModels)
-	mux.HandleFunc("GET "+PathMetrics, s.handleMetrics)
-	mux.HandleFunc("POST "+PathCompletions, s.handleGenerate)
-	mux.HandleFunc("POST "+PathChatCompletions, s.handleGenerate)
+	mux.HandleFunc("GET "+openai.PathModels, s.handleModels)
+	mux.HandleFunc("GET "+openai.PathMetrics, s.handleMetrics)
+	mux.HandleFunc("POST "+openai.PathCompletions, s.handleGenerate)
+	mux.HandleFunc("POST "+openai.PathChatCompletions, s.handleGenerate)
 	s.mux = mux
 	return s, nil
 }
@@ -200,7 +201,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		Root        string `json:"root"`
 		MaxModelLen int    `json:"max_model_len"`
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	openai.WriteJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []model{{
 			ID: s.cfg.ServedModelName, Object: "model", Created: s.start.Unix(), OwnedBy: "vllm",
@@ -209,57 +210,29 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	w.Write(b)
-}
-
-// WriteError writes vLLM's JSON error body.
-func WriteError(w http.ResponseWriter, code int, msg string) {
-	typ := "BadRequestError"
-	switch code {
-	case http.StatusNotFound:
-		typ = "NotFoundError"
-	case http.StatusTooManyRequests:
-		typ = "RateLimitError"
-	case http.StatusServiceUnavailable, http.StatusBadGateway:
-		typ = "ServiceUnavailableError"
-	case http.StatusInternalServerError:
-		typ = "InternalServerError"
-	}
-	writeJSON(w, code, APIError{Object: "error", Message: msg, Type: typ, Code: code})
-}
-
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	bp := s.bufs.Get().(*reqBufs)
 	defer s.bufs.Put(bp)
-	body, err := ReadBodyInto(bp.body, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
+	body, err := openai.ReadBodyInto(bp.body, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
+		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
 	bp.keepBody(body)
-	p, err := ParsePromptInto(bp.prompt, r.URL.Path, body)
+	p, err := openai.ParsePromptInto(bp.prompt, r.URL.Path, body)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		openai.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	bp.keepPrompt(p)
 	if p.Model != s.cfg.ServedModelName {
-		WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+		openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
 		return
 	}
 	cfg := s.cfg.Engine
 	for i, t := range p.TokenIDs {
 		if int(t) >= cfg.Model.Vocab {
-			WriteError(w, http.StatusBadRequest, fmt.Sprintf("field \"prompt\": token %d at index %d is outside the vocabulary of %d", t, i, cfg.Model.Vocab))
+			openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf("field \"prompt\": token %d at index %d is outside the vocabulary of %d", t, i, cfg.Model.Vocab))
 			return
 		}
 	}
@@ -273,7 +246,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if nPrompt+maxTokens > cfg.MaxModelLen || maxTokens < 1 {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf(
+		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			cfg.MaxModelLen, nPrompt+maxTokens, nPrompt, maxTokens))
 		return
@@ -281,12 +254,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	id := s.ids.Add(1)
 	if s.cfg.Time == TimeZero {
 		// No scheduler: the prompt's tokens matter only through the seed.
-		seed := p.seed(cfg.Model.Vocab)
+		seed := p.Seed(cfg.Model.Vocab)
 		s.answerNow(r.Context(), w, bp, p, id, newGenRequest(nil, maxTokens, seed, p.IgnoreEOS), nPrompt)
 		return
 	}
 	toks := p.Tokens(cfg.Model.Vocab)
-	req := newGenRequest(toks, maxTokens, promptSeed(toks), p.IgnoreEOS)
+	req := newGenRequest(toks, maxTokens, openai.PromptSeed(toks), p.IgnoreEOS)
 	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks), id: responseID(p.Chat, id)}
 
 	st := &stream{notify: make(chan struct{}, 1)}
@@ -295,7 +268,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	err = s.eng.Add(req, s.now())
 	s.mu.Unlock()
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		openai.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	select {
@@ -375,7 +348,7 @@ func (b *reqBufs) keepBody(body []byte) {
 }
 
 // keepPrompt keeps the buffer a prompt was rendered into.
-func (b *reqBufs) keepPrompt(p PromptRequest) {
+func (b *reqBufs) keepPrompt(p openai.PromptRequest) {
 	if sc := p.Scratch(); cap(sc) <= maxPooledBytes {
 		b.prompt = sc
 	}
@@ -384,7 +357,7 @@ func (b *reqBufs) keepPrompt(p PromptRequest) {
 // answerNow is TimeZero: all tokens at once, no scheduler, and the whole
 // answer in one write with its Content-Length (a stream is still SSE
 // events, just all in one piece).
-func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBufs, p PromptRequest, id uint64, req *Request, promptTokens int) {
+func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBufs, p openai.PromptRequest, id uint64, req *Request, promptTokens int) {
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	n := req.MaxTokens
@@ -406,7 +379,7 @@ func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBu
 	if !p.Stream {
 		toks := make([]uint32, n)
 		for i := range toks {
-			toks[i] = genToken(req.Seed, i)
+			toks[i] = openai.GeneratedToken(req.Seed, i)
 		}
 		out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: promptTokens, id: responseID(p.Chat, id)}
 		out.tokens(toks, true, reason)
@@ -425,38 +398,10 @@ func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBu
 	w.Write(b)
 }
 
-func promptSeed(toks []uint32) uint64 {
-	h := uint64(1469598103934665603)
-	for _, t := range toks {
-		h = (h ^ uint64(t)) * 1099511628211
-	}
-	return mix64(h)
-}
-
-// seed is promptSeed(p.Tokens(vocab)) without building the tokens.
-func (p PromptRequest) seed(vocab int) uint64 {
-	if p.TokenIDs != nil {
-		return promptSeed(p.TokenIDs)
-	}
-	m := newTokenMod(vocab)
-	text := p.Prompt
-	h := uint64(1469598103934665603)
-	full := len(text) / BytesPerToken
-	for i := range full {
-		j := i * BytesPerToken
-		t := m.token(uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24)
-		h = (h ^ uint64(t)) * 1099511628211
-	}
-	if full*BytesPerToken < len(text) {
-		h = (h ^ uint64(tailToken(m, text[full*BytesPerToken:]))) * 1099511628211
-	}
-	return mix64(h)
-}
-
 // responder writes one request's answer, streamed or whole.
 type responder struct {
 	w            http.ResponseWriter
-	p            PromptRequest
+	p            openai.PromptRequest
 	id, model    string
 	created      int64
 	promptTokens int
@@ -488,16 +433,16 @@ type chatChoice struct {
 }
 
 type chunk struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-	Choices any    `json:"choices"`
-	Usage   *Usage `json:"usage,omitempty"`
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices any           `json:"choices"`
+	Usage   *openai.Usage `json:"usage,omitempty"`
 }
 
-func (o *responder) usage() *Usage {
-	return &Usage{PromptTokens: o.promptTokens, CompletionTokens: o.n, TotalTokens: o.promptTokens + o.n}
+func (o *responder) usage() *openai.Usage {
+	return &openai.Usage{PromptTokens: o.promptTokens, CompletionTokens: o.n, TotalTokens: o.promptTokens + o.n}
 }
 
 // tokens writes newly produced tokens; done means the last of them ends
@@ -505,7 +450,7 @@ func (o *responder) usage() *Usage {
 func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	if !o.p.Stream {
 		for _, t := range toks {
-			o.text.WriteString(TokenText(t))
+			o.text.WriteString(openai.TokenText(t))
 		}
 		o.n += len(toks)
 		if !done {
@@ -519,7 +464,7 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 			c.Object = "text_completion"
 			c.Choices = []completionChoice{{Text: o.text.String(), FinishReason: &reason}}
 		}
-		writeJSON(o.w, http.StatusOK, c)
+		openai.WriteJSON(o.w, http.StatusOK, c)
 		return nil
 	}
 	w := o.w
@@ -543,9 +488,9 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 		}
 		var c chunk
 		if o.p.Chat {
-			c.Choices = []chatChoice{{Delta: &chatDelta{Content: TokenText(t)}, FinishReason: fr}}
+			c.Choices = []chatChoice{{Delta: &chatDelta{Content: openai.TokenText(t)}, FinishReason: fr}}
 		} else {
-			c.Choices = []completionChoice{{Text: TokenText(t), FinishReason: fr}}
+			c.Choices = []completionChoice{{Text: openai.TokenText(t), FinishReason: fr}}
 		}
 		if err := o.event(c); err != nil {
 			return err

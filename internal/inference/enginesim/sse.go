@@ -3,6 +3,8 @@ package enginesim
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // sseAnswer renders a whole streamed answer at once, byte for byte what
@@ -26,7 +28,7 @@ func (a sseAnswer) appendAll(b []byte, seed uint64, n int, reason string, usage 
 	}
 	for i := range n {
 		b = a.appendHead(b)
-		text := TokenText(genToken(seed, i))
+		text := openai.TokenText(openai.GeneratedToken(seed, i))
 		if a.chat {
 			b = append(b, `[{"index":0,"delta":{"content":`...)
 			b = appendJSONString(b, text)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // BenchmarkProxyOverhead measures one small streamed request straight to
@@ -54,7 +55,7 @@ func benchProxy(b *testing.B, promptBytes int) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := int(n.Add(1))
-					resp, err := client.Post(tc.url(i)+enginesim.PathCompletions, "application/json", bytes.NewReader(body))
+					resp, err := client.Post(tc.url(i)+openai.PathCompletions, "application/json", bytes.NewReader(body))
 					if err != nil {
 						b.Error(err)
 						return
