@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/inference/openai"
@@ -96,8 +97,8 @@ func (r *rig) cpu() (self, gw, engines time.Duration, ok bool) {
 	return self, g, e, ok && ok1 && ok2
 }
 
-func engineConfigForOverhead() (enginesim.Config, error) {
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+func engineConfigForOverhead() (hardware.Config, error) {
+	cfg, err := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	cfg.MaxModelLen = 131072 // room for 220 KB prompts
 	return cfg, err
 }

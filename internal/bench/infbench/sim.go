@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/autoscale"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -48,7 +49,7 @@ type Outcome struct {
 // ClusterConfig is a virtual-time cluster: identical replicas behind one
 // Router.
 type ClusterConfig struct {
-	Engine         enginesim.Config
+	Engine         hardware.Config
 	Replicas       int
 	Policy         string
 	PolicyImpl     gateway.Policy // overrides Policy when set

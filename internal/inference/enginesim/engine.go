@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
+
 	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
@@ -133,8 +135,8 @@ var (
 // current engine time, and Step says how long the step it ran takes.
 // It is not safe for concurrent use; the caller serialises calls.
 type Engine struct {
-	cfg   Config
-	cap   Capacity
+	cfg   hardware.Config
+	cap   hardware.Capacity
 	pool  *blockPool
 	stats Stats
 
@@ -153,7 +155,7 @@ type scheduled struct {
 
 // NewEngine returns an idle engine for cfg (defaults applied). It fails
 // when cfg is invalid or the model does not fit.
-func NewEngine(cfg Config) (*Engine, error) {
+func NewEngine(cfg hardware.Config) (*Engine, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
@@ -177,10 +179,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 }
 
 // Config returns the engine's configuration with defaults applied.
-func (e *Engine) Config() Config { return e.cfg }
+func (e *Engine) Config() hardware.Config { return e.cfg }
 
 // Capacity returns the engine's memory plan.
-func (e *Engine) Capacity() Capacity { return e.cap }
+func (e *Engine) Capacity() hardware.Capacity { return e.cap }
 
 // Stats returns the cumulative counters. The histograms are the engine's;
 // read them under the same serialisation as Step.
@@ -361,7 +363,7 @@ func (e *Engine) Step(now time.Duration) StepResult {
 		return res
 	}
 
-	var shape StepShape
+	var shape hardware.StepShape
 	for _, s := range e.sched {
 		shape.Add(s.ctx, s.n, s.ctx+s.n == s.r.total())
 		if s.n > 1 || s.ctx < len(s.r.Prompt) {

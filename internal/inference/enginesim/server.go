@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
+
 	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
@@ -31,7 +33,7 @@ const (
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
-	Engine          Config
+	Engine          hardware.Config
 	ServedModelName string   // the model name clients send; default Engine.Model.Name
 	Time            TimeMode // default TimeReal
 	// TimeScale > 1 runs engine time that many times faster than wall

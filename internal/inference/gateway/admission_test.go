@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/openai"
 )
 
@@ -61,8 +61,8 @@ func (e *heldEngine) requests() int {
 
 // oneSeat is a replica whose engine batches one sequence: a second
 // request in flight saturates it.
-func oneSeat(t *testing.T) *enginesim.Config {
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+func oneSeat(t *testing.T) *hardware.Config {
+	cfg, err := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	if err != nil {
 		t.Fatal(err)
 	}

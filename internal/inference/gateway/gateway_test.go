@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // than real time.
 func startEngine(t *testing.T) *httptest.Server {
 	t.Helper()
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	cfg, err := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/openai"
 )
@@ -26,7 +27,7 @@ func BenchmarkProxyOverhead(b *testing.B) { benchProxy(b, 1000) }
 func BenchmarkProxyOverheadLarge(b *testing.B) { benchProxy(b, 220_000) }
 
 func benchProxy(b *testing.B, promptBytes int) {
-	cfg, _ := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	cfg, _ := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	cfg.MaxModelLen = 131072
 	var eps Static
 	for range 8 {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/openai"
 )
 
@@ -36,7 +36,7 @@ type Capacity struct {
 	MaxNumSeqs int   // sequences the engine batches at most
 	// Engine, when known, prices prefill with the roofline (attention
 	// included); otherwise PrefillRate is used.
-	Engine      *enginesim.Config
+	Engine      *hardware.Config
 	PrefillRate float64 // tokens/s of prefill at full batch
 }
 
@@ -44,8 +44,8 @@ type Capacity struct {
 // whose metrics do not say: a Llama-3-8B on one H100.
 var DefaultCapacity = CapacityFromConfig(mustConfig("Llama-3-8B", "H100", 1, "bf16"))
 
-func mustConfig(model, gpu string, tp int, quant string) enginesim.Config {
-	c, err := enginesim.NewConfig(model, gpu, tp, quant)
+func mustConfig(model, gpu string, tp int, quant string) hardware.Config {
+	c, err := hardware.NewConfig(model, gpu, tp, quant)
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +54,7 @@ func mustConfig(model, gpu string, tp int, quant string) enginesim.Config {
 
 // CapacityFromConfig derives a replica's capacity from its engine config
 // with enginesim's memory and roofline model.
-func CapacityFromConfig(c enginesim.Config) Capacity {
+func CapacityFromConfig(c hardware.Config) Capacity {
 	c = c.WithDefaults()
 	cp := c.Capacity()
 	n := c.MaxNumBatchedTokens

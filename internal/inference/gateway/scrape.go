@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
@@ -66,7 +66,7 @@ func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResu
 	}
 	if info != nil {
 		tp, _ := strconv.Atoi(info.Label("tp"))
-		if cfg, err := enginesim.NewConfig(info.Label("model"), info.Label("gpu"), tp, info.Label("quant")); err == nil {
+		if cfg, err := hardware.NewConfig(info.Label("model"), info.Label("gpu"), tp, info.Label("quant")); err == nil {
 			cp := CapacityFromConfig(cfg)
 			res.capacity = &cp
 		}
