@@ -14,10 +14,12 @@
 //     and Config (serving.go), one engine replica, whose Capacity answers
 //     "does model M fit on N×GPU, with how many KV-cache tokens" the way
 //     vLLM's profiler does and whose StepTime is the roofline of one
-//     engine step. The engine simulator and the inference gateway ask
-//     Config.
+//     engine step. The planner's `plan serve`, the engine simulator and
+//     the inference gateway all ask Config; TestOneAnswer holds them to
+//     one answer.
 //
-// The planner extends the catalog with the user's YAML (planner.Catalog).
+// The planner extends the catalog with the user's YAML (planner.Catalog);
+// the agent's fake GPUs imitate the entries whose NVML name is known.
 //
 // It is pure: no I/O, no clock, no randomness. It imports only the
 // standard library (TestImportsOnlyTheStandardLibrary).

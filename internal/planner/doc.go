@@ -13,6 +13,7 @@
 //
 // The package is pure: no I/O beyond the io.Reader handed to the catalog and
 // vector parsers, no clock, no randomness. Its GPUs, models and
-// precisions are internal/hardware's (type aliases). It imports the standard
+// precisions are internal/hardware's (type aliases), and Serve is a
+// front-end over hardware's replica memory model. It imports the standard
 // library, github.com/goccy/go-yaml and internal/hardware.
 package planner
