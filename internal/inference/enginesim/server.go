@@ -262,7 +262,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	toks := p.Tokens(cfg.Model.Vocab)
 	req := newGenRequest(toks, maxTokens, openai.PromptSeed(toks), p.IgnoreEOS)
-	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks), id: responseID(p.Chat, id)}
+	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks), id: openai.ResponseID(p.Chat, id)}
 
 	st := &stream{notify: make(chan struct{}, 1)}
 	req.Tag = st
@@ -315,25 +315,6 @@ func newGenRequest(toks []uint32, maxTokens int, seed uint64, ignoreEOS bool) *R
 	return req
 }
 
-// responseID is vLLM's id for answer number n.
-func responseID(chat bool, n uint64) string {
-	b := make([]byte, 0, 25)
-	if chat {
-		b = append(b, "chatcmpl-"...)
-	} else {
-		b = append(b, "cmpl-"...)
-	}
-	return string(appendHex16(b, n))
-}
-
-func appendHex16(b []byte, n uint64) []byte {
-	const digits = "0123456789abcdef"
-	for shift := 60; shift >= 0; shift -= 4 {
-		b = append(b, digits[n>>uint(shift)&0xf])
-	}
-	return b
-}
-
 // reqBufs are one request's reusable buffers: the body, a rendered
 // prompt, the answer. Buffers that grew past maxPooledBytes are dropped
 // rather than kept.
@@ -383,7 +364,7 @@ func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBu
 		for i := range toks {
 			toks[i] = openai.GeneratedToken(req.Seed, i)
 		}
-		out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: promptTokens, id: responseID(p.Chat, id)}
+		out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: promptTokens, id: openai.ResponseID(p.Chat, id)}
 		out.tokens(toks, true, reason)
 		return
 	}
@@ -413,36 +394,6 @@ type responder struct {
 	n       int             // tokens written
 }
 
-type completionChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	Logprobs     *string `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-	StopReason   *string `json:"stop_reason"`
-}
-
-type chatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content"`
-}
-
-type chatChoice struct {
-	Index        int        `json:"index"`
-	Delta        *chatDelta `json:"delta,omitempty"`
-	Message      *chatDelta `json:"message,omitempty"`
-	Logprobs     *string    `json:"logprobs"`
-	FinishReason *string    `json:"finish_reason"`
-}
-
-type chunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices any           `json:"choices"`
-	Usage   *openai.Usage `json:"usage,omitempty"`
-}
-
 func (o *responder) usage() *openai.Usage {
 	return &openai.Usage{PromptTokens: o.promptTokens, CompletionTokens: o.n, TotalTokens: o.promptTokens + o.n}
 }
@@ -458,13 +409,13 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 		if !done {
 			return nil
 		}
-		c := chunk{ID: o.id, Created: o.created, Model: o.model, Usage: o.usage()}
+		c := openai.Chunk{ID: o.id, Created: o.created, Model: o.model, Usage: o.usage()}
 		if o.p.Chat {
 			c.Object = "chat.completion"
-			c.Choices = []chatChoice{{Message: &chatDelta{Role: "assistant", Content: o.text.String()}, FinishReason: &reason}}
+			c.Choices = []openai.ChatChoice{{Message: &openai.ChatDelta{Role: "assistant", Content: o.text.String()}, FinishReason: &reason}}
 		} else {
 			c.Object = "text_completion"
-			c.Choices = []completionChoice{{Text: o.text.String(), FinishReason: &reason}}
+			c.Choices = []openai.CompletionChoice{{Text: o.text.String(), FinishReason: &reason}}
 		}
 		openai.WriteJSON(o.w, http.StatusOK, c)
 		return nil
@@ -477,7 +428,7 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 		h.Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 		if o.p.Chat {
-			if err := o.event(chunk{Choices: []chatChoice{{Delta: &chatDelta{Role: "assistant"}}}}); err != nil {
+			if err := o.event(openai.Chunk{Choices: []openai.ChatChoice{{Delta: &openai.ChatDelta{Role: "assistant"}}}}); err != nil {
 				return err
 			}
 		}
@@ -488,11 +439,11 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 		if done && i == len(toks)-1 {
 			fr = &reason
 		}
-		var c chunk
+		var c openai.Chunk
 		if o.p.Chat {
-			c.Choices = []chatChoice{{Delta: &chatDelta{Content: openai.TokenText(t)}, FinishReason: fr}}
+			c.Choices = []openai.ChatChoice{{Delta: &openai.ChatDelta{Content: openai.TokenText(t)}, FinishReason: fr}}
 		} else {
-			c.Choices = []completionChoice{{Text: openai.TokenText(t), FinishReason: fr}}
+			c.Choices = []openai.CompletionChoice{{Text: openai.TokenText(t), FinishReason: fr}}
 		}
 		if err := o.event(c); err != nil {
 			return err
@@ -500,8 +451,8 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	}
 	if done {
 		if o.p.IncludeUsage {
-			var empty any = []completionChoice{}
-			if err := o.event(chunk{Choices: empty, Usage: o.usage()}); err != nil {
+			var empty any = []openai.CompletionChoice{}
+			if err := o.event(openai.Chunk{Choices: empty, Usage: o.usage()}); err != nil {
 				return err
 			}
 		}
@@ -515,7 +466,7 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	return nil
 }
 
-func (o *responder) event(c chunk) error {
+func (o *responder) event(c openai.Chunk) error {
 	c.ID, c.Created, c.Model = o.id, o.created, o.model
 	if o.p.Chat {
 		c.Object = "chat.completion.chunk"

@@ -139,7 +139,7 @@ func TestChatStreaming(t *testing.T) {
 	}
 	var first struct {
 		Object  string
-		Choices []struct{ Delta chatDelta }
+		Choices []struct{ Delta openai.ChatDelta }
 	}
 	json.Unmarshal([]byte(ev[0]), &first)
 	if first.Object != "chat.completion.chunk" || first.Choices[0].Delta.Role != "assistant" {
@@ -156,7 +156,7 @@ func TestChatNonStreamingDefaultsAndEOS(t *testing.T) {
 	var got struct {
 		Object  string
 		Choices []struct {
-			Message      chatDelta
+			Message      openai.ChatDelta
 			FinishReason string `json:"finish_reason"`
 		}
 		Usage openai.Usage

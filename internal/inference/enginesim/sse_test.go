@@ -1,8 +1,6 @@
 package enginesim
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http/httptest"
 	"testing"
 
@@ -27,7 +25,7 @@ func TestSSEAnswerMatchesResponder(t *testing.T) {
 		const seed, id, created = 42, 0xbeef, 1700000000
 		rec := httptest.NewRecorder()
 		out := &responder{w: rec, p: openai.PromptRequest{Chat: tc.chat, Stream: true, IncludeUsage: tc.usage}, model: tc.model,
-			created: created, promptTokens: 9, id: responseID(tc.chat, id)}
+			created: created, promptTokens: 9, id: openai.ResponseID(tc.chat, id)}
 		toks := make([]uint32, tc.n)
 		for i := range toks {
 			toks[i] = openai.GeneratedToken(seed, i)
@@ -45,15 +43,4 @@ func TestSSEAnswerMatchesResponder(t *testing.T) {
 			t.Errorf("%+v: (-responder +sseAnswer)\n%s", tc, d)
 		}
 	}
-}
-
-func FuzzAppendJSONString(f *testing.F) {
-	f.Add("plain")
-	f.Add("<&>\"\\\b\f\n\r\t\x01\x7f\u2028\u2029\xff\xc3")
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("%q: got %s, encoding/json %s", s, got, want)
-		}
-	})
 }

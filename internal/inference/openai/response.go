@@ -33,3 +33,52 @@ func WriteError(w http.ResponseWriter, code int, msg string) {
 	}
 	WriteJSON(w, code, APIError{Object: "error", Message: msg, Type: typ, Code: code})
 }
+
+// ResponseID is vLLM's id for answer number n.
+func ResponseID(chat bool, n uint64) string {
+	b := make([]byte, 0, 25)
+	if chat {
+		b = append(b, "chatcmpl-"...)
+	} else {
+		b = append(b, "cmpl-"...)
+	}
+	return string(AppendHex16(b, n))
+}
+
+func AppendHex16(b []byte, n uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[n>>uint(shift)&0xf])
+	}
+	return b
+}
+
+type CompletionChoice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	Logprobs     *string `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+	StopReason   *string `json:"stop_reason"`
+}
+
+type ChatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+}
+
+type ChatChoice struct {
+	Index        int        `json:"index"`
+	Delta        *ChatDelta `json:"delta,omitempty"`
+	Message      *ChatDelta `json:"message,omitempty"`
+	Logprobs     *string    `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type Chunk struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices any    `json:"choices"`
+	Usage   *Usage `json:"usage,omitempty"`
+}
