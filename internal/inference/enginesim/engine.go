@@ -433,11 +433,7 @@ func (e *Engine) cacheFullBlocks(r *Request) {
 		for i := b * bs; i < (b+1)*bs; i++ {
 			e.hbuf = append(e.hbuf, r.token(i))
 		}
-		prev := openai.HashSeed
-		if b > 0 {
-			prev = r.hashes[b-1]
-		}
-		r.hashes = append(r.hashes, openai.ChainBlock(prev, e.hbuf))
+		r.hashes = openai.AppendBlockHash(r.hashes, e.hbuf)
 	}
 	for i := r.numHashed; i < full; i++ {
 		e.pool.register(r.blocks[i], r.hashes[i])

@@ -374,7 +374,7 @@ func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBu
 		bp.out = b[:0]
 	}
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Content-Type", openai.EventStreamContentType)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
@@ -424,7 +424,7 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	if !o.started {
 		o.started = true
 		h := w.Header()
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Content-Type", openai.EventStreamContentType)
 		h.Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 		if o.p.Chat {
@@ -456,7 +456,7 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 				return err
 			}
 		}
-		if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
+		if _, err := io.WriteString(w, openai.DoneEvent); err != nil {
 			return err
 		}
 	}
@@ -477,11 +477,7 @@ func (o *responder) event(c openai.Chunk) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 0, len(b)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
-	_, err = o.w.Write(buf)
+	_, err = o.w.Write(openai.AppendEvent(make([]byte, 0, len(b)+8), b))
 	return err
 }
 

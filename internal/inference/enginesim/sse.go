@@ -57,12 +57,13 @@ func (a sseAnswer) appendAll(b []byte, seed uint64, n int, reason string, usage 
 		b = strconv.AppendInt(b, int64(promptTokens+n), 10)
 		b = append(b, "}}\n\n"...)
 	}
-	return append(b, "data: [DONE]\n\n"...)
+	return append(b, openai.DoneEvent...)
 }
 
 // appendHead appends an event up to its choices' value.
 func (a sseAnswer) appendHead(b []byte) []byte {
-	b = append(b, `data: {"id":"`...)
+	b = append(b, openai.EventPrefix...)
+	b = append(b, `{"id":"`...)
 	if a.chat {
 		b = append(b, "chatcmpl-"...)
 	} else {

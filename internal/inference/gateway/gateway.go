@@ -730,7 +730,7 @@ func (g *Gateway) baseURL(replica string) (*url.URL, error) {
 	return u, nil
 }
 
-var dataPrefix = []byte("data: ")
+var dataPrefix = []byte(openai.EventPrefix)
 
 // relay streams resp to the client, flushing each chunk as it arrives:
 // the last one is left for the server to write with the end of the

@@ -6,6 +6,7 @@ import (
 	"strconv"
 )
 
+// WriteJSON writes v as a JSON body with status code and its length.
 func WriteJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -45,6 +46,8 @@ func ResponseID(chat bool, n uint64) string {
 	return string(AppendHex16(b, n))
 }
 
+// AppendHex16 appends n as 16 lower-case hex digits, as response ids
+// carry it.
 func AppendHex16(b []byte, n uint64) []byte {
 	const digits = "0123456789abcdef"
 	for shift := 60; shift >= 0; shift -= 4 {
@@ -53,6 +56,7 @@ func AppendHex16(b []byte, n uint64) []byte {
 	return b
 }
 
+// CompletionChoice is one choice of a completions answer or chunk.
 type CompletionChoice struct {
 	Index        int     `json:"index"`
 	Text         string  `json:"text"`
@@ -61,11 +65,14 @@ type CompletionChoice struct {
 	StopReason   *string `json:"stop_reason"`
 }
 
+// ChatDelta is a chat message, whole (ChatChoice.Message) or a streamed
+// piece of one (ChatChoice.Delta).
 type ChatDelta struct {
 	Role    string `json:"role,omitempty"`
 	Content string `json:"content"`
 }
 
+// ChatChoice is one choice of a chat-completions answer or chunk.
 type ChatChoice struct {
 	Index        int        `json:"index"`
 	Delta        *ChatDelta `json:"delta,omitempty"`
@@ -74,6 +81,10 @@ type ChatChoice struct {
 	FinishReason *string    `json:"finish_reason"`
 }
 
+// Chunk is an answer (object "text_completion" or "chat.completion") or,
+// streamed, one event of it ("text_completion" or
+// "chat.completion.chunk"). Choices holds []CompletionChoice or
+// []ChatChoice.
 type Chunk struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`

@@ -2,6 +2,27 @@ package openai
 
 import "unicode/utf8"
 
+// Server-sent events, as OpenAI and vLLM stream an answer: one event per
+// chunk, "data: " then a Chunk's JSON then a blank line, and a last
+// event whose data is [DONE].
+const (
+	// EventStreamContentType is the Content-Type of a streamed answer.
+	EventStreamContentType = "text/event-stream; charset=utf-8"
+	// EventPrefix starts every event; counting it counts the events.
+	EventPrefix = "data: "
+	// EventEnd ends every event.
+	EventEnd = "\n\n"
+	// DoneEvent is the stream's last event.
+	DoneEvent = EventPrefix + "[DONE]" + EventEnd
+)
+
+// AppendEvent appends the event carrying data (one JSON value) to dst.
+func AppendEvent(dst, data []byte) []byte {
+	dst = append(dst, EventPrefix...)
+	dst = append(dst, data...)
+	return append(dst, EventEnd...)
+}
+
 // AppendJSONString appends s as encoding/json.Marshal writes a string:
 // HTML-safe escapes, \ufffd for invalid UTF-8, U+2028 and U+2029
 // escaped.

@@ -16,3 +16,21 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendEvent(t *testing.T) {
+	for _, tc := range []struct{ name, data, want string }{
+		{"object", `{"id":"cmpl-1"}`, "data: {\"id\":\"cmpl-1\"}\n\n"},
+		{"appends", `[]`, "data: []\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := []byte("before\n\n")
+			got := AppendEvent(prefix, []byte(tc.data))
+			if string(got) != string(prefix)+tc.want {
+				t.Errorf("AppendEvent = %q, want %q", got, string(prefix)+tc.want)
+			}
+		})
+	}
+	if DoneEvent != "data: [DONE]\n\n" {
+		t.Errorf("DoneEvent = %q", DoneEvent)
+	}
+}

@@ -69,9 +69,9 @@ func tailToken[T ~string | ~[]byte](t tokenMod, chunk T) uint32 {
 // building the slice.
 func CountTokens(n int) int { return (n + BytesPerToken - 1) / BytesPerToken }
 
-// HashSeed starts every hash chain; a different seed would mean a
+// hashSeed starts every hash chain; a different seed would mean a
 // different model (vLLM mixes the model and LoRA into its block hashes).
-const HashSeed uint64 = 0x9e3779b97f4a7c15
+const hashSeed uint64 = 0x9e3779b97f4a7c15
 
 // BlockHashes returns the chained hash of each full block of blockSize
 // tokens: hash i covers tokens [0, (i+1)·blockSize), so equal hashes mean
@@ -84,14 +84,8 @@ func BlockHashes(tokens []uint32, blockSize int) []uint64 {
 // first len(hashes) blocks of tokens) with the hashes of the remaining
 // full blocks.
 func AppendBlockHashes(hashes []uint64, tokens []uint32, blockSize int) []uint64 {
-	prev := HashSeed
-	if len(hashes) > 0 {
-		prev = hashes[len(hashes)-1]
-	}
 	for b := len(hashes); (b+1)*blockSize <= len(tokens); b++ {
-		h := ChainBlock(prev, tokens[b*blockSize:(b+1)*blockSize])
-		hashes = append(hashes, h)
-		prev = h
+		hashes = AppendBlockHash(hashes, tokens[b*blockSize:(b+1)*blockSize])
 	}
 	return hashes
 }
@@ -139,8 +133,19 @@ var outputWords = [...]string{
 // TokenText is the text of generated token id.
 func TokenText(id uint32) string { return outputWords[id%uint32(len(outputWords))] }
 
-// ChainBlock is one link of the hash chain of AppendBlockHashes.
-func ChainBlock(prev uint64, toks []uint32) uint64 {
+// AppendBlockHash extends hashes, the chain of the blocks before it, with
+// the hash of the next block, whose tokens are block: for a caller that
+// holds a sequence's tokens in pieces (a prompt and what was generated).
+func AppendBlockHash(hashes []uint64, block []uint32) []uint64 {
+	prev := hashSeed
+	if len(hashes) > 0 {
+		prev = hashes[len(hashes)-1]
+	}
+	return append(hashes, chainBlock(prev, block))
+}
+
+// chainBlock is one link of the hash chain of AppendBlockHashes.
+func chainBlock(prev uint64, toks []uint32) uint64 {
 	h := prev
 	for _, t := range toks {
 		h ^= uint64(t) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
@@ -158,6 +163,8 @@ func genToken(seed uint64, i int) uint32 {
 	return uint32(mix64(seed*0x2545f4914f6cdd1d+uint64(i)+1) >> 33)
 }
 
+// PromptSeed is the engine simulator's generation seed for a prompt of
+// toks: a hash of the tokens.
 func PromptSeed(toks []uint32) uint64 {
 	h := uint64(1469598103934665603)
 	for _, t := range toks {

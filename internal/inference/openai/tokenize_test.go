@@ -33,3 +33,16 @@ func seqTokens(start, n int) []uint32 {
 	}
 	return out
 }
+
+// TestAppendBlockHashIsTheChain: hashing block by block, as the engine
+// does over a prompt and its output, gives BlockHashes' chain.
+func TestAppendBlockHashIsTheChain(t *testing.T) {
+	toks := seqTokens(7, 16*5+3)
+	var got []uint64
+	for b := 0; (b+1)*16 <= len(toks); b++ {
+		got = AppendBlockHash(got, toks[b*16:(b+1)*16])
+	}
+	if diff := cmp.Diff(BlockHashes(toks, 16), got); diff != "" {
+		t.Errorf("block by block (-BlockHashes +AppendBlockHash):\n%s", diff)
+	}
+}
