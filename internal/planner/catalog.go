@@ -10,17 +10,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
 )
 
-// Catalog is the set of GPUs and models the planner knows by name. The
-// zero value is empty; DefaultCatalog returns the built-in entries. A
+// Catalog is the set of GPUs and models the planner knows by name: the
+// hardware catalog's, extended by the user's YAML (Load). The zero value
+// is empty; DefaultCatalog returns the hardware catalog's entries. A
 // Catalog is not safe for concurrent mutation; lookups may run
 // concurrently once loading is done.
 type Catalog struct {
 	gpus                 map[string]GPU   // by lower-case name and alias
-	models               map[string]Model // by lower-case name
+	models               map[string]Model // by lower-case name and alias
 	gpuNames, modelNames []string
 }
 
@@ -32,84 +34,21 @@ const (
 	tera = 1e12
 )
 
-// builtinGPUs are the data-sheet figures of ../shared/BENCHMARKS.md
-// ("Hardware numbers"). Memory is the marketing capacity read as GiB,
-// which is what nvidia-smi reports for the 80 GB parts.
-func builtinGPUs() []GPU {
-	return []GPU{
-		{Name: "A100-SXM-80GB", Aliases: []string{"a100", "a100-80gb", "a100-sxm4-80gb", "a100-sxm"},
-			MemoryBytes: 80 * gib, HBMBytesPerSec: 2.0 * tera, BF16FLOPS: 312 * tera,
-			NVLinkBytesPerSec: 600 * gbs, NVLinkDomain: 8, GPUsPerNode: 8, NICBitsPerSec: 200e9},
-		{Name: "H100-SXM", Aliases: []string{"h100", "h100-sxm5", "h100-sxm5-80gb", "h100-80gb"},
-			MemoryBytes: 80 * gib, HBMBytesPerSec: 3.35 * tera, BF16FLOPS: 989 * tera, FP8FLOPS: 1979 * tera,
-			NVLinkBytesPerSec: 900 * gbs, NVLinkDomain: 8, GPUsPerNode: 8, NICBitsPerSec: 400e9},
-		{Name: "H200", Aliases: []string{"h200-sxm", "h200-141gb"},
-			MemoryBytes: 141 * gib, HBMBytesPerSec: 4.8 * tera, BF16FLOPS: 989 * tera, FP8FLOPS: 1979 * tera,
-			NVLinkBytesPerSec: 900 * gbs, NVLinkDomain: 8, GPUsPerNode: 8, NICBitsPerSec: 400e9},
-		{Name: "B200", Aliases: []string{"b200-sxm", "hgx-b200", "dgx-b200"},
-			MemoryBytes: 180 * gib, HBMBytesPerSec: 8.0 * tera, BF16FLOPS: 2250 * tera, FP8FLOPS: 4500 * tera,
-			NVLinkBytesPerSec: 1800 * gbs, NVLinkDomain: 8, GPUsPerNode: 8, NICBitsPerSec: 400e9},
-		{Name: "GB200-NVL72", Aliases: []string{"gb200", "gb200-nvl72", "nvl72"},
-			MemoryBytes: 186 * gib, HBMBytesPerSec: 8.0 * tera, BF16FLOPS: 2500 * tera, FP8FLOPS: 5000 * tera,
-			NVLinkBytesPerSec: 1800 * gbs, NVLinkDomain: 72, GPUsPerNode: 4, NICBitsPerSec: 400e9},
-	}
-}
-
-func gptModel(name string, layers, hidden, heads, vocab int) Model {
-	return Model{Name: name, Layers: layers, Hidden: hidden, Heads: heads, KVHeads: heads,
-		FFN: 4 * hidden, Vocab: vocab, MLP: MLPGELU, TiedEmbeddings: true, Biases: true,
-		LearnedPositions: 2048, Dropout: true}
-}
-
-func llamaModel(name string, layers, hidden, heads, kvHeads, ffn, vocab int) Model {
-	return Model{Name: name, Layers: layers, Hidden: hidden, Heads: heads, KVHeads: kvHeads,
-		FFN: ffn, Vocab: vocab, MLP: MLPSwiGLU}
-}
-
-// builtinModels: the models plus those the dev vectors use.
-func builtinModels() []Model {
-	bloom := gptModel("bloom-176b", 70, 14336, 112, 250880)
-	bloom.LearnedPositions = 0 // ALiBi
-	bloom.Dropout = false
-	foundry13 := gptModel("foundry-13b", 40, 5120, 40, 50368)
-	foundry13.Dropout = false
-	foundry70 := gptModel("foundry-70b", 80, 8192, 64, 50368)
-	foundry70.Dropout = false
-	return []Model{
-		gptModel("gpt3-175b", 96, 12288, 96, 50257),
-		llamaModel("llama3-8b", 32, 4096, 32, 8, 14336, 128256),
-		llamaModel("llama3-70b", 80, 8192, 64, 8, 28672, 128256),
-		llamaModel("llama3-405b", 126, 16384, 128, 8, 53248, 128256),
-		llamaModel("llama2-7b", 32, 4096, 32, 32, 11008, 32000),
-		llamaModel("llama2-13b", 40, 5120, 40, 40, 13824, 32000),
-		llamaModel("llama2-70b", 80, 8192, 64, 8, 28672, 32000),
-		// Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022.
-		gptModel("megatron-18b", 40, 6144, 48, 51200),
-		gptModel("megatron-22b", 48, 6144, 64, 51200),
-		gptModel("megatron-145b", 80, 12288, 96, 51200),
-		gptModel("megatron-175b", 96, 12288, 96, 51200),
-		gptModel("mt-nlg-530b", 105, 20480, 128, 51200),
-		gptModel("megatron-1t", 128, 25600, 160, 51200),
-		bloom,
-		// MosaicML LLM Foundry benchmark configurations.
-		foundry13,
-		foundry70,
-	}
-}
-
-// DefaultCatalog returns the built-in GPUs and models.
+// DefaultCatalog returns the GPUs and models of the hardware catalog
+// (internal/hardware), which a YAML extension (Load) may add to.
 func DefaultCatalog() *Catalog {
 	c := &Catalog{}
-	for _, g := range builtinGPUs() {
+	for _, g := range hardware.GPUs() {
 		c.AddGPU(g)
 	}
-	for _, m := range builtinModels() {
+	for _, m := range hardware.Models() {
 		c.AddModel(m)
 	}
 	return c
 }
 
-// AddGPU adds or replaces a GPU (by name; aliases are added too).
+// AddGPU adds or replaces a GPU (by name; aliases and NVML's name are
+// added too).
 func (c *Catalog) AddGPU(g GPU) {
 	if c.gpus == nil {
 		c.gpus = map[string]GPU{}
@@ -118,13 +57,12 @@ func (c *Catalog) AddGPU(g GPU) {
 	if _, ok := c.gpus[key]; !ok {
 		c.gpuNames = append(c.gpuNames, g.Name)
 	}
-	c.gpus[key] = g
-	for _, a := range g.Aliases {
-		c.gpus[strings.ToLower(a)] = g
+	for _, n := range g.Names() {
+		c.gpus[strings.ToLower(n)] = g
 	}
 }
 
-// AddModel adds or replaces a model by name.
+// AddModel adds or replaces a model by name (aliases are added too).
 func (c *Catalog) AddModel(m Model) {
 	if c.models == nil {
 		c.models = map[string]Model{}
@@ -134,6 +72,9 @@ func (c *Catalog) AddModel(m Model) {
 		c.modelNames = append(c.modelNames, m.Name)
 	}
 	c.models[key] = m
+	for _, a := range m.Aliases {
+		c.models[strings.ToLower(a)] = m
+	}
 }
 
 // GPU looks a GPU up by name or alias, case-insensitively. Failing that,
@@ -157,7 +98,7 @@ func (c *Catalog) GPU(name string) (GPU, error) {
 	return GPU{}, fmt.Errorf("%w: gpu %q (known: %s)", ErrUnknown, name, strings.Join(c.GPUNames(), ", "))
 }
 
-// Model looks a model up by name, case-insensitively.
+// Model looks a model up by name or alias, case-insensitively.
 func (c *Catalog) Model(name string) (Model, error) {
 	if m, ok := c.models[strings.ToLower(strings.TrimSpace(name))]; ok {
 		return m, nil

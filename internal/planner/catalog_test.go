@@ -11,14 +11,16 @@ import (
 func TestCatalogLookup(t *testing.T) {
 	cat := DefaultCatalog()
 	for _, tt := range []struct{ name, want string }{
-		{"H100", "H100-SXM"},
-		{"h100-sxm5-80gb", "H100-SXM"},
-		{"A100-SXM4-80GB", "A100-SXM-80GB"},
-		{"NVIDIA Ampere (A100 assumed, 312 TF peak used for MFU)", "A100-SXM-80GB"},
+		{"H100", "H100-SXM-80GB"},
+		{"H100-SXM", "H100-SXM-80GB"},
+		{"h100-sxm5-80gb", "H100-SXM-80GB"},
+		{"NVIDIA H100 80GB HBM3", "H100-SXM-80GB"},
+		{"A100-SXM-80GB", "A100-SXM4-80GB"},
+		{"NVIDIA Ampere (A100 assumed, 312 TF peak used for MFU)", "A100-SXM4-80GB"},
 		{"GB200", "GB200-NVL72"},
-		{"B200", "B200"},
+		{"B200", "B200-SXM-180GB"},
 		{"nvidia gb200 nvl72 rack", "GB200-NVL72"},
-		{"H200", "H200"},
+		{"H200", "H200-SXM-141GB"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g, err := cat.GPU(tt.name)

@@ -3,6 +3,8 @@ package planner
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gangway/gangway/internal/hardware"
 )
 
 // Recompute is the activation recomputation policy.
@@ -36,15 +38,15 @@ func ParseRecompute(s string) (Recompute, error) {
 }
 
 // Precision is the number format of the matrix multiplications.
-type Precision string
+type Precision = hardware.Precision
 
-// Training and serving precisions.
+// The precisions the planner knows.
 const (
-	BF16 Precision = "bf16"
-	FP16 Precision = "fp16"
-	FP8  Precision = "fp8"
-	INT8 Precision = "int8"
-	INT4 Precision = "int4"
+	BF16 = hardware.BF16
+	FP16 = hardware.FP16
+	FP8  = hardware.FP8
+	INT8 = hardware.INT8
+	INT4 = hardware.INT4
 )
 
 // Config is one parallel layout and its per-GPU choices.

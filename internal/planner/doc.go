@@ -12,6 +12,8 @@
 // with every prediction.
 //
 // The package is pure: no I/O beyond the io.Reader handed to the catalog and
-// vector parsers, no clock, no randomness. It imports only the standard
-// library and github.com/goccy/go-yaml; nothing of gangway's.
+// vector parsers, no clock, no randomness. Its GPUs, models and
+// precisions are internal/hardware's (type aliases), and Serve is a
+// front-end over hardware's replica memory model. It imports the standard
+// library, github.com/goccy/go-yaml and internal/hardware.
 package planner

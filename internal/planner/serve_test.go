@@ -2,6 +2,8 @@ package planner
 
 import (
 	"testing"
+
+	"github.com/gangway/gangway/internal/hardware"
 )
 
 func TestServeByHand(t *testing.T) {
@@ -9,10 +11,10 @@ func TestServeByHand(t *testing.T) {
 	m, _ := cat.Model("llama3-70b")
 	h100 := mustGPU(t, "H100")
 	// KV per token: 2 · 80 layers · 8 KV heads · 128 · 2 bytes = 327,680.
-	if got := KVBytesPerToken(m, BF16); got != 327680 {
+	if got := hardware.KVBytesPerToken(m, BF16); got != 327680 {
 		t.Errorf("KVBytesPerToken = %d, want 327680", got)
 	}
-	if got := KVBytesPerToken(m, FP8); got != 163840 {
+	if got := hardware.KVBytesPerToken(m, FP8); got != 163840 {
 		t.Errorf("KVBytesPerToken fp8 = %d, want 163840", got)
 	}
 	// Weights: layers at the precision, embedding and output in 16 bits.
@@ -27,7 +29,7 @@ func TestServeByHand(t *testing.T) {
 		{INT8, layers + 2*edge},
 		{INT4, (0.5+2.0/128)*layers + 2*edge},
 	} {
-		if got := WeightsBytes(m, tt.p); got != int64(tt.want) {
+		if got := hardware.WeightsBytes(m, tt.p); got != int64(tt.want) {
 			t.Errorf("WeightsBytes(%s) = %d, want %d", tt.p, got, int64(tt.want))
 		}
 	}
@@ -55,14 +57,14 @@ func TestServeByHand(t *testing.T) {
 			}
 		}
 	}
-	// Capacity by hand at TP 8, bf16: budget 0.9·80 GiB minus weights/8,
-	// workspace and 2 GiB, over 2·80·1·128·2 bytes per token per GPU.
+	// Each option is the hardware catalog's replica capacity at its TP
+	// degree, with vLLM's defaults and max_model_len MaxSeq.
 	est := Serve(ServeRequest{Model: m, GPU: h100, Precision: BF16})
-	o := est.Options[len(est.Options)-1]
-	work := 8192.0 * (4*8192 + 3*28672.0/8) * 2
-	free := 0.9*80*gib - float64(WeightsBytes(m, BF16))/8 - work - 2*gib
-	if o.TP != 8 || o.KVCapacityTokens != int64(free/(2*80*128*2)) {
-		t.Errorf("tp=8 capacity %d tokens, want %d", o.KVCapacityTokens, int64(free/(2*80*128*2)))
+	for _, o := range est.Options {
+		cp := hardware.Config{Model: m, GPU: h100, TP: o.TP, Quant: BF16, MaxModelLen: 8192}.WithDefaults().Capacity()
+		if o.KVCapacityTokens != cp.KVTokens || o.WeightsBytesPerGPU != cp.WeightBytesPerGPU || o.Fits != cp.Fits {
+			t.Errorf("tp=%d: option %+v, hardware capacity %+v", o.TP, o, cp)
+		}
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/inference/autoscale"
-	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -32,7 +32,7 @@ func TestWorkloadConversations(t *testing.T) {
 				continue
 			}
 			for k := range a.MaxTokens {
-				if b.Body[len(a.Body)+k] != enginesim.GeneratedToken(a.Seed, k) {
+				if b.Body[len(a.Body)+k] != openai.GeneratedToken(a.Seed, k) {
 					t.Fatalf("turn after request %d does not carry its generated answer", i)
 				}
 			}

@@ -20,8 +20,10 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/base/stats"
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // The overhead scenario measures what the gateway adds to a request: the
@@ -96,8 +98,8 @@ func (r *rig) cpu() (self, gw, engines time.Duration, ok bool) {
 	return self, g, e, ok && ok1 && ok2
 }
 
-func engineConfigForOverhead() (enginesim.Config, error) {
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+func engineConfigForOverhead() (hardware.Config, error) {
+	cfg, err := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	cfg.MaxModelLen = 131072 // room for 220 KB prompts
 	return cfg, err
 }
@@ -208,7 +210,7 @@ func startRigProcs(ctx context.Context, exe, profileDir string) (*rig, error) {
 	r.gateway, r.gatewayPID = p.urls[0], p.cmd.Process.Pid
 	// The gateway routes once its first refresh has read every engine.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		resp, err := http.Get(r.gateway + enginesim.PathHealth)
+		resp, err := http.Get(r.gateway + openai.PathHealth)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -367,13 +369,13 @@ func runOverheadCase(ctx context.Context, r *rig, oc overheadCase) (Summary, err
 	bodies := overheadBodies(oc.promptBytes, 64)
 	var direct, via []loadTarget
 	for _, u := range r.engines {
-		t, err := newLoadTarget(u, enginesim.PathCompletions, bodies)
+		t, err := newLoadTarget(u, openai.PathCompletions, bodies)
 		if err != nil {
 			return Summary{}, err
 		}
 		direct = append(direct, t)
 	}
-	t, err := newLoadTarget(r.gateway, enginesim.PathCompletions, bodies)
+	t, err := newLoadTarget(r.gateway, openai.PathCompletions, bodies)
 	if err != nil {
 		return Summary{}, err
 	}

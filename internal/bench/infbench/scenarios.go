@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/base/stats"
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/autoscale"
-	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
 
@@ -91,8 +91,8 @@ var routingPolicies = []string{
 }
 
 // engineConfig is every scenario's replica: Qwen3-32B on 2 × H100.
-func engineConfig() enginesim.Config {
-	c, err := enginesim.NewConfig("Qwen3-32B", "H100", 2, "bf16")
+func engineConfig() hardware.Config {
+	c, err := hardware.NewConfig("Qwen3-32B", "H100", 2, "bf16")
 	if err != nil {
 		panic(err)
 	}

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/autoscale"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // Arrival is one request of a workload: a shared prefix (a customer's
@@ -19,7 +21,7 @@ type Arrival struct {
 	PrefixHashes []uint64      // block hashes of Prefix (BlockHashes)
 	Body         []uint32      // after the prefix; may share a backing array; never modified
 	MaxTokens    int
-	Seed         uint64 // the engine's generation seed (enginesim.GeneratedToken)
+	Seed         uint64 // the engine's generation seed (openai.GeneratedToken)
 }
 
 func (a *Arrival) prompt() []uint32 {
@@ -47,7 +49,7 @@ type Outcome struct {
 // ClusterConfig is a virtual-time cluster: identical replicas behind one
 // Router.
 type ClusterConfig struct {
-	Engine         enginesim.Config
+	Engine         hardware.Config
 	Replicas       int
 	Policy         string
 	PolicyImpl     gateway.Policy // overrides Policy when set
@@ -388,7 +390,7 @@ func (c *cluster) admitQueued() (rejected int) {
 func (c *cluster) dispatch(i int) error {
 	a := &c.arrivals[i]
 	prompt := a.prompt()
-	hashes := enginesim.AppendBlockHashes(append(make([]uint64, 0, len(prompt)/gateway.BlockSize), a.PrefixHashes...), prompt, gateway.BlockSize)
+	hashes := openai.AppendBlockHashes(append(make([]uint64, 0, len(prompt)/gateway.BlockSize), a.PrefixHashes...), prompt, gateway.BlockSize)
 	req := &gateway.Request{Hashes: hashes, PromptTokens: len(prompt), MaxTokens: a.MaxTokens}
 	t, err := c.router.Pick(epoch.Add(c.now), req, nil)
 	if err == gateway.ErrSaturated {

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // Workload describes open-loop traffic: requests over shared prefixes (or
@@ -55,7 +55,7 @@ func (w Workload) Generate(blockSize int) []Arrival {
 	hashes := make([][]uint64, w.Prefixes)
 	for p := range prefixes {
 		prefixes[p] = randToks(w.PrefixTokens)
-		hashes[p] = enginesim.BlockHashes(prefixes[p], blockSize)
+		hashes[p] = openai.BlockHashes(prefixes[p], blockSize)
 	}
 	var sessions []session
 	if w.Prefixes > 0 && w.Users > 0 {
@@ -78,7 +78,7 @@ func (w Workload) Generate(blockSize int) []Arrival {
 			ss.hist = append(ss.hist, question...)
 			a.Body = ss.hist[:len(ss.hist):len(ss.hist)]
 			for j := range a.MaxTokens {
-				ss.hist = append(ss.hist, enginesim.GeneratedToken(a.Seed, j))
+				ss.hist = append(ss.hist, openai.GeneratedToken(a.Seed, j))
 			}
 			ss.turns++
 		case w.Prefixes > 0:

@@ -2,9 +2,9 @@
 // engine-sim (a simulated vLLM server), gateway (the OpenAI gateway) and
 // bench inference (the inference benchmarks). cmd/gangway calls Main.
 //
-// It imports the standard library, internal/inference/enginesim,
-// internal/inference/gateway, internal/bench/infbench and
-// internal/base/cpuprof.
+// It imports the standard library, internal/hardware,
+// internal/inference/enginesim, internal/inference/gateway,
+// internal/bench/infbench and internal/base/cpuprof.
 package infcli
 
 import (
@@ -27,6 +27,7 @@ import (
 
 	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/bench/infbench"
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
@@ -82,9 +83,9 @@ func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := newFlagSet("engine-sim", stderr)
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
 	replicas := fs.Int("replicas", 1, "serve this many independent engines, on --listen's port and the ones after it (port 0: free ports)")
-	model := fs.String("model", "Qwen3-32B", "model: "+strings.Join(enginesim.ModelNames(), ", "))
+	model := fs.String("model", "Qwen3-32B", "model: "+strings.Join(hardware.ModelNames(), ", "))
 	served := fs.String("served-model-name", "", "model name clients send (default: --model)")
-	gpu := fs.String("gpu", "H100", "GPU: "+strings.Join(enginesim.GPUNames(), ", "))
+	gpu := fs.String("gpu", "H100", "GPU: "+strings.Join(hardware.GPUNames(), ", "))
 	tp := fs.Int("tp", 0, "tensor-parallel size (0: the smallest that fits)")
 	quant := fs.String("quant", "bf16", "quantization: bf16, fp8, int8, int4")
 	timeMode := fs.String("time", "real", "real: steps take their roofline time; zero: answer at once")
@@ -97,7 +98,7 @@ func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	cfg, err := enginesim.NewConfig(*model, *gpu, max(*tp, 1), *quant)
+	cfg, err := hardware.NewConfig(*model, *gpu, max(*tp, 1), *quant)
 	if err != nil {
 		fmt.Fprintf(stderr, "engine-sim: %v\n", err)
 		return 2
@@ -105,7 +106,7 @@ func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg.GPUMemoryUtilization, cfg.MaxNumSeqs, cfg.MaxNumBatchedTokens, cfg.MaxModelLen = *util, *maxSeqs, *maxTokens, *maxLen
 	cfg = cfg.WithDefaults()
 	if *tp == 0 {
-		n, cp, ok := enginesim.MinTP(cfg)
+		n, cp, ok := hardware.MinTP(cfg)
 		if !ok {
 			fmt.Fprintf(stderr, "engine-sim: %s does not fit on 8 × %s: %s\n", cfg.Model.Name, cfg.GPU.Name, cp.Reason)
 			return 1
@@ -307,7 +308,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *model != "" {
-		cfg, err := enginesim.NewConfig(*model, *gpu, *tp, *quant)
+		cfg, err := hardware.NewConfig(*model, *gpu, *tp, *quant)
 		if err != nil {
 			fmt.Fprintf(stderr, "gateway: %v\n", err)
 			return 2

@@ -3,10 +3,12 @@
 //
 // It has three layers:
 //
-//   - A capacity and roofline model (Config, Capacity, StepTime): weights
-//     and KV-cache memory from GPU memory × utilization, and the time of
-//     one engine step from compute (prefill) and HBM traffic (decode),
-//     divided by tensor parallelism, plus all-reduce and fixed overheads.
+//   - A capacity and roofline model (hardware.Config, Capacity, StepTime,
+//     in internal/hardware, shared with the gateway and the planner):
+//     weights and KV-cache memory from GPU memory × utilization, and the
+//     time of one engine step from compute (prefill) and HBM traffic
+//     (decode), divided by tensor parallelism, plus all-reduce and fixed
+//     overheads.
 //   - Engine: a step-level model of vLLM's V1 scheduler with continuous
 //     batching, chunked prefill under a per-step token budget, a paged KV
 //     cache of 16-token blocks, automatic prefix caching (hash-chained
@@ -16,10 +18,13 @@
 //     or real time (Server).
 //   - Server: vLLM's OpenAI-compatible HTTP API (/v1/completions,
 //     /v1/chat/completions with SSE streaming, /v1/models, /health) and
-//     /metrics with vLLM's metric names.
+//     /metrics with vLLM's metric names, over the wire format of
+//     internal/inference/openai.
 //
-// Prompts are text; Tokenize maps them to tokens deterministically (one
-// token per 4 bytes) so that shared text prefixes become shared KV blocks.
+// Prompts are text; openai.Tokenize maps them to tokens deterministically
+// (one token per 4 bytes) so that shared text prefixes become shared KV
+// blocks.
 //
-// It imports only the standard library and internal/inference/promtext.
+// It imports the standard library, internal/hardware,
+// internal/inference/openai and internal/inference/promtext.
 package enginesim

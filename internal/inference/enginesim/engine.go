@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
 
@@ -132,8 +134,8 @@ var (
 // current engine time, and Step says how long the step it ran takes.
 // It is not safe for concurrent use; the caller serialises calls.
 type Engine struct {
-	cfg   Config
-	cap   Capacity
+	cfg   hardware.Config
+	cap   hardware.Capacity
 	pool  *blockPool
 	stats Stats
 
@@ -152,7 +154,7 @@ type scheduled struct {
 
 // NewEngine returns an idle engine for cfg (defaults applied). It fails
 // when cfg is invalid or the model does not fit.
-func NewEngine(cfg Config) (*Engine, error) {
+func NewEngine(cfg hardware.Config) (*Engine, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("engine config: %w", err)
@@ -176,10 +178,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 }
 
 // Config returns the engine's configuration with defaults applied.
-func (e *Engine) Config() Config { return e.cfg }
+func (e *Engine) Config() hardware.Config { return e.cfg }
 
 // Capacity returns the engine's memory plan.
-func (e *Engine) Capacity() Capacity { return e.cap }
+func (e *Engine) Capacity() hardware.Capacity { return e.cap }
 
 // Stats returns the cumulative counters. The histograms are the engine's;
 // read them under the same serialisation as Step.
@@ -217,7 +219,7 @@ func (e *Engine) Add(r *Request, now time.Duration) error {
 	if len(r.PromptHashes) > len(r.Prompt)/e.cfg.BlockSize {
 		return fmt.Errorf("enginesim: %d prompt hashes for %d prompt tokens", len(r.PromptHashes), len(r.Prompt))
 	}
-	r.hashes = AppendBlockHashes(slices.Clip(r.PromptHashes), r.Prompt, e.cfg.BlockSize)
+	r.hashes = openai.AppendBlockHashes(slices.Clip(r.PromptHashes), r.Prompt, e.cfg.BlockSize)
 	r.arrival = now
 	e.waiting = append(e.waiting, r)
 	return nil
@@ -360,7 +362,7 @@ func (e *Engine) Step(now time.Duration) StepResult {
 		return res
 	}
 
-	var shape StepShape
+	var shape hardware.StepShape
 	for _, s := range e.sched {
 		shape.Add(s.ctx, s.n, s.ctx+s.n == s.r.total())
 		if s.n > 1 || s.ctx < len(s.r.Prompt) {
@@ -381,7 +383,7 @@ func (e *Engine) Step(now time.Duration) StepResult {
 		if r.numComputed < r.total() {
 			continue // mid-prefill chunk
 		}
-		tok := genToken(r.Seed, len(r.out))
+		tok := openai.GeneratedToken(r.Seed, len(r.out))
 		r.out = append(r.out, tok)
 		e.stats.GenerationTokens++
 		ev := Event{Req: r, Token: tok}
@@ -430,33 +432,10 @@ func (e *Engine) cacheFullBlocks(r *Request) {
 		for i := b * bs; i < (b+1)*bs; i++ {
 			e.hbuf = append(e.hbuf, r.token(i))
 		}
-		prev := hashSeed
-		if b > 0 {
-			prev = r.hashes[b-1]
-		}
-		r.hashes = append(r.hashes, chainBlock(prev, e.hbuf))
+		r.hashes = openai.AppendBlockHash(r.hashes, e.hbuf)
 	}
 	for i := r.numHashed; i < full; i++ {
 		e.pool.register(r.blocks[i], r.hashes[i])
 	}
 	r.numHashed = full
-}
-
-// chainBlock is one link of the hash chain of AppendBlockHashes.
-func chainBlock(prev uint64, toks []uint32) uint64 {
-	h := prev
-	for _, t := range toks {
-		h ^= uint64(t) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
-	}
-	return mix64(h)
-}
-
-// GeneratedToken is the token the engine generates at output position i
-// for a request with Seed seed: what a client would send back as the
-// assistant's turn of a conversation.
-func GeneratedToken(seed uint64, i int) uint32 { return genToken(seed, i) }
-
-// genToken is the deterministic "sampled" token i of a request.
-func genToken(seed uint64, i int) uint32 {
-	return uint32(mix64(seed*0x2545f4914f6cdd1d+uint64(i)+1) >> 33)
 }

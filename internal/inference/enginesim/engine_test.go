@@ -1,17 +1,18 @@
 package enginesim
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/google/go-cmp/cmp"
 )
 
-func mustConfig(t testing.TB, model, gpu string, tp int, quant string) Config {
+func mustConfig(t testing.TB, model, gpu string, tp int, quant string) hardware.Config {
 	t.Helper()
-	c, err := NewConfig(model, gpu, tp, quant)
+	c, err := hardware.NewConfig(model, gpu, tp, quant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,21 +44,6 @@ func seqTokens(start, n int) []uint32 {
 	return out
 }
 
-// Published: vLLM logs about 307k KV tokens for Qwen3-32B at TP=2 on H100
-// 80GB with gpu_memory_utilization 0.9 (llm-d's precise-prefix guide).
-func TestKVCapacityMatchesPublished(t *testing.T) {
-	c := mustConfig(t, "Qwen3-32B", "H100", 2, "bf16")
-	cp := c.Capacity()
-	const published = 307_000
-	if rel := math.Abs(float64(cp.KVTokens)-published) / published; rel > 0.05 {
-		t.Errorf("KV tokens = %d, published ≈ %d (off by %.1f%%, want ≤ 5%%)", cp.KVTokens, published, rel*100)
-	}
-	if !cp.Fits {
-		t.Errorf("Qwen3-32B should fit at tp=2: %s", cp.Reason)
-	}
-	t.Logf("Qwen3-32B 2×H100: weights %.1f GiB/GPU, KV %.1f GiB/GPU = %d tokens", float64(cp.WeightBytesPerGPU)/gib, float64(cp.KVBytesPerGPU)/gib, cp.KVTokens)
-}
-
 // Published: 16–20k prefill tokens/s for Qwen3-32B on 2×H100. The
 // engine, fed long unique prompts and asked for one token each, must land
 // in that band through its scheduler, not just the formula.
@@ -80,55 +66,6 @@ func TestPrefillThroughputMatchesPublished(t *testing.T) {
 		t.Errorf("prefill throughput = %.0f tokens/s, published 16–20k", rate)
 	}
 	t.Logf("prefill %.0f tokens/s", rate)
-}
-
-func TestMinTP(t *testing.T) {
-	tests := []struct {
-		model, gpu, quant string
-		want              int
-	}{
-		{"Qwen3-32B", "H100", "bf16", 2}, // 61 GiB of weights leave too little KV at tp=1
-		{"Qwen3-32B", "H200", "bf16", 1},
-		{"Qwen3-32B", "H100", "fp8", 1},
-		{"Llama-3-70B", "H100", "bf16", 2}, // starts, with a few GiB of KV for 8k contexts
-		{"Llama-3-70B", "H100", "int4", 1},
-		{"Llama-3-8B", "A100", "bf16", 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.model+"/"+tc.gpu+"/"+tc.quant, func(t *testing.T) {
-			c := mustConfig(t, tc.model, tc.gpu, 1, tc.quant)
-			got, cp, ok := MinTP(c)
-			if !ok || got != tc.want {
-				t.Errorf("MinTP = %d (ok %v, %s), want %d", got, ok, cp.Reason, tc.want)
-			}
-		})
-	}
-}
-
-func TestRooflineShape(t *testing.T) {
-	c := mustConfig(t, "Qwen3-32B", "H100", 2, "bf16")
-	// Decode is memory-bound: 64 sequences cost far less than 64× one.
-	d1, d64 := c.DecodeStepTime(1, 1000), c.DecodeStepTime(64, 1000)
-	if d64 > 3*d1 {
-		t.Errorf("decode batch 64 = %v, batch 1 = %v: want memory-bound (≤ 3×)", d64, d1)
-	}
-	// Prefill is compute-bound: twice the tokens, about twice the time.
-	p1, p2 := c.PrefillTime(0, 4096), c.PrefillTime(0, 8192)
-	if r := float64(p2) / float64(p1); r < 1.8 || r > 2.3 {
-		t.Errorf("prefill 8192/4096 time ratio = %.2f, want ≈ 2", r)
-	}
-	// TP halves the per-GPU work: tp=4 decodes faster than tp=2.
-	c4 := mustConfig(t, "Qwen3-32B", "H100", 4, "bf16")
-	if c4.DecodeStepTime(1, 1000) >= d1 {
-		t.Error("tp=4 decode should be faster than tp=2")
-	}
-	// FP8 weights halve decode traffic; H200's HBM is faster than H100's.
-	if mustConfig(t, "Qwen3-32B", "H100", 2, "fp8").DecodeStepTime(1, 1000) >= d1 {
-		t.Error("fp8 decode should be faster than bf16")
-	}
-	if mustConfig(t, "Qwen3-32B", "H200", 2, "bf16").DecodeStepTime(1, 1000) >= d1 {
-		t.Error("H200 decode should be faster than H100")
-	}
 }
 
 func TestChunkedPrefillRespectsBudget(t *testing.T) {
@@ -285,7 +222,7 @@ func TestPreemptionByRecompute(t *testing.T) {
 		}
 		// Preemption must not change what is generated.
 		for j, tok := range r.Output() {
-			if tok != genToken(r.Seed, j) {
+			if tok != openai.GeneratedToken(r.Seed, j) {
 				t.Fatalf("request %d token %d differs after recompute", i, j)
 			}
 		}
@@ -348,54 +285,7 @@ func TestStopAfterEndsWithStop(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	base := mustConfig(t, "Qwen3-32B", "H100", 2, "bf16")
-	tests := []struct {
-		name   string
-		mutate func(*Config)
-		want   string
-	}{
-		{"tp not dividing heads", func(c *Config) { c.TP = 3 }, "tp: 3 does not divide"},
-		{"utilization", func(c *Config) { c.GPUMemoryUtilization = 1.5 }, "gpu_memory_utilization"},
-		{"block size", func(c *Config) { c.BlockSize = 12 }, "block_size"},
-		{"quant", func(c *Config) { c.Quant = "fp3" }, "quant"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := base
-			tc.mutate(&c)
-			err := c.Validate()
-			if err == nil || !contains(err.Error(), tc.want) {
-				t.Errorf("Validate() = %v, want mention of %q", err, tc.want)
-			}
-		})
-	}
-	if _, err := NewEngine(mustConfig(t, "Qwen3-32B", "H100", 1, "bf16")); err == nil || !contains(err.Error(), "max_model_len") {
-		t.Errorf("Qwen3-32B on one H100 should not fit: %v", err)
-	}
-}
-
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-func TestTokenizePrefixStable(t *testing.T) {
-	a := Tokenize("You are a helpful assistant. Question one?", 1000)
-	b := Tokenize("You are a helpful assistant. Another question", 1000)
-	common := len("You are a helpful assistant. ") / BytesPerToken
-	if diff := cmp.Diff(a[:common], b[:common]); diff != "" {
-		t.Errorf("shared prefix tokenized differently:\n%s", diff)
-	}
-	if CountTokens(len("abcde")) != 2 || len(Tokenize("abcde", 0)) != 2 {
-		t.Error("5 bytes should be 2 tokens")
-	}
-	ha := BlockHashes(seqTokens(0, 40), 16)
-	hb := BlockHashes(append(seqTokens(0, 16), seqTokens(99, 24)...), 16)
-	if len(ha) != 2 || ha[0] != hb[0] || ha[1] == hb[1] {
-		t.Errorf("hash chain: %x vs %x", ha, hb)
-	}
-	if got := AppendBlockHashes(ha[:1], seqTokens(0, 40), 16); got[1] != ha[1] {
-		t.Error("AppendBlockHashes does not continue the chain")
-	}
-}
 
 func TestDeterministic(t *testing.T) {
 	run := func() (time.Duration, []uint32) {
@@ -417,7 +307,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func BenchmarkEngineStep(b *testing.B) {
-	c, _ := NewConfig("Qwen3-32B", "H100", 2, "bf16")
+	c, _ := hardware.NewConfig("Qwen3-32B", "H100", 2, "bf16")
 	e, _ := NewEngine(c)
 	var now time.Duration
 	b.ReportAllocs()
@@ -426,5 +316,11 @@ func BenchmarkEngineStep(b *testing.B) {
 			e.Add(&Request{Prompt: seqTokens(i%10*10000, 2000), MaxTokens: 200, Seed: uint64(i)}, now)
 		}
 		now += e.Step(now).Duration
+	}
+}
+
+func TestNewEngineRefusesWhatDoesNotFit(t *testing.T) {
+	if _, err := NewEngine(mustConfig(t, "Qwen3-32B", "H100", 1, "bf16")); err == nil || !contains(err.Error(), "max_model_len") {
+		t.Errorf("Qwen3-32B on one H100 should not fit: %v", err)
 	}
 }

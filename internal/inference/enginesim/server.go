@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
 
@@ -30,7 +32,7 @@ const (
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
-	Engine          Config
+	Engine          hardware.Config
 	ServedModelName string   // the model name clients send; default Engine.Model.Name
 	Time            TimeMode // default TimeReal
 	// TimeScale > 1 runs engine time that many times faster than wall
@@ -98,14 +100,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.zero.E2E = promtext.NewHistogram(e2eBuckets)
 	s.zero.Queue = promtext.NewHistogram(e2eBuckets)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET "+openai.PathHealth, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]string{"version": "gangway-enginesim"})
+		openai.WriteJSON(w, 200, map[string]string{"version": "gangway-enginesim"})
 	})
-	mux.HandleFunc("GET "+PathModels, s.handleModels)
-	mux.HandleFunc("GET "+PathMetrics, s.handleMetrics)
-	mux.HandleFunc("POST "+PathCompletions, s.handleGenerate)
-	mux.HandleFunc("POST "+PathChatCompletions, s.handleGenerate)
+	mux.HandleFunc("GET "+openai.PathModels, s.handleModels)
+	mux.HandleFunc("GET "+openai.PathMetrics, s.handleMetrics)
+	mux.HandleFunc("POST "+openai.PathCompletions, s.handleGenerate)
+	mux.HandleFunc("POST "+openai.PathChatCompletions, s.handleGenerate)
 	s.mux = mux
 	return s, nil
 }
@@ -200,7 +202,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		Root        string `json:"root"`
 		MaxModelLen int    `json:"max_model_len"`
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	openai.WriteJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []model{{
 			ID: s.cfg.ServedModelName, Object: "model", Created: s.start.Unix(), OwnedBy: "vllm",
@@ -209,57 +211,29 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	w.Write(b)
-}
-
-// WriteError writes vLLM's JSON error body.
-func WriteError(w http.ResponseWriter, code int, msg string) {
-	typ := "BadRequestError"
-	switch code {
-	case http.StatusNotFound:
-		typ = "NotFoundError"
-	case http.StatusTooManyRequests:
-		typ = "RateLimitError"
-	case http.StatusServiceUnavailable, http.StatusBadGateway:
-		typ = "ServiceUnavailableError"
-	case http.StatusInternalServerError:
-		typ = "InternalServerError"
-	}
-	writeJSON(w, code, APIError{Object: "error", Message: msg, Type: typ, Code: code})
-}
-
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	bp := s.bufs.Get().(*reqBufs)
 	defer s.bufs.Put(bp)
-	body, err := ReadBodyInto(bp.body, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
+	body, err := openai.ReadBodyInto(bp.body, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
+		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
 	bp.keepBody(body)
-	p, err := ParsePromptInto(bp.prompt, r.URL.Path, body)
+	p, err := openai.ParsePromptInto(bp.prompt, r.URL.Path, body)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		openai.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	bp.keepPrompt(p)
 	if p.Model != s.cfg.ServedModelName {
-		WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+		openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
 		return
 	}
 	cfg := s.cfg.Engine
 	for i, t := range p.TokenIDs {
 		if int(t) >= cfg.Model.Vocab {
-			WriteError(w, http.StatusBadRequest, fmt.Sprintf("field \"prompt\": token %d at index %d is outside the vocabulary of %d", t, i, cfg.Model.Vocab))
+			openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf("field \"prompt\": token %d at index %d is outside the vocabulary of %d", t, i, cfg.Model.Vocab))
 			return
 		}
 	}
@@ -273,7 +247,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if nPrompt+maxTokens > cfg.MaxModelLen || maxTokens < 1 {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf(
+		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			cfg.MaxModelLen, nPrompt+maxTokens, nPrompt, maxTokens))
 		return
@@ -281,13 +255,13 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	id := s.ids.Add(1)
 	if s.cfg.Time == TimeZero {
 		// No scheduler: the prompt's tokens matter only through the seed.
-		seed := p.seed(cfg.Model.Vocab)
+		seed := p.Seed(cfg.Model.Vocab)
 		s.answerNow(r.Context(), w, bp, p, id, newGenRequest(nil, maxTokens, seed, p.IgnoreEOS), nPrompt)
 		return
 	}
 	toks := p.Tokens(cfg.Model.Vocab)
-	req := newGenRequest(toks, maxTokens, promptSeed(toks), p.IgnoreEOS)
-	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks), id: responseID(p.Chat, id)}
+	req := newGenRequest(toks, maxTokens, openai.PromptSeed(toks), p.IgnoreEOS)
+	out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: len(toks), id: openai.ResponseID(p.Chat, id)}
 
 	st := &stream{notify: make(chan struct{}, 1)}
 	req.Tag = st
@@ -295,7 +269,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	err = s.eng.Add(req, s.now())
 	s.mu.Unlock()
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		openai.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	select {
@@ -340,25 +314,6 @@ func newGenRequest(toks []uint32, maxTokens int, seed uint64, ignoreEOS bool) *R
 	return req
 }
 
-// responseID is vLLM's id for answer number n.
-func responseID(chat bool, n uint64) string {
-	b := make([]byte, 0, 25)
-	if chat {
-		b = append(b, "chatcmpl-"...)
-	} else {
-		b = append(b, "cmpl-"...)
-	}
-	return string(appendHex16(b, n))
-}
-
-func appendHex16(b []byte, n uint64) []byte {
-	const digits = "0123456789abcdef"
-	for shift := 60; shift >= 0; shift -= 4 {
-		b = append(b, digits[n>>uint(shift)&0xf])
-	}
-	return b
-}
-
 // reqBufs are one request's reusable buffers: the body, a rendered
 // prompt, the answer. Buffers that grew past maxPooledBytes are dropped
 // rather than kept.
@@ -375,7 +330,7 @@ func (b *reqBufs) keepBody(body []byte) {
 }
 
 // keepPrompt keeps the buffer a prompt was rendered into.
-func (b *reqBufs) keepPrompt(p PromptRequest) {
+func (b *reqBufs) keepPrompt(p openai.PromptRequest) {
 	if sc := p.Scratch(); cap(sc) <= maxPooledBytes {
 		b.prompt = sc
 	}
@@ -384,7 +339,7 @@ func (b *reqBufs) keepPrompt(p PromptRequest) {
 // answerNow is TimeZero: all tokens at once, no scheduler, and the whole
 // answer in one write with its Content-Length (a stream is still SSE
 // events, just all in one piece).
-func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBufs, p PromptRequest, id uint64, req *Request, promptTokens int) {
+func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBufs, p openai.PromptRequest, id uint64, req *Request, promptTokens int) {
 	s.inflight.Add(1)
 	defer s.inflight.Add(-1)
 	n := req.MaxTokens
@@ -406,9 +361,9 @@ func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBu
 	if !p.Stream {
 		toks := make([]uint32, n)
 		for i := range toks {
-			toks[i] = genToken(req.Seed, i)
+			toks[i] = openai.GeneratedToken(req.Seed, i)
 		}
-		out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: promptTokens, id: responseID(p.Chat, id)}
+		out := &responder{w: w, p: p, model: s.cfg.ServedModelName, created: time.Now().Unix(), promptTokens: promptTokens, id: openai.ResponseID(p.Chat, id)}
 		out.tokens(toks, true, reason)
 		return
 	}
@@ -418,45 +373,17 @@ func (s *Server) answerNow(ctx context.Context, w http.ResponseWriter, bp *reqBu
 		bp.out = b[:0]
 	}
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Content-Type", openai.EventStreamContentType)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 }
 
-func promptSeed(toks []uint32) uint64 {
-	h := uint64(1469598103934665603)
-	for _, t := range toks {
-		h = (h ^ uint64(t)) * 1099511628211
-	}
-	return mix64(h)
-}
-
-// seed is promptSeed(p.Tokens(vocab)) without building the tokens.
-func (p PromptRequest) seed(vocab int) uint64 {
-	if p.TokenIDs != nil {
-		return promptSeed(p.TokenIDs)
-	}
-	m := newTokenMod(vocab)
-	text := p.Prompt
-	h := uint64(1469598103934665603)
-	full := len(text) / BytesPerToken
-	for i := range full {
-		j := i * BytesPerToken
-		t := m.token(uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24)
-		h = (h ^ uint64(t)) * 1099511628211
-	}
-	if full*BytesPerToken < len(text) {
-		h = (h ^ uint64(tailToken(m, text[full*BytesPerToken:]))) * 1099511628211
-	}
-	return mix64(h)
-}
-
 // responder writes one request's answer, streamed or whole.
 type responder struct {
 	w            http.ResponseWriter
-	p            PromptRequest
+	p            openai.PromptRequest
 	id, model    string
 	created      int64
 	promptTokens int
@@ -466,38 +393,8 @@ type responder struct {
 	n       int             // tokens written
 }
 
-type completionChoice struct {
-	Index        int     `json:"index"`
-	Text         string  `json:"text"`
-	Logprobs     *string `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-	StopReason   *string `json:"stop_reason"`
-}
-
-type chatDelta struct {
-	Role    string `json:"role,omitempty"`
-	Content string `json:"content"`
-}
-
-type chatChoice struct {
-	Index        int        `json:"index"`
-	Delta        *chatDelta `json:"delta,omitempty"`
-	Message      *chatDelta `json:"message,omitempty"`
-	Logprobs     *string    `json:"logprobs"`
-	FinishReason *string    `json:"finish_reason"`
-}
-
-type chunk struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-	Choices any    `json:"choices"`
-	Usage   *Usage `json:"usage,omitempty"`
-}
-
-func (o *responder) usage() *Usage {
-	return &Usage{PromptTokens: o.promptTokens, CompletionTokens: o.n, TotalTokens: o.promptTokens + o.n}
+func (o *responder) usage() *openai.Usage {
+	return &openai.Usage{PromptTokens: o.promptTokens, CompletionTokens: o.n, TotalTokens: o.promptTokens + o.n}
 }
 
 // tokens writes newly produced tokens; done means the last of them ends
@@ -505,32 +402,32 @@ func (o *responder) usage() *Usage {
 func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	if !o.p.Stream {
 		for _, t := range toks {
-			o.text.WriteString(TokenText(t))
+			o.text.WriteString(openai.TokenText(t))
 		}
 		o.n += len(toks)
 		if !done {
 			return nil
 		}
-		c := chunk{ID: o.id, Created: o.created, Model: o.model, Usage: o.usage()}
+		c := openai.Chunk{ID: o.id, Created: o.created, Model: o.model, Usage: o.usage()}
 		if o.p.Chat {
 			c.Object = "chat.completion"
-			c.Choices = []chatChoice{{Message: &chatDelta{Role: "assistant", Content: o.text.String()}, FinishReason: &reason}}
+			c.Choices = []openai.ChatChoice{{Message: &openai.ChatDelta{Role: "assistant", Content: o.text.String()}, FinishReason: &reason}}
 		} else {
 			c.Object = "text_completion"
-			c.Choices = []completionChoice{{Text: o.text.String(), FinishReason: &reason}}
+			c.Choices = []openai.CompletionChoice{{Text: o.text.String(), FinishReason: &reason}}
 		}
-		writeJSON(o.w, http.StatusOK, c)
+		openai.WriteJSON(o.w, http.StatusOK, c)
 		return nil
 	}
 	w := o.w
 	if !o.started {
 		o.started = true
 		h := w.Header()
-		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Content-Type", openai.EventStreamContentType)
 		h.Set("Cache-Control", "no-cache")
 		w.WriteHeader(http.StatusOK)
 		if o.p.Chat {
-			if err := o.event(chunk{Choices: []chatChoice{{Delta: &chatDelta{Role: "assistant"}}}}); err != nil {
+			if err := o.event(openai.Chunk{Choices: []openai.ChatChoice{{Delta: &openai.ChatDelta{Role: "assistant"}}}}); err != nil {
 				return err
 			}
 		}
@@ -541,11 +438,11 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 		if done && i == len(toks)-1 {
 			fr = &reason
 		}
-		var c chunk
+		var c openai.Chunk
 		if o.p.Chat {
-			c.Choices = []chatChoice{{Delta: &chatDelta{Content: TokenText(t)}, FinishReason: fr}}
+			c.Choices = []openai.ChatChoice{{Delta: &openai.ChatDelta{Content: openai.TokenText(t)}, FinishReason: fr}}
 		} else {
-			c.Choices = []completionChoice{{Text: TokenText(t), FinishReason: fr}}
+			c.Choices = []openai.CompletionChoice{{Text: openai.TokenText(t), FinishReason: fr}}
 		}
 		if err := o.event(c); err != nil {
 			return err
@@ -553,12 +450,12 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	}
 	if done {
 		if o.p.IncludeUsage {
-			var empty any = []completionChoice{}
-			if err := o.event(chunk{Choices: empty, Usage: o.usage()}); err != nil {
+			var empty any = []openai.CompletionChoice{}
+			if err := o.event(openai.Chunk{Choices: empty, Usage: o.usage()}); err != nil {
 				return err
 			}
 		}
-		if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
+		if _, err := io.WriteString(w, openai.DoneEvent); err != nil {
 			return err
 		}
 	}
@@ -568,7 +465,7 @@ func (o *responder) tokens(toks []uint32, done bool, reason string) error {
 	return nil
 }
 
-func (o *responder) event(c chunk) error {
+func (o *responder) event(c openai.Chunk) error {
 	c.ID, c.Created, c.Model = o.id, o.created, o.model
 	if o.p.Chat {
 		c.Object = "chat.completion.chunk"
@@ -579,11 +476,7 @@ func (o *responder) event(c chunk) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 0, len(b)+8)
-	buf = append(buf, "data: "...)
-	buf = append(buf, b...)
-	buf = append(buf, "\n\n"...)
-	_, err = o.w.Write(buf)
+	_, err = o.w.Write(openai.AppendEvent(make([]byte, 0, len(b)+8), b))
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 	"go.uber.org/goleak"
 )
@@ -71,7 +72,7 @@ func TestCompletionsNonStreaming(t *testing.T) {
 	for _, mode := range []TimeMode{TimeReal, TimeZero} {
 		t.Run(string(mode), func(t *testing.T) {
 			_, hs := startServer(t, mode)
-			resp := post(t, hs.URL+PathCompletions, `{"model":"Qwen3-8B","prompt":"Hello there, engine","max_tokens":5,"ignore_eos":true}`)
+			resp := post(t, hs.URL+openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"Hello there, engine","max_tokens":5,"ignore_eos":true}`)
 			defer resp.Body.Close()
 			if resp.StatusCode != 200 {
 				b, _ := io.ReadAll(resp.Body)
@@ -84,12 +85,12 @@ func TestCompletionsNonStreaming(t *testing.T) {
 					Text         string
 					FinishReason string `json:"finish_reason"`
 				}
-				Usage Usage
+				Usage openai.Usage
 			}
 			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 				t.Fatal(err)
 			}
-			wantUsage := Usage{PromptTokens: 5, CompletionTokens: 5, TotalTokens: 10}
+			wantUsage := openai.Usage{PromptTokens: 5, CompletionTokens: 5, TotalTokens: 10}
 			if got.Object != "text_completion" || got.Model != "Qwen3-8B" || len(got.Choices) != 1 || got.Choices[0].FinishReason != "length" || got.Usage != wantUsage {
 				t.Errorf("response = %+v", got)
 			}
@@ -102,7 +103,7 @@ func TestCompletionsNonStreaming(t *testing.T) {
 
 func TestCompletionsStreaming(t *testing.T) {
 	_, hs := startServer(t, TimeReal)
-	resp := post(t, hs.URL+PathCompletions, `{"model":"Qwen3-8B","prompt":"Stream me","max_tokens":4,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`)
+	resp := post(t, hs.URL+openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"Stream me","max_tokens":4,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}`)
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Fatalf("content type %q", ct)
@@ -116,7 +117,7 @@ func TestCompletionsStreaming(t *testing.T) {
 			Text         string
 			FinishReason *string `json:"finish_reason"`
 		}
-		Usage *Usage
+		Usage *openai.Usage
 	}
 	json.Unmarshal([]byte(ev[3]), &last)
 	json.Unmarshal([]byte(ev[4]), &usage)
@@ -130,7 +131,7 @@ func TestCompletionsStreaming(t *testing.T) {
 
 func TestChatStreaming(t *testing.T) {
 	_, hs := startServer(t, TimeReal)
-	resp := post(t, hs.URL+PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_tokens":3,"stream":true}`)
+	resp := post(t, hs.URL+openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}],"max_tokens":3,"stream":true}`)
 	defer resp.Body.Close()
 	ev := sseEvents(t, resp.Body)
 	if len(ev) != 5 || ev[4] != "[DONE]" {
@@ -138,7 +139,7 @@ func TestChatStreaming(t *testing.T) {
 	}
 	var first struct {
 		Object  string
-		Choices []struct{ Delta chatDelta }
+		Choices []struct{ Delta openai.ChatDelta }
 	}
 	json.Unmarshal([]byte(ev[0]), &first)
 	if first.Object != "chat.completion.chunk" || first.Choices[0].Delta.Role != "assistant" {
@@ -150,15 +151,15 @@ func TestChatNonStreamingDefaultsAndEOS(t *testing.T) {
 	_, hs := startServer(t, TimeZero)
 	// No max_tokens on chat: vLLM allows the rest of the context; the
 	// simulated EOS ends the answer first.
-	resp := post(t, hs.URL+PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":"Tell me everything"}]}`)
+	resp := post(t, hs.URL+openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":"Tell me everything"}]}`)
 	defer resp.Body.Close()
 	var got struct {
 		Object  string
 		Choices []struct {
-			Message      chatDelta
+			Message      openai.ChatDelta
 			FinishReason string `json:"finish_reason"`
 		}
-		Usage Usage
+		Usage openai.Usage
 	}
 	json.NewDecoder(resp.Body).Decode(&got)
 	if got.Object != "chat.completion" || got.Choices[0].FinishReason != "stop" || got.Usage.CompletionTokens < 64 || got.Usage.CompletionTokens > 1087 {
@@ -176,20 +177,20 @@ func TestAPIErrors(t *testing.T) {
 		code             int
 		msg              string
 	}{
-		{"unknown model", PathCompletions, `{"model":"gpt-4","prompt":"x"}`, 404, "The model `gpt-4` does not exist."},
-		{"no prompt", PathCompletions, `{"model":"Qwen3-8B"}`, 400, `field "prompt": required`},
-		{"bad json", PathCompletions, `{"model":`, 400, "request body"},
-		{"too long", PathCompletions, `{"model":"Qwen3-8B","prompt":"abcd","max_tokens":40960}`, 400, "maximum context length is 40960 tokens"},
-		{"n>1", PathCompletions, `{"model":"Qwen3-8B","prompt":"x","n":2}`, 400, `field "n"`},
-		{"no messages", PathChatCompletions, `{"model":"Qwen3-8B","messages":[]}`, 400, `field "messages"`},
-		{"image part", PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, `messages[0].content`},
-		{"token out of vocab", PathCompletions, `{"model":"Qwen3-8B","prompt":[1,2,999999999]}`, 400, "outside the vocabulary"},
+		{"unknown model", openai.PathCompletions, `{"model":"gpt-4","prompt":"x"}`, 404, "The model `gpt-4` does not exist."},
+		{"no prompt", openai.PathCompletions, `{"model":"Qwen3-8B"}`, 400, `field "prompt": required`},
+		{"bad json", openai.PathCompletions, `{"model":`, 400, "request body"},
+		{"too long", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"abcd","max_tokens":40960}`, 400, "maximum context length is 40960 tokens"},
+		{"n>1", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","n":2}`, 400, `field "n"`},
+		{"no messages", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[]}`, 400, `field "messages"`},
+		{"image part", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, `messages[0].content`},
+		{"token out of vocab", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":[1,2,999999999]}`, 400, "outside the vocabulary"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := post(t, hs.URL+tc.path, tc.body)
 			defer resp.Body.Close()
-			var e APIError
+			var e openai.APIError
 			json.NewDecoder(resp.Body).Decode(&e)
 			if resp.StatusCode != tc.code || e.Object != "error" || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
 				t.Errorf("status %d, error %+v; want %d containing %q", resp.StatusCode, e, tc.code, tc.msg)
@@ -200,12 +201,12 @@ func TestAPIErrors(t *testing.T) {
 
 func TestModelsAndHealth(t *testing.T) {
 	_, hs := startServer(t, TimeZero)
-	resp, err := http.Get(hs.URL + PathHealth)
+	resp, err := http.Get(hs.URL + openai.PathHealth)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("health: %v %v", err, resp)
 	}
 	resp.Body.Close()
-	resp, err = http.Get(hs.URL + PathModels)
+	resp, err = http.Get(hs.URL + openai.PathModels)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestModelsAndHealth(t *testing.T) {
 
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url + PathMetrics)
+	resp, err := http.Get(url + openai.PathMetrics)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestMetricsUseVLLMNames(t *testing.T) {
 	_, hs := startServer(t, TimeReal)
 	prompt := strings.Repeat("shared system prompt ", 200)
 	for i := range 2 {
-		resp := post(t, hs.URL+PathCompletions, `{"model":"Qwen3-8B","max_tokens":3,"ignore_eos":true,"prompt":"`+prompt+`q`+string(rune('0'+i))+`"}`)
+		resp := post(t, hs.URL+openai.PathCompletions, `{"model":"Qwen3-8B","max_tokens":3,"ignore_eos":true,"prompt":"`+prompt+`q`+string(rune('0'+i))+`"}`)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
@@ -277,7 +278,7 @@ func TestMetricsUseVLLMNames(t *testing.T) {
 func TestClientCancelAbortsRequest(t *testing.T) {
 	s, hs := startServer(t, TimeReal)
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+PathCompletions,
+	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+openai.PathCompletions,
 		strings.NewReader(`{"model":"Qwen3-8B","prompt":"long answer please","max_tokens":30000,"stream":true,"ignore_eos":true}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -310,14 +311,14 @@ func TestConcurrentRequestsBatch(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.Post(hs.URL+PathCompletions, "application/json", strings.NewReader(
+			resp, err := http.Post(hs.URL+openai.PathCompletions, "application/json", strings.NewReader(
 				`{"model":"Qwen3-8B","max_tokens":20,"ignore_eos":true,"prompt":"request `+string(rune('a'+i))+`"}`))
 			if err != nil {
 				errs <- err.Error()
 				return
 			}
 			defer resp.Body.Close()
-			var got struct{ Usage Usage }
+			var got struct{ Usage openai.Usage }
 			json.NewDecoder(resp.Body).Decode(&got)
 			if got.Usage.CompletionTokens != 20 {
 				errs <- "short answer"
@@ -336,22 +337,4 @@ func TestConcurrentRequestsBatch(t *testing.T) {
 	if steps >= 16*20 {
 		t.Errorf("%d steps for 16 concurrent requests: no continuous batching", steps)
 	}
-}
-
-func FuzzParsePrompt(f *testing.F) {
-	f.Add(PathCompletions, `{"model":"m","prompt":"hi","max_tokens":3,"stream":true}`)
-	f.Add(PathCompletions, `{"model":"m","prompt":[[1,2,3]]}`)
-	f.Add(PathChatCompletions, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`)
-	f.Fuzz(func(t *testing.T, path, body string) {
-		p, err := ParsePrompt(path, []byte(body))
-		if err != nil {
-			return
-		}
-		if p.Model == "" || (len(p.Prompt) == 0 && len(p.TokenIDs) == 0) || p.MaxTokens < 0 {
-			t.Fatalf("accepted %q as %+v", body, p)
-		}
-		if p.NumTokens() != len(p.Tokens(1000)) {
-			t.Fatal("NumTokens disagrees with Tokens")
-		}
-	})
 }

@@ -2,7 +2,8 @@ package enginesim
 
 import (
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // sseAnswer renders a whole streamed answer at once, byte for byte what
@@ -26,18 +27,18 @@ func (a sseAnswer) appendAll(b []byte, seed uint64, n int, reason string, usage 
 	}
 	for i := range n {
 		b = a.appendHead(b)
-		text := TokenText(genToken(seed, i))
+		text := openai.TokenText(openai.GeneratedToken(seed, i))
 		if a.chat {
 			b = append(b, `[{"index":0,"delta":{"content":`...)
-			b = appendJSONString(b, text)
+			b = openai.AppendJSONString(b, text)
 			b = append(b, `},"logprobs":null,"finish_reason":`...)
 		} else {
 			b = append(b, `[{"index":0,"text":`...)
-			b = appendJSONString(b, text)
+			b = openai.AppendJSONString(b, text)
 			b = append(b, `,"logprobs":null,"finish_reason":`...)
 		}
 		if i == n-1 {
-			b = appendJSONString(b, reason)
+			b = openai.AppendJSONString(b, reason)
 		} else {
 			b = append(b, "null"...)
 		}
@@ -56,18 +57,19 @@ func (a sseAnswer) appendAll(b []byte, seed uint64, n int, reason string, usage 
 		b = strconv.AppendInt(b, int64(promptTokens+n), 10)
 		b = append(b, "}}\n\n"...)
 	}
-	return append(b, "data: [DONE]\n\n"...)
+	return append(b, openai.DoneEvent...)
 }
 
 // appendHead appends an event up to its choices' value.
 func (a sseAnswer) appendHead(b []byte) []byte {
-	b = append(b, `data: {"id":"`...)
+	b = append(b, openai.EventPrefix...)
+	b = append(b, `{"id":"`...)
 	if a.chat {
 		b = append(b, "chatcmpl-"...)
 	} else {
 		b = append(b, "cmpl-"...)
 	}
-	b = appendHex16(b, a.id)
+	b = openai.AppendHex16(b, a.id)
 	if a.chat {
 		b = append(b, `","object":"chat.completion.chunk","created":`...)
 	} else {
@@ -75,59 +77,6 @@ func (a sseAnswer) appendHead(b []byte) []byte {
 	}
 	b = strconv.AppendInt(b, a.created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, a.model)
+	b = openai.AppendJSONString(b, a.model)
 	return append(b, `,"choices":`...)
-}
-
-// appendJSONString appends s as encoding/json.Marshal writes a string:
-// HTML-safe escapes, \ufffd for invalid UTF-8, U+2028 and U+2029
-// escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // heldEngine is a fake engine that answers each completion only when the
@@ -29,7 +30,7 @@ func newHeldEngine(t *testing.T) *heldEngine {
 	e := &heldEngine{release: make(chan struct{}), seen: make(chan struct{}, 100)}
 	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case enginesim.PathMetrics:
+		case openai.PathMetrics:
 			io.WriteString(w, "vllm:num_requests_running 0\n")
 			return
 		}
@@ -60,8 +61,8 @@ func (e *heldEngine) requests() int {
 
 // oneSeat is a replica whose engine batches one sequence: a second
 // request in flight saturates it.
-func oneSeat(t *testing.T) *enginesim.Config {
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+func oneSeat(t *testing.T) *hardware.Config {
+	cfg, err := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ type answer struct {
 func send(url string, i int) <-chan answer {
 	out := make(chan answer, 1)
 	go func() {
-		resp, err := http.Post(url+enginesim.PathCompletions, "application/json", strings.NewReader(fmt.Sprintf(`{"model":"m","prompt":"request %d","max_tokens":4}`, i)))
+		resp, err := http.Post(url+openai.PathCompletions, "application/json", strings.NewReader(fmt.Sprintf(`{"model":"m","prompt":"request %d","max_tokens":4}`, i)))
 		if err != nil {
 			out <- answer{body: err.Error()}
 			return
@@ -193,7 +194,7 @@ func TestAdmissionIsFirstComeFirstServed(t *testing.T) {
 	var order []string
 	release := make(chan struct{}, 10)
 	e := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == enginesim.PathMetrics {
+		if r.URL.Path == openai.PathMetrics {
 			io.WriteString(w, "vllm:num_requests_running 0\n")
 			return
 		}
@@ -243,7 +244,7 @@ func TestHeldUntilFirstReplica(t *testing.T) {
 	g, gw := newTestGateway(t, src, Config{})
 	unknown := make(chan answer, 1)
 	go func() {
-		resp, err := http.Post(gw.URL+enginesim.PathCompletions, "application/json", strings.NewReader(`{"model":"nope","prompt":"x"}`))
+		resp, err := http.Post(gw.URL+openai.PathCompletions, "application/json", strings.NewReader(`{"model":"nope","prompt":"x"}`))
 		if err != nil {
 			unknown <- answer{body: err.Error()}
 			return

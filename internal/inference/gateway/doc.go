@@ -16,8 +16,11 @@
 // already caches and the prefill work queued on it, never a replica whose
 // KV cache or sequence slots the request would overflow. Each replica's
 // saturation point comes from its GPU, TP and quantization through
-// enginesim's capacity model, not from hand-tuned thresholds.
+// internal/hardware's capacity and roofline model, not from hand-tuned
+// thresholds.
 //
-// It imports the standard library, internal/inference/enginesim (wire
-// parsing, tokenizer, capacity model) and internal/inference/promtext.
+// It imports the standard library, internal/inference/openai (wire
+// parsing, error bodies, tokenizer), internal/hardware (capacity model),
+// internal/inference/autoscale and internal/inference/promtext. It never links the engine simulator
+// (TestDoesNotLinkTheSimulator).
 package gateway

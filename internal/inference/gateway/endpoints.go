@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
 )
 
 // Endpoint is one engine replica the gateway may route to.
@@ -16,7 +16,7 @@ type Endpoint struct {
 	// Engine is the replica's hardware, model and limits, which size its
 	// capacity. nil means read them from the engine's /metrics
 	// (gangway:engine_info, else vllm:cache_config_info).
-	Engine *enginesim.Config
+	Engine *hardware.Config
 }
 
 // Source lists the endpoints to route to. The gateway calls it on every

@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // Config configures a Gateway.
@@ -200,13 +200,13 @@ func New(cfg Config) (*Gateway, error) {
 		queues:  map[string]*queue{},
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+enginesim.PathCompletions, g.proxy)
-	mux.HandleFunc("POST "+enginesim.PathChatCompletions, g.proxy)
-	mux.HandleFunc("GET "+enginesim.PathModels, g.handleModels)
-	mux.HandleFunc("GET "+enginesim.PathHealth, g.handleHealth)
-	mux.HandleFunc("GET "+enginesim.PathMetrics, g.handleMetrics)
+	mux.HandleFunc("POST "+openai.PathCompletions, g.proxy)
+	mux.HandleFunc("POST "+openai.PathChatCompletions, g.proxy)
+	mux.HandleFunc("GET "+openai.PathModels, g.handleModels)
+	mux.HandleFunc("GET "+openai.PathHealth, g.handleHealth)
+	mux.HandleFunc("GET "+openai.PathMetrics, g.handleMetrics)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		enginesim.WriteError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
 	g.mux = mux
 	return g, nil
@@ -416,7 +416,7 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	n := len(g.pools)
 	g.mu.Unlock()
 	if n == 0 {
-		enginesim.WriteError(w, http.StatusServiceUnavailable, "no model has a replica yet")
+		openai.WriteError(w, http.StatusServiceUnavailable, "no model has a replica yet")
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -493,7 +493,7 @@ func (g *Gateway) getBufs() *proxyBufs {
 	return b
 }
 
-func (g *Gateway) putBufs(b *proxyBufs, body []byte, p enginesim.PromptRequest) {
+func (g *Gateway) putBufs(b *proxyBufs, body []byte, p openai.PromptRequest) {
 	if b.open.Load() != 0 {
 		return // a transport may still read body: let the collector have it all
 	}
@@ -521,25 +521,25 @@ func (b *proxyBufs) bodyOver(body []byte) io.ReadCloser {
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	bufs := g.getBufs()
-	body, err := enginesim.ReadBodyInto(bufs.body, http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
+	body, err := openai.ReadBodyInto(bufs.body, http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
 	if err != nil {
-		g.putBufs(bufs, nil, enginesim.PromptRequest{})
+		g.putBufs(bufs, nil, openai.PromptRequest{})
 		g.metrics.request("", http.StatusBadRequest)
-		enginesim.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
+		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
-	p, err := enginesim.ParsePromptInto(bufs.prompt, r.URL.Path, body)
+	p, err := openai.ParsePromptInto(bufs.prompt, r.URL.Path, body)
 	defer func() { g.putBufs(bufs, body, p) }()
 	if err != nil {
 		g.metrics.request("", http.StatusBadRequest)
-		enginesim.WriteError(w, http.StatusBadRequest, err.Error())
+		openai.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	rt := g.pool(p.Model)
 	if rt == nil {
 		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) {
 			g.metrics.request(p.Model, http.StatusNotFound)
-			enginesim.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+			openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
 			return
 		}
 		if rt, err = g.awaitReplica(r.Context(), p.Model); err != nil {
@@ -570,7 +570,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		}
 		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) || !time.Now().Before(holdUntil) {
 			g.metrics.request(p.Model, http.StatusBadGateway)
-			enginesim.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
+			openai.WriteError(w, http.StatusBadGateway, fmt.Sprintf("no replica of model %s could take the request (tried %d): %v", p.Model, len(tried), lastErr))
 			return
 		}
 		ctx, cancel := context.WithDeadline(r.Context(), holdUntil)
@@ -591,7 +591,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 // attempts tries up to MaxAttempts replicas of rt; answered says it
 // wrote the response (relayed, or turned away), else tried and lastErr
 // say what failed.
-func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, req *Request, p enginesim.PromptRequest, bufs *proxyBufs, body []byte, start time.Time) (tried []string, lastErr error, answered bool) {
+func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, req *Request, p openai.PromptRequest, bufs *proxyBufs, body []byte, start time.Time) (tried []string, lastErr error, answered bool) {
 	for attempt := 0; attempt < g.cfg.MaxAttempts; attempt++ {
 		t, err := g.pick(r.Context(), p.Model, rt, req, tried)
 		if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueTimeout) || r.Context().Err() != nil {
@@ -672,7 +672,7 @@ func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model stri
 	}
 	g.metrics.request(model, code)
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(g.cfg.QueueTimeout.Seconds()/10))))
-	enginesim.WriteError(w, code, msg)
+	openai.WriteError(w, code, msg)
 }
 
 // TimeoutFromFlag maps a header-timeout flag, where 0 means no bound, to
@@ -730,12 +730,12 @@ func (g *Gateway) baseURL(replica string) (*url.URL, error) {
 	return u, nil
 }
 
-var dataPrefix = []byte("data: ")
+var dataPrefix = []byte(openai.EventPrefix)
 
 // relay streams resp to the client, flushing each chunk as it arrives:
 // the last one is left for the server to write with the end of the
 // answer, in one write.
-func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p enginesim.PromptRequest, buf []byte, start time.Time) {
+func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p openai.PromptRequest, buf []byte, start time.Time) {
 	defer resp.Body.Close()
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 	"go.uber.org/goleak"
 )
@@ -29,7 +31,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // than real time.
 func startEngine(t *testing.T) *httptest.Server {
 	t.Helper()
-	cfg, err := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	cfg, err := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func metricsOf(t *testing.T, url string) map[string]float64 {
 func TestStreamThroughGateway(t *testing.T) {
 	e := startEngine(t)
 	_, gw := startGateway(t, "", e.URL)
-	resp := postJSON(t, context.Background(), gw.URL+enginesim.PathChatCompletions,
+	resp := postJSON(t, context.Background(), gw.URL+openai.PathChatCompletions,
 		`{"model":"Qwen3-8B","messages":[{"role":"user","content":"hello"}],"max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}`)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -137,9 +139,9 @@ func TestStreamingIsNotBuffered(t *testing.T) {
 	release := make(chan struct{})
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case enginesim.PathModels:
+		case openai.PathModels:
 			io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
-		case enginesim.PathMetrics:
+		case openai.PathMetrics:
 			io.WriteString(w, "vllm:num_requests_running 0\n")
 		default:
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -154,7 +156,7 @@ func TestStreamingIsNotBuffered(t *testing.T) {
 	}))
 	defer fake.Close()
 	_, gw := startGateway(t, PolicyRoundRobin, fake.URL)
-	resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"m","prompt":"x","stream":true}`)
+	resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"m","prompt":"x","stream":true}`)
 	defer resp.Body.Close()
 	got := make(chan string, 1)
 	go func() {
@@ -177,7 +179,7 @@ func TestPrefixAffinityOverHTTP(t *testing.T) {
 	_, gw := startGateway(t, PolicyPrefixAffinity, e1.URL, e2.URL)
 	system := strings.Repeat("You are the support agent of ACME. Policy text. ", 300)
 	for i := range 6 {
-		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathChatCompletions, fmt.Sprintf(
+		resp := postJSON(t, context.Background(), gw.URL+openai.PathChatCompletions, fmt.Sprintf(
 			`{"model":"Qwen3-8B","max_tokens":2,"ignore_eos":true,"messages":[{"role":"system","content":%q},{"role":"user","content":"question %d"}]}`, system, i))
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -202,7 +204,7 @@ func TestFailoverToLiveReplica(t *testing.T) {
 	doomed.CloseClientConnections()
 	doomed.Close() // the replica dies between refreshes
 	for i := range 8 {
-		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions,
+		resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions,
 			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":3,"stream":true}`, i))
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -230,9 +232,9 @@ func TestAllReplicasDown(t *testing.T) {
 	_, gw := startGateway(t, "", e.URL)
 	e.CloseClientConnections()
 	e.Close()
-	resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"x"}`)
+	resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x"}`)
 	defer resp.Body.Close()
-	var body enginesim.APIError
+	var body openai.APIError
 	json.NewDecoder(resp.Body).Decode(&body)
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body.Message, "no replica of model Qwen3-8B") {
 		t.Errorf("status %d, %+v", resp.StatusCode, body)
@@ -243,7 +245,7 @@ func TestCancellationReachesEngine(t *testing.T) {
 	e := startEngine(t)
 	_, gw := startGateway(t, "", e.URL)
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := postJSON(t, ctx, gw.URL+enginesim.PathCompletions,
+	resp := postJSON(t, ctx, gw.URL+openai.PathCompletions,
 		`{"model":"Qwen3-8B","prompt":"tell me a very long story","max_tokens":30000,"stream":true,"ignore_eos":true}`)
 	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
 		t.Fatal(err)
@@ -298,7 +300,7 @@ func TestGatewayMetrics(t *testing.T) {
 	e := startEngine(t)
 	g, gw := startGateway(t, "", e.URL)
 	for i := range 3 {
-		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions,
+		resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions,
 			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"same prefix for all of them, quite long indeed, long enough to fill a few blocks of sixteen tokens each: %d","max_tokens":4,"stream":true,"ignore_eos":true}`, i))
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -398,10 +400,10 @@ func TestPooledBodiesArriveIntact(t *testing.T) {
 	seen := map[string]int{}
 	echo := func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case enginesim.PathModels:
+		case openai.PathModels:
 			io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
 			return
-		case enginesim.PathMetrics:
+		case openai.PathMetrics:
 			io.WriteString(w, "vllm:num_requests_running 0\n")
 			return
 		}
@@ -428,9 +430,9 @@ func TestPooledBodiesArriveIntact(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			path, body := enginesim.PathCompletions, fmt.Sprintf(`{"model":"m","stream":true,"prompt":%q,"x":%d}`, strings.Repeat(fmt.Sprint(i), 100*(i%7+1)), i)
+			path, body := openai.PathCompletions, fmt.Sprintf(`{"model":"m","stream":true,"prompt":%q,"x":%d}`, strings.Repeat(fmt.Sprint(i), 100*(i%7+1)), i)
 			if i%2 == 1 {
-				path, body = enginesim.PathChatCompletions, fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"line\n%s"}],"x":%d}`, strings.Repeat("é", 50*i), i)
+				path, body = openai.PathChatCompletions, fmt.Sprintf(`{"model":"m","stream":true,"messages":[{"role":"user","content":"line\n%s"}],"x":%d}`, strings.Repeat("é", 50*i), i)
 			}
 			resp, err := http.Post(gw.URL+path, "application/json", strings.NewReader(body))
 			if err != nil {
@@ -461,7 +463,7 @@ func TestRequestBuffersAreReused(t *testing.T) {
 	// The race detector makes the pool drop a quarter of what it is
 	// given: a few tries.
 	for range 10 {
-		resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"hello there","max_tokens":2}`)
+		resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"hello there","max_tokens":2}`)
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		b := g.getBufs()
@@ -487,7 +489,7 @@ func fakeCompletions(t *testing.T, handle http.HandlerFunc) string {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != enginesim.PathCompletions {
+		if r.URL.Path != openai.PathCompletions {
 			proxy.ServeHTTP(w, r)
 			return
 		}
@@ -537,7 +539,7 @@ func TestHungReplicaTimesOutToTheNext(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			for i := range 4 {
-				resp := postJSON(t, ctx, gw.URL+enginesim.PathCompletions,
+				resp := postJSON(t, ctx, gw.URL+openai.PathCompletions,
 					fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":3,"stream":%v}`, i, tc.stream))
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
@@ -579,7 +581,7 @@ func TestHeaderTimeoutSparesSlowStreams(t *testing.T) {
 				fmt.Fprint(w, "data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n")
 			})
 			_, gw := newTestGateway(t, Static{{URL: slow}}, Config{StreamHeaderTimeout: 250 * time.Millisecond, Transport: tr.rt, ScrapeTimeout: 2 * time.Second})
-			resp := postJSON(t, context.Background(), gw.URL+enginesim.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","max_tokens":2,"stream":true}`)
+			resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","max_tokens":2,"stream":true}`)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 || !strings.Contains(string(b), `"b"`) || !strings.Contains(string(b), "[DONE]") {

@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // BenchmarkProxyOverhead measures one small streamed request straight to
@@ -25,7 +27,7 @@ func BenchmarkProxyOverhead(b *testing.B) { benchProxy(b, 1000) }
 func BenchmarkProxyOverheadLarge(b *testing.B) { benchProxy(b, 220_000) }
 
 func benchProxy(b *testing.B, promptBytes int) {
-	cfg, _ := enginesim.NewConfig("Qwen3-8B", "H100", 1, "bf16")
+	cfg, _ := hardware.NewConfig("Qwen3-8B", "H100", 1, "bf16")
 	cfg.MaxModelLen = 131072
 	var eps Static
 	for range 8 {
@@ -54,7 +56,7 @@ func benchProxy(b *testing.B, promptBytes int) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := int(n.Add(1))
-					resp, err := client.Post(tc.url(i)+enginesim.PathCompletions, "application/json", bytes.NewReader(body))
+					resp, err := client.Post(tc.url(i)+openai.PathCompletions, "application/json", bytes.NewReader(body))
 					if err != nil {
 						b.Error(err)
 						return

@@ -11,7 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
+	"github.com/gangway/gangway/internal/inference/openai"
 )
 
 // ErrNoReplica is returned by Pick when no replica is left to try.
@@ -35,7 +36,7 @@ type Capacity struct {
 	MaxNumSeqs int   // sequences the engine batches at most
 	// Engine, when known, prices prefill with the roofline (attention
 	// included); otherwise PrefillRate is used.
-	Engine      *enginesim.Config
+	Engine      *hardware.Config
 	PrefillRate float64 // tokens/s of prefill at full batch
 }
 
@@ -43,8 +44,8 @@ type Capacity struct {
 // whose metrics do not say: a Llama-3-8B on one H100.
 var DefaultCapacity = CapacityFromConfig(mustConfig("Llama-3-8B", "H100", 1, "bf16"))
 
-func mustConfig(model, gpu string, tp int, quant string) enginesim.Config {
-	c, err := enginesim.NewConfig(model, gpu, tp, quant)
+func mustConfig(model, gpu string, tp int, quant string) hardware.Config {
+	c, err := hardware.NewConfig(model, gpu, tp, quant)
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +54,7 @@ func mustConfig(model, gpu string, tp int, quant string) enginesim.Config {
 
 // CapacityFromConfig derives a replica's capacity from its engine config
 // with enginesim's memory and roofline model.
-func CapacityFromConfig(c enginesim.Config) Capacity {
+func CapacityFromConfig(c hardware.Config) Capacity {
 	c = c.WithDefaults()
 	cp := c.Capacity()
 	n := c.MaxNumBatchedTokens
@@ -96,7 +97,7 @@ type EngineLoad struct {
 
 // Request is what the router knows of a request.
 type Request struct {
-	Hashes       []uint64 // chained hashes of the prompt's full blocks (enginesim.BlockHashes)
+	Hashes       []uint64 // chained hashes of the prompt's full blocks (openai.BlockHashes)
 	PromptTokens int
 	MaxTokens    int // expected output tokens; bounds the KV the request will hold
 }
@@ -574,7 +575,7 @@ func (r *Router) canEjectLocked(now time.Time) bool {
 // RequestFor builds the router's view of a prompt from its tokens.
 func RequestFor(tokens []uint32, maxTokens int) *Request {
 	return &Request{
-		Hashes:       enginesim.BlockHashes(tokens, BlockSize),
+		Hashes:       openai.BlockHashes(tokens, BlockSize),
 		PromptTokens: len(tokens),
 		MaxTokens:    maxTokens,
 	}
@@ -582,22 +583,22 @@ func RequestFor(tokens []uint32, maxTokens int) *Request {
 
 // BlockBytes is the prompt text one block of the prefix index covers
 // when the gateway hashes text: BlockSize tokens of enginesim's
-// tokenizer (enginesim.BytesPerToken bytes each).
-const BlockBytes = BlockSize * enginesim.BytesPerToken
+// tokenizer (openai.BytesPerToken bytes each).
+const BlockBytes = BlockSize * openai.BytesPerToken
 
 // RequestForText builds the router's view of a prompt from its text,
 // with AppendTextHashes into hashes[:0] (which the request keeps).
 func RequestForText(dst *Request, hashes []uint64, text []byte, maxTokens int) {
 	*dst = Request{
 		Hashes:       AppendTextHashes(hashes[:0], text),
-		PromptTokens: enginesim.CountTokens(len(text)),
+		PromptTokens: openai.CountTokens(len(text)),
 		MaxTokens:    maxTokens,
 	}
 }
 
 // AppendTextHashes appends the chained hashes of text's full
 // BlockBytes-byte blocks: hash i covers text[:(i+1)·BlockBytes], so
-// equal hashes mean equal prefixes, as with enginesim.BlockHashes over
+// equal hashes mean equal prefixes, as with openai.BlockHashes over
 // tokens (which is a different function: the gateway has no tokenizer
 // and hashes the text itself, 16 bytes per multiply). A trailing partial
 // block gets no hash.

@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gangway/gangway/internal/inference/enginesim"
+	"github.com/gangway/gangway/internal/hardware"
+	"github.com/gangway/gangway/internal/inference/openai"
 	"github.com/gangway/gangway/internal/inference/promtext"
 )
 
@@ -28,7 +29,7 @@ var scraped = map[string]bool{
 // scrapeMetrics reads an engine's /metrics.
 func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResult, error) {
 	var res scrapeResult
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+enginesim.PathMetrics, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+openai.PathMetrics, nil)
 	if err != nil {
 		return res, err
 	}
@@ -65,7 +66,7 @@ func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResu
 	}
 	if info != nil {
 		tp, _ := strconv.Atoi(info.Label("tp"))
-		if cfg, err := enginesim.NewConfig(info.Label("model"), info.Label("gpu"), tp, info.Label("quant")); err == nil {
+		if cfg, err := hardware.NewConfig(info.Label("model"), info.Label("gpu"), tp, info.Label("quant")); err == nil {
 			cp := CapacityFromConfig(cfg)
 			res.capacity = &cp
 		}
@@ -81,7 +82,7 @@ func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResu
 
 // discoverModel asks an engine's /v1/models for the model it serves.
 func discoverModel(ctx context.Context, c *http.Client, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+enginesim.PathModels, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+openai.PathModels, nil)
 	if err != nil {
 		return "", err
 	}

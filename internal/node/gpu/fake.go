@@ -80,8 +80,8 @@ func NewFake(n int, model string, opts ...FakeOption) (Discoverer, error) {
 		inv.Devices = append(inv.Devices, Device{
 			Index:       i,
 			UUID:        fakeUUID(cfg.seed, i),
-			Model:       m.name,
-			MemoryBytes: m.memoryMiB * mib,
+			Model:       m.Name,
+			MemoryBytes: m.DeviceMemoryBytes,
 			PCIBusID:    fmt.Sprintf("%08X:%02X:00.0", 0, fakeBuses[i%8]+i/8),
 			NUMANode:    i * 2 / n,
 			NVLinkPeers: peers,

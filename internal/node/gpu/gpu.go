@@ -16,8 +16,12 @@
 // Zero GPUs is an outcome, not an error: [Inventory.Reason] says why.
 // An error from Discover means discovery itself broke.
 //
-// This package may import the standard library and, in the cgo build only,
-// github.com/NVIDIA/go-nvml. It knows nothing of the rest of gangway.
+// Model names, NVML product names and memory totals come from
+// internal/hardware's catalog.
+//
+// This package may import the standard library, internal/hardware and, in
+// the cgo build only, github.com/NVIDIA/go-nvml. It knows nothing else of
+// gangway.
 package gpu
 
 import (

@@ -1,11 +1,9 @@
-package enginesim
+package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -143,59 +141,11 @@ func TestTokenizeAndSeedAgreeWithTheirDefinitions(t *testing.T) {
 				t.Fatalf("vocab %d, %d bytes: %s", vocab, len(b), d)
 			}
 			p := PromptRequest{Prompt: b}
-			if p.seed(vocab) != promptSeed(want) {
-				t.Fatalf("vocab %d: seed differs from promptSeed(Tokenize)", vocab)
+			if p.Seed(vocab) != PromptSeed(want) {
+				t.Fatalf("vocab %d: seed differs from PromptSeed(Tokenize)", vocab)
 			}
 		}
 	}
-}
-
-// TimeZero's one-piece SSE answer is byte for byte what the streaming
-// responder writes through encoding/json.
-func TestSSEAnswerMatchesResponder(t *testing.T) {
-	for _, tc := range []struct {
-		chat, usage bool
-		model       string
-		n           int
-		reason      string
-	}{
-		{false, false, "sim", 16, FinishLength},
-		{true, true, "Qwen3-8B", 3, FinishStop},
-		{true, false, `we<i>rd "name" & ` + "\u2028\xff", 1, FinishLength},
-		{false, true, "m", 0, FinishLength},
-	} {
-		const seed, id, created = 42, 0xbeef, 1700000000
-		rec := httptest.NewRecorder()
-		out := &responder{w: rec, p: PromptRequest{Chat: tc.chat, Stream: true, IncludeUsage: tc.usage}, model: tc.model,
-			created: created, promptTokens: 9, id: responseID(tc.chat, id)}
-		toks := make([]uint32, tc.n)
-		for i := range toks {
-			toks[i] = genToken(seed, i)
-		}
-		if err := out.tokens(toks, true, tc.reason); err != nil {
-			t.Fatal(err)
-		}
-		a := sseAnswer{chat: tc.chat, model: tc.model, created: created, id: id}
-		got := a.appendAll(nil, seed, tc.n, tc.reason, tc.usage, 9)
-		if tc.n == 0 {
-			// The responder marks no token as the last; nothing to compare.
-			continue
-		}
-		if d := cmp.Diff(rec.Body.String(), string(got)); d != "" {
-			t.Errorf("%+v: (-responder +sseAnswer)\n%s", tc, d)
-		}
-	}
-}
-
-func FuzzAppendJSONString(f *testing.F) {
-	f.Add("plain")
-	f.Add("<&>\"\\\b\f\n\r\t\x01\x7f\u2028\u2029\xff\xc3")
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("%q: got %s, encoding/json %s", s, got, want)
-		}
-	})
 }
 
 // BenchmarkParsePrompt compares the scan with encoding/json on the
@@ -220,4 +170,22 @@ func BenchmarkParsePrompt(b *testing.B) {
 			}
 		})
 	}
+}
+
+func FuzzParsePrompt(f *testing.F) {
+	f.Add(PathCompletions, `{"model":"m","prompt":"hi","max_tokens":3,"stream":true}`)
+	f.Add(PathCompletions, `{"model":"m","prompt":[[1,2,3]]}`)
+	f.Add(PathChatCompletions, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}`)
+	f.Fuzz(func(t *testing.T, path, body string) {
+		p, err := ParsePrompt(path, []byte(body))
+		if err != nil {
+			return
+		}
+		if p.Model == "" || (len(p.Prompt) == 0 && len(p.TokenIDs) == 0) || p.MaxTokens < 0 {
+			t.Fatalf("accepted %q as %+v", body, p)
+		}
+		if p.NumTokens() != len(p.Tokens(1000)) {
+			t.Fatal("NumTokens disagrees with Tokens")
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package enginesim
+package hardware
 
 import (
 	"errors"
@@ -9,12 +9,14 @@ import (
 
 // Config is one engine replica: a model served on TP GPUs of one kind with
 // vLLM's scheduler limits. The zero values of the optional fields take
-// vLLM's defaults (see WithDefaults).
+// vLLM's defaults (see WithDefaults). Its Capacity is gangway's one answer
+// to "does model M fit on N×GPU, with how many KV-cache tokens": the
+// planner's `plan serve`, the engine simulator and the gateway all ask it.
 type Config struct {
 	Model Model
 	GPU   GPU
-	TP    int   // tensor-parallel size (GPUs per replica)
-	Quant Quant // weight quantization; "" means bf16
+	TP    int       // tensor-parallel size (GPUs per replica)
+	Quant Precision // weight quantization; "" means bf16
 
 	GPUMemoryUtilization float64 // fraction of device memory vLLM may use; default 0.9
 	BlockSize            int     // tokens per KV block; default 16
@@ -41,6 +43,15 @@ type Efficiency struct {
 	NonTorchBytes    int64         // CUDA context, cuBLAS workspace per GPU; default 0.9 GiB
 	CommBufferBytes  int64         // NCCL and custom all-reduce buffers per GPU when TP>1; default 1 GiB
 }
+
+// Defaults of a Config's optional fields (vLLM's, where vLLM has one).
+const (
+	// DefaultMemoryUtilization is vLLM's gpu_memory_utilization default.
+	DefaultMemoryUtilization = 0.9
+	// DefaultMaxModelLen is the context served when neither the Config nor
+	// the model's MaxContext says.
+	DefaultMaxModelLen = 8192
+)
 
 // DefaultEfficiency is used for every zero field of Config.Efficiency.
 var DefaultEfficiency = Efficiency{
@@ -81,7 +92,7 @@ func (c Config) WithDefaults() Config {
 		c.TP = 1
 	}
 	if c.GPUMemoryUtilization == 0 {
-		c.GPUMemoryUtilization = 0.9
+		c.GPUMemoryUtilization = DefaultMemoryUtilization
 	}
 	if c.BlockSize == 0 {
 		c.BlockSize = 16
@@ -93,7 +104,10 @@ func (c Config) WithDefaults() Config {
 		c.MaxNumBatchedTokens = 8192
 	}
 	if c.MaxModelLen == 0 {
-		c.MaxModelLen = c.Model.MaxModelLen
+		c.MaxModelLen = c.Model.MaxContext
+	}
+	if c.MaxModelLen == 0 {
+		c.MaxModelLen = DefaultMaxModelLen
 	}
 	e, d := &c.Efficiency, DefaultEfficiency
 	if e.Compute == 0 {
@@ -127,17 +141,17 @@ func (c Config) WithDefaults() Config {
 // that has been through WithDefaults.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Model.Layers <= 0 || c.Model.Hidden <= 0 || c.Model.Heads <= 0 || c.Model.KVHeads <= 0 || c.Model.HeadDim <= 0 || c.Model.FFN <= 0 || c.Model.Vocab <= 0 {
+	if c.Model.Layers <= 0 || c.Model.Hidden <= 0 || c.Model.Heads <= 0 || c.Model.KVHeads <= 0 || c.Model.HeadDim() <= 0 || c.Model.FFN <= 0 || c.Model.Vocab <= 0 {
 		errs = append(errs, fmt.Errorf("model %q: layers, hidden, heads, kv_heads, head_dim, ffn and vocab must all be positive", c.Model.Name))
 	}
-	if c.GPU.MemoryBytes <= 0 || c.GPU.BF16FLOPS <= 0 || c.GPU.HBMBytesPS <= 0 {
+	if c.GPU.MemoryBytes <= 0 || c.GPU.BF16FLOPS <= 0 || c.GPU.HBMBytesPerSec <= 0 {
 		errs = append(errs, fmt.Errorf("gpu %q: memory, bf16 FLOP/s and HBM bandwidth must be positive", c.GPU.Name))
 	}
 	if c.TP < 1 {
 		errs = append(errs, fmt.Errorf("tp: %d, want at least 1", c.TP))
 	} else if c.Model.Heads > 0 && c.Model.Heads%c.TP != 0 {
 		errs = append(errs, fmt.Errorf("tp: %d does not divide the %d attention heads of %s", c.TP, c.Model.Heads, c.Model.Name))
-	} else if c.TP > 1 && c.GPU.NVLinkBPS <= 0 {
+	} else if c.TP > 1 && c.GPU.NVLinkBytesPerSec <= 0 {
 		errs = append(errs, fmt.Errorf("tp: %d needs NVLink bandwidth for gpu %q", c.TP, c.GPU.Name))
 	}
 	if _, err := ParseQuant(string(c.Quant)); err != nil {
@@ -173,7 +187,7 @@ func (c Config) Validate() error {
 // Capacity is where a replica's memory goes, per GPU, and what is left
 // for the KV cache.
 type Capacity struct {
-	UsableBytesPerGPU     int64 // memory × utilization
+	UsableBytesPerGPU     int64 // GPU.AllocatableBytes × utilization
 	WeightBytesPerGPU     int64
 	ActivationBytesPerGPU int64 // peak of the profiling forward pass and sampler
 	OverheadBytesPerGPU   int64 // non-torch memory and communication buffers
@@ -200,15 +214,13 @@ func (c Config) KVBytesPerToken() int64 {
 	if c.KVCacheFP8 {
 		elem = 1
 	}
-	return 2 * int64(c.Model.Layers) * int64(c.KVHeadsPerGPU()) * int64(c.Model.HeadDim) * elem
+	return 2 * int64(c.Model.Layers) * int64(c.KVHeadsPerGPU()) * int64(c.Model.HeadDim()) * elem
 }
 
-// WeightBytesPerGPU is the weights one GPU holds. Embeddings and the LM
-// head stay in 16 bits under every quantization, as vLLM loads them.
+// WeightBytesPerGPU is the weights one GPU holds: WeightsBytes split
+// evenly over the TP group.
 func (c Config) WeightBytesPerGPU() int64 {
-	m := c.Model
-	b := float64(m.LayerParams())*c.Quant.WeightBytesPerParam() + float64(m.EmbeddingParams())*2
-	return int64(b / float64(c.TP))
+	return WeightsBytes(c.Model, c.Quant) / int64(c.TP)
 }
 
 // Capacity computes the memory plan the way vLLM's profiler does: usable
@@ -217,10 +229,10 @@ func (c Config) WeightBytesPerGPU() int64 {
 func (c Config) Capacity() Capacity {
 	m := c.Model
 	var cp Capacity
-	cp.UsableBytesPerGPU = int64(float64(c.GPU.MemoryBytes) * c.GPUMemoryUtilization)
+	cp.UsableBytesPerGPU = int64(float64(c.GPU.AllocatableBytes()) * c.GPUMemoryUtilization)
 	cp.WeightBytesPerGPU = c.WeightBytesPerGPU()
 	tp := int64(c.TP)
-	perToken := 4*int64(m.Hidden) + 3*int64(m.FFN)/tp + int64((m.Heads+2*m.KVHeads)*m.HeadDim)/tp
+	perToken := 4*int64(m.Hidden) + 3*int64(m.FFN)/tp + int64((m.Heads+2*m.KVHeads)*m.HeadDim())/tp
 	act := int64(c.MaxNumBatchedTokens) * perToken * 2
 	sampler := int64(c.MaxNumSeqs) * int64(m.Vocab) * 4 * 3 // fp32 logits, probs, sort buffer
 	cp.ActivationBytesPerGPU = act + sampler
@@ -250,14 +262,28 @@ func (c Config) Capacity() Capacity {
 	return cp
 }
 
-// MinTP returns the smallest tensor-parallel size (1, 2, 4 or 8) at which
-// c.Model fits on c.GPU, and that configuration's capacity. ok is false
-// when even 8 GPUs are not enough.
-func MinTP(c Config) (tp int, cp Capacity, ok bool) {
-	for _, tp := range []int{1, 2, 4, 8} {
-		if c.Model.Heads%tp != 0 {
-			continue
+// TPDegrees lists the tensor-parallel sizes a model can be served with
+// inside an NVLink domain of domain GPUs (8 when domain is 0): the
+// powers of two that divide its attention heads.
+func TPDegrees(m Model, domain int) []int {
+	if domain <= 0 {
+		domain = 8
+	}
+	var out []int
+	for tp := 1; tp <= domain; tp *= 2 {
+		if m.Heads%tp == 0 {
+			out = append(out, tp)
 		}
+	}
+	return out
+}
+
+// MinTP returns the smallest of TPDegrees(c.Model, c.GPU.NVLinkDomain)
+// at which c.Model fits on c.GPU, and that configuration's capacity. ok
+// is false when even the largest is not enough; tp and cp are then the
+// largest's.
+func MinTP(c Config) (tp int, cp Capacity, ok bool) {
+	for _, tp = range TPDegrees(c.Model, c.GPU.NVLinkDomain) {
 		d := c
 		d.TP = tp
 		cp = d.WithDefaults().Capacity()
@@ -265,7 +291,7 @@ func MinTP(c Config) (tp int, cp Capacity, ok bool) {
 			return tp, cp, true
 		}
 	}
-	return 8, cp, false
+	return tp, cp, false
 }
 
 // StepShape summarises the work of one engine step.
@@ -299,16 +325,16 @@ func (c Config) StepTime(s StepShape) time.Duration {
 	m := c.Model
 	tp := float64(c.TP)
 	e := c.Efficiency
-	flops := 2*float64(m.LayerParams())*float64(s.Tokens) +
-		4*float64(m.Layers)*float64(m.Heads*m.HeadDim)*s.AttnPairs +
+	flops := 2*float64(m.Layers)*float64(m.LayerMatmulParams())*float64(s.Tokens) +
+		4*float64(m.Layers)*float64(m.QHidden())*s.AttnPairs +
 		2*float64(m.Hidden)*float64(m.Vocab)*float64(s.LogitSeqs)
 	compute := flops / (tp * c.Quant.PeakFLOPS(c.GPU) * e.Compute)
 	bytes := float64(c.WeightBytesPerGPU()) + float64(s.KVReadTokens)*float64(c.KVBytesPerToken())
-	memory := bytes / (c.GPU.HBMBytesPS * e.Memory)
+	memory := bytes / (c.GPU.HBMBytesPerSec * e.Memory)
 	sec := math.Max(compute, memory)
 	if c.TP > 1 {
 		msg := float64(s.Tokens) * float64(m.Hidden) * 2
-		perDir := c.GPU.NVLinkBPS / 2 * e.Network
+		perDir := c.GPU.NVLinkBytesPerSec / 2 * e.Network
 		ar := e.AllReduceLatency.Seconds() + 2*(tp-1)/tp*msg/perDir
 		sec += 2 * float64(m.Layers) * ar
 	}

@@ -1,4 +1,4 @@
-package enginesim
+package openai
 
 import (
 	"math/bits"
@@ -84,14 +84,8 @@ func BlockHashes(tokens []uint32, blockSize int) []uint64 {
 // first len(hashes) blocks of tokens) with the hashes of the remaining
 // full blocks.
 func AppendBlockHashes(hashes []uint64, tokens []uint32, blockSize int) []uint64 {
-	prev := hashSeed
-	if len(hashes) > 0 {
-		prev = hashes[len(hashes)-1]
-	}
 	for b := len(hashes); (b+1)*blockSize <= len(tokens); b++ {
-		h := chainBlock(prev, tokens[b*blockSize:(b+1)*blockSize])
-		hashes = append(hashes, h)
-		prev = h
+		hashes = AppendBlockHash(hashes, tokens[b*blockSize:(b+1)*blockSize])
 	}
 	return hashes
 }
@@ -138,3 +132,63 @@ var outputWords = [...]string{
 
 // TokenText is the text of generated token id.
 func TokenText(id uint32) string { return outputWords[id%uint32(len(outputWords))] }
+
+// AppendBlockHash extends hashes, the chain of the blocks before it, with
+// the hash of the next block, whose tokens are block: for a caller that
+// holds a sequence's tokens in pieces (a prompt and what was generated).
+func AppendBlockHash(hashes []uint64, block []uint32) []uint64 {
+	prev := hashSeed
+	if len(hashes) > 0 {
+		prev = hashes[len(hashes)-1]
+	}
+	return append(hashes, chainBlock(prev, block))
+}
+
+// chainBlock is one link of the hash chain of AppendBlockHashes.
+func chainBlock(prev uint64, toks []uint32) uint64 {
+	h := prev
+	for _, t := range toks {
+		h ^= uint64(t) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
+	}
+	return mix64(h)
+}
+
+// GeneratedToken is the token the engine generates at output position i
+// for a request with Seed seed: what a client would send back as the
+// assistant's turn of a conversation.
+func GeneratedToken(seed uint64, i int) uint32 { return genToken(seed, i) }
+
+// genToken is the deterministic "sampled" token i of a request.
+func genToken(seed uint64, i int) uint32 {
+	return uint32(mix64(seed*0x2545f4914f6cdd1d+uint64(i)+1) >> 33)
+}
+
+// PromptSeed is the engine simulator's generation seed for a prompt of
+// toks: a hash of the tokens.
+func PromptSeed(toks []uint32) uint64 {
+	h := uint64(1469598103934665603)
+	for _, t := range toks {
+		h = (h ^ uint64(t)) * 1099511628211
+	}
+	return mix64(h)
+}
+
+// Seed is PromptSeed(p.Tokens(vocab)) without building the tokens.
+func (p PromptRequest) Seed(vocab int) uint64 {
+	if p.TokenIDs != nil {
+		return PromptSeed(p.TokenIDs)
+	}
+	m := newTokenMod(vocab)
+	text := p.Prompt
+	h := uint64(1469598103934665603)
+	full := len(text) / BytesPerToken
+	for i := range full {
+		j := i * BytesPerToken
+		t := m.token(uint32(text[j]) | uint32(text[j+1])<<8 | uint32(text[j+2])<<16 | uint32(text[j+3])<<24)
+		h = (h ^ uint64(t)) * 1099511628211
+	}
+	if full*BytesPerToken < len(text) {
+		h = (h ^ uint64(tailToken(m, text[full*BytesPerToken:]))) * 1099511628211
+	}
+	return mix64(h)
+}

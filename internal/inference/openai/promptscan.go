@@ -1,4 +1,4 @@
-package enginesim
+package openai
 
 import (
 	"encoding/binary"

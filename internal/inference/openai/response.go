@@ -1,0 +1,95 @@
+package openai
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// WriteJSON writes v as a JSON body with status code and its length.
+func WriteJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// WriteError writes vLLM's JSON error body.
+func WriteError(w http.ResponseWriter, code int, msg string) {
+	typ := "BadRequestError"
+	switch code {
+	case http.StatusNotFound:
+		typ = "NotFoundError"
+	case http.StatusTooManyRequests:
+		typ = "RateLimitError"
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		typ = "ServiceUnavailableError"
+	case http.StatusInternalServerError:
+		typ = "InternalServerError"
+	}
+	WriteJSON(w, code, APIError{Object: "error", Message: msg, Type: typ, Code: code})
+}
+
+// ResponseID is vLLM's id for answer number n.
+func ResponseID(chat bool, n uint64) string {
+	b := make([]byte, 0, 25)
+	if chat {
+		b = append(b, "chatcmpl-"...)
+	} else {
+		b = append(b, "cmpl-"...)
+	}
+	return string(AppendHex16(b, n))
+}
+
+// AppendHex16 appends n as 16 lower-case hex digits, as response ids
+// carry it.
+func AppendHex16(b []byte, n uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[n>>uint(shift)&0xf])
+	}
+	return b
+}
+
+// CompletionChoice is one choice of a completions answer or chunk.
+type CompletionChoice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	Logprobs     *string `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+	StopReason   *string `json:"stop_reason"`
+}
+
+// ChatDelta is a chat message, whole (ChatChoice.Message) or a streamed
+// piece of one (ChatChoice.Delta).
+type ChatDelta struct {
+	Role    string `json:"role,omitempty"`
+	Content string `json:"content"`
+}
+
+// ChatChoice is one choice of a chat-completions answer or chunk.
+type ChatChoice struct {
+	Index        int        `json:"index"`
+	Delta        *ChatDelta `json:"delta,omitempty"`
+	Message      *ChatDelta `json:"message,omitempty"`
+	Logprobs     *string    `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+// Chunk is an answer (object "text_completion" or "chat.completion") or,
+// streamed, one event of it ("text_completion" or
+// "chat.completion.chunk"). Choices holds []CompletionChoice or
+// []ChatChoice.
+type Chunk struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices any    `json:"choices"`
+	Usage   *Usage `json:"usage,omitempty"`
+}
