@@ -9,7 +9,6 @@ package infcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/bench/infbench"
 	"github.com/gangway/gangway/internal/hardware"
@@ -334,7 +334,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // BenchInference is `gangway bench inference`.
 func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("bench inference", stderr)
-	output := fs.String("o", "text", "output: text or json")
+	output := cmdkit.OutputFlag(fs)
 	scenarios := fs.String("scenario", "", "comma-separated scenarios (default all): "+strings.Join(infbench.ScenarioNames(), ", "))
 	policies := fs.String("policy", "", "comma-separated policies (default each scenario's)")
 	quick := fs.Bool("quick", false, "smaller runs: noisier, faster")
@@ -345,10 +345,6 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 	profileDir := fs.String("profile-dir", "", "write CPU and allocation profiles of the overhead scenario's processes here")
 	if code, ok := parse(fs, args); !ok {
 		return code
-	}
-	if *output != "text" && *output != "json" {
-		fmt.Fprintf(stderr, "bench inference: -o %q: want text or json\n", *output)
-		return 2
 	}
 	opts := infbench.Options{Quick: *quick, Seed: *seed, ProfileDir: *profileDir}
 	if !*inProcess {
@@ -362,7 +358,7 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *policies != "" {
 		opts.Policies = strings.Split(*policies, ",")
 	}
-	if *output == "text" {
+	if *output == cmdkit.Table {
 		opts.Progress = stderr
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -372,15 +368,9 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "bench inference: %v\n", err)
 		return 1
 	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "bench inference: %v\n", err)
-			return 1
-		}
-	} else {
-		writeText(stdout, rep)
+	if err := cmdkit.Print(stdout, *output, rep, func(w io.Writer) error { writeText(w, rep); return nil }); err != nil {
+		fmt.Fprintf(stderr, "bench inference: %v\n", err)
+		return 1
 	}
 	if *failOnCheck {
 		for _, c := range rep.Checks {

@@ -80,7 +80,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"gateway"}, 2, "--endpoints is required"},
 		{[]string{"gateway", "--endpoints", "localhost:1"}, 2, "endpoint 1"},
 		{[]string{"gateway", "--endpoints", "http://127.0.0.1:1", "--policy", "psychic"}, 2, "unknown policy"},
-		{[]string{"bench", "inference", "-o", "xml"}, 2, "want text or json"},
+		{[]string{"bench", "inference", "-o", "xml"}, 2, "want table, json or yaml"},
 		{[]string{"bench", "inference", "--scenario", "nope"}, 1, "unknown scenario"},
 		{[]string{"engine-sim", "stray"}, 2, "unexpected argument"},
 	}

@@ -7,7 +7,6 @@ package plancli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/planner"
 )
 
@@ -80,21 +80,15 @@ var errOutsideTolerance = errors.New("some vectors are outside their tolerance")
 
 // common are the flags every form shares.
 type common struct {
-	output  string
+	output  cmdkit.Format
 	catalog string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.output, "o", "table", "output format: table or json")
-	fs.StringVar(&c.output, "output", "table", "output format: table or json (same as -o)")
+	c.output = cmdkit.Table
+	fs.Var(&c.output, "o", "output format: table, json or yaml")
+	fs.Var(&c.output, "output", "output format: table, json or yaml (same as -o)")
 	fs.StringVar(&c.catalog, "catalog", "", "YAML file of extra GPUs and models (see internal/planner README)")
-}
-
-func (c *common) check() error {
-	if c.output != "table" && c.output != "json" {
-		return usagef("-o must be table or json, got %q", c.output)
-	}
-	return nil
 }
 
 func (c *common) loadCatalog() (*planner.Catalog, error) {
@@ -177,9 +171,6 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := c.check(); err != nil {
-		return err
-	}
 	if evaluate != "" && fit != "" {
 		return usagef("--evaluate and --fit are exclusive")
 	}
@@ -234,8 +225,8 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return runCheck(cat, req, job, tp, max(pp, 1), dp, c.output, stdout)
 	}
 	res := planner.Search(planner.SearchRequest{Job: job, Top: top})
-	if c.output == "json" {
-		return writeJSON(stdout, struct {
+	if c.output != cmdkit.Table {
+		return writeAs(stdout, c.output, struct {
 			Request planner.Request `json:"request"`
 			planner.SearchResult
 		}{req, res})
@@ -294,13 +285,13 @@ func writeSearchTable(w io.Writer, j planner.Job, res planner.SearchResult) erro
 	return nil
 }
 
-func runCheck(cat *planner.Catalog, req planner.Request, j planner.Job, tp, pp, dp int, output string, w io.Writer) error {
+func runCheck(cat *planner.Catalog, req planner.Request, j planner.Job, tp, pp, dp int, output cmdkit.Format, w io.Writer) error {
 	v, err := cat.Check(req, tp, pp, dp)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	if output == "json" {
-		return writeJSON(w, v)
+	if output != cmdkit.Table {
+		return writeAs(w, output, v)
 	}
 	fmt.Fprintln(w, describeJob(j))
 	if !v.OK {
@@ -330,14 +321,14 @@ func readVectors(path string) ([]planner.Vector, error) {
 	return vs, nil
 }
 
-func runEvaluate(ctx context.Context, path string, cat *planner.Catalog, output string, strict bool, w io.Writer) error {
+func runEvaluate(ctx context.Context, path string, cat *planner.Catalog, output cmdkit.Format, strict bool, w io.Writer) error {
 	vs, err := readVectors(path)
 	if err != nil {
 		return err
 	}
 	rep := planner.Evaluate(vs, cat, planner.DefaultStacks())
-	if output == "json" {
-		err = writeJSON(w, rep)
+	if output != cmdkit.Table {
+		err = writeAs(w, output, rep)
 	} else {
 		err = writeEvaluationTable(w, rep)
 	}
@@ -385,14 +376,14 @@ func writeEvaluationTable(w io.Writer, rep planner.Report) error {
 	return nil
 }
 
-func runFit(ctx context.Context, path string, cat *planner.Catalog, output string, w io.Writer) error {
+func runFit(ctx context.Context, path string, cat *planner.Catalog, output cmdkit.Format, w io.Writer) error {
 	vs, err := readVectors(path)
 	if err != nil {
 		return err
 	}
 	_, res := planner.Fit(vs, cat, planner.DefaultStacks())
-	if output == "json" {
-		return writeJSON(w, res)
+	if output != cmdkit.Table {
+		return writeAs(w, output, res)
 	}
 	for _, r := range res {
 		fmt.Fprintf(w, "%s: %d figures, mean absolute error %.2f%%\n", r.Stack, r.Figures, 100*r.MeanAbsError)
@@ -415,9 +406,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&domain, "nvlink-domain", 0, "GPUs per NVLink domain (default: the GPU's)")
 	fs.Float64Var(&util, "memory-utilization", planner.DefaultMemoryUtilization, "share of GPU memory the engine may use")
 	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.check(); err != nil {
 		return err
 	}
 	if model == "" || gpu == "" {
@@ -454,8 +442,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	est := planner.Serve(planner.ServeRequest{Model: m, GPU: g, Precision: prec, KVPrecision: kvp,
 		MaxSeq: maxSeq, MemoryUtilization: util, NVLinkDomain: domain})
-	if c.output == "json" {
-		return writeJSON(stdout, est)
+	if c.output != cmdkit.Table {
+		return writeAs(stdout, c.output, est)
 	}
 	fmt.Fprintf(stdout, "%s on %s, %s weights, %s KV cache\n", est.Model, est.GPU, est.Precision, est.KVPrecision)
 	fmt.Fprintf(stdout, "weights: %.1f GiB in all; KV cache: %.0f KiB per token (all layers)\n",
@@ -476,11 +464,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write json: %w", err)
+// writeAs writes v as json or yaml.
+func writeAs(w io.Writer, f cmdkit.Format, v any) error {
+	if err := cmdkit.Print(w, f, v, nil); err != nil {
+		return fmt.Errorf("write %s: %w", f, err)
 	}
 	return nil
 }

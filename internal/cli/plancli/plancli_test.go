@@ -7,10 +7,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/gangway/gangway/internal/planner"
+	"github.com/goccy/go-yaml"
 )
 
 var update = flag.Bool("update", false, "rewrite the dev-vector table in ../../planner/README.md")
@@ -60,7 +62,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad number", []string{"--gpus", "many"}, `invalid value "many" for flag -gpus`},
 		{"zero gpus", []string{"--model", "llama3-70b", "--gpus", "0", "--gpu", "H100", "--seq", "8192", "--global-batch", "8"}, "missing --gpus"},
 		{"negative seq", []string{"--model", "llama3-70b", "--gpus", "8", "--gpu", "H100", "--seq", "-1", "--global-batch", "8"}, "--seq must be positive"},
-		{"bad output", append([]string{"-o", "xml"}, search...), "-o must be table or json"},
+		{"bad output", append([]string{"-o", "xml"}, search...), `invalid value "xml" for flag -o: want table, json or yaml`},
 		{"unknown model", []string{"--model", "gpt-9", "--gpus", "8", "--gpu", "H100", "--seq", "8", "--global-batch", "8"}, `model "gpt-9"`},
 		{"unknown gpu", []string{"--model", "llama3-8b", "--gpus", "8", "--gpu", "TPU", "--seq", "8", "--global-batch", "8"}, `gpu "TPU"`},
 		{"unknown stack", append([]string{"--stack", "jax"}, search...), `unknown stack "jax"`},
@@ -363,4 +365,23 @@ func TestReadmeTable(t *testing.T) {
 		return
 	}
 	t.Errorf("../../planner/README.md's dev-vector table is stale; run go test ./internal/cli/plancli -run TestReadmeTable -update")
+}
+
+// TestSearchYAML: -o yaml is the JSON answer re-spelled, integers kept
+// integers (tp: 8, not 8.0).
+func TestSearchYAML(t *testing.T) {
+	code, out, stderr := run(t, append([]string{"-o", "yaml", "--top", "1"}, search...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not YAML: %v\n%s", err, out)
+	}
+	if _, ok := got["best"]; !ok {
+		t.Errorf("no best plans:\n%s", out)
+	}
+	if !regexp.MustCompile(`(?m)^\s+tp: [0-9]+$`).MatchString(out) {
+		t.Errorf("tp is not written as an integer:\n%s", out)
+	}
 }
