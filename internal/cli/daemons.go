@@ -100,7 +100,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		if err != nil {
 			return cfg, nil, fail(e, fmt.Errorf("--topology-file: %w", err)), false
 		}
-		tf, err := topology.ParseTopologyFile(f, b)
+		tf, err := topology.ParseFile(f, b)
 		if err != nil {
 			return cfg, nil, fail(e, fmt.Errorf("--topology-file: %w", err)), false
 		}

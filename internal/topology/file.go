@@ -1,25 +1,43 @@
 package topology
 
-import "strings"
+import (
+	"bytes"
+	"fmt"
+)
 
-// TopologyFile is a parsed cluster topology file: a Slurm topology.conf
-// tree or a block topology (one of the two is set).
-type TopologyFile struct {
-	Name   string
+// File is a parsed cluster topology file: a Slurm topology.conf tree or a
+// block topology (one of the two is set). Builder.AddFile applies it.
+type File struct {
+	Name   string // what errors call it: the path it was read from
 	Tree   *SlurmTree
 	Blocks *SlurmBlocks
 }
 
-// ParseTopologyFile reads Slurm's topology.conf in either its tree
-// (SwitchName=...) or block (BlockName=...) form. Errors carry the file,
-// line and column.
-func ParseTopologyFile(name string, data []byte) (TopologyFile, error) {
-	tf := TopologyFile{Name: name}
+// ParseFile reads Slurm's topology.conf in either its tree (SwitchName=...)
+// or block (BlockName=...) form. Errors carry the file, line and column.
+func ParseFile(name string, data []byte) (File, error) {
+	f := File{Name: name}
 	var err error
-	if strings.Contains(string(data), "BlockName") {
-		tf.Blocks, err = ParseSlurmBlocks(strings.NewReader(string(data)), name)
+	if bytes.Contains(data, []byte("BlockName")) {
+		f.Blocks, err = ParseSlurmBlocks(bytes.NewReader(data), name)
 	} else {
-		tf.Tree, err = ParseSlurmTree(strings.NewReader(string(data)), name)
+		f.Tree, err = ParseSlurmTree(bytes.NewReader(data), name)
 	}
-	return tf, err
+	return f, err
+}
+
+// AddFile adds a topology file's switches or blocks, like AddSlurmTree and
+// AddSlurmBlocks; errors name the file.
+func (b *Builder) AddFile(f File) error {
+	var err error
+	switch {
+	case f.Tree != nil:
+		err = b.AddSlurmTree(f.Tree)
+	case f.Blocks != nil:
+		err = b.AddSlurmBlocks(f.Blocks)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return nil
 }

@@ -38,7 +38,7 @@ type Config struct {
 	Scaler Scaler
 	// TopologyFiles describe the fabric (leaves, spines, NVLink blocks)
 	// beyond what the nodes' labels say.
-	TopologyFiles []topology.TopologyFile
+	TopologyFiles []topology.File
 	// JobRetention: a job finished this long ago is deleted with its rank
 	// statuses, checkpoint records and progress. 0 keeps finished jobs.
 	JobRetention time.Duration

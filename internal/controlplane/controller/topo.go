@@ -15,7 +15,7 @@ import (
 type topoCache struct {
 	// files are the operator's topology files (Slurm tree or block
 	// format), applied after the nodes' own labels.
-	files []topology.TopologyFile
+	files []topology.File
 	gen   int64 // the cache's node generation topo was checked at
 	sig   uint64
 	topo  *topology.Topology
@@ -76,15 +76,9 @@ func (c *topoCache) get(nodes map[string]*api.Node, gen int64) (*topology.Topolo
 		}
 	}
 	for _, f := range c.files {
-		var err error
-		if f.Tree != nil {
-			err = b.AddSlurmTree(f.Tree)
-		} else if f.Blocks != nil {
-			err = b.AddSlurmBlocks(f.Blocks)
-		}
-		if err != nil {
-			c.sig, c.topo, c.err = sig, nil, fmt.Errorf("%s: %w", f.Name, err)
-			return nil, c.err
+		if err := b.AddFile(f); err != nil {
+			c.sig, c.topo, c.err = sig, nil, err
+			return nil, err
 		}
 	}
 	c.topo, c.err = b.Build()

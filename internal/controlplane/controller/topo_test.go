@@ -114,14 +114,14 @@ func TestCoordsWithoutTopology(t *testing.T) {
 
 func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 	conf := "# two leaves under one spine\nSwitchName=leaf1 Nodes=a\nSwitchName=leaf2 Nodes=b\nSwitchName=spine1 Switches=leaf[1-2]\n"
-	tf, err := topology.ParseTopologyFile("topology.conf", []byte(conf))
+	tf, err := topology.ParseFile("topology.conf", []byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := twoNodes()
 	delete(nodes["a"].Labels, "leaf")
 	delete(nodes["b"].Labels, "leaf")
-	tc := topoCache{files: []topology.TopologyFile{tf}}
+	tc := topoCache{files: []topology.File{tf}}
 	topo, err := tc.get(nodes, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 	}
 	// A label that contradicts the file is an error naming both sources.
 	nodes["a"].Labels["leaf"] = "leaf2"
-	if _, err := (&topoCache{files: []topology.TopologyFile{tf}}).get(nodes, 0); err == nil {
+	if _, err := (&topoCache{files: []topology.File{tf}}).get(nodes, 0); err == nil {
 		t.Error("a leaf label contradicting topology.conf was accepted")
 	}
 }

@@ -53,7 +53,7 @@ type Config struct {
 	GatewayStreamHeaderTimeout, GatewayHeaderTimeout time.Duration
 	// TopologyFiles are Slurm topology.conf files (tree or block form)
 	// describing the fabric.
-	TopologyFiles []topology.TopologyFile
+	TopologyFiles []topology.File
 	// CheckpointRoot is the shared parent of default checkpoint dirs.
 	// Default DataDir/checkpoints.
 	CheckpointRoot string
