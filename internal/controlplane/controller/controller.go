@@ -627,10 +627,7 @@ func (p *pass) end(m *api.Job) {
 		st.NotBefore = p.now
 		st.Reason = fmt.Sprintf("attempt %d %s (%s); requeued", ma.Number, ma.Outcome, ma.Reason)
 	default:
-		maxR := api.DefaultMaxRestarts
-		if m.Spec.MaxRestarts != nil {
-			maxR = *m.Spec.MaxRestarts
-		}
+		maxR := m.Spec.RestartLimit()
 		if st.Restarts >= maxR {
 			done(api.JobFailed, fmt.Sprintf("attempt %d failed: %s; no restarts left (maxRestarts %d)", ma.Number, ma.Reason, maxR))
 			return
