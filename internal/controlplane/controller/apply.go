@@ -13,6 +13,48 @@ import (
 	"github.com/gangway/gangway/internal/scheduler"
 )
 
+// The applier alone turns what the lifecycle and the scheduler decided
+// into store writes (deployments, in deploy.go, write their own). It
+// queues each job's write, so that the pass commits them together at its
+// end (flush) in a few transactions, with the rank statuses reported for
+// those jobs; lost nodes it writes at once.
+
+// apply queues the write a lifecycle decision needs.
+func (p *pass) apply(d decision) {
+	m := d.job
+	switch d.step {
+	case stepStamp:
+		p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
+	case stepStop:
+		a := m.Status.Current()
+		p.queue(p.c.st.StopAttemptWrite(m, a.Number, a.Nodes()), func(rev int64, err error) {
+			if p.wrote(rev, err) {
+				p.c.log.Info("stopping attempt", "job_id", m.ID, "attempt", a.Number, "reason", a.Reason)
+			}
+		})
+	case stepStopEnd:
+		p.logFinished(m)
+		a := m.Status.Current()
+		p.queue(p.c.st.StopAttemptWrite(m, a.Number, a.Nodes()), nil)
+	case stepEnd:
+		p.logFinished(m)
+		p.queue(p.c.st.UpdateJobWrite(m), nil)
+	case stepFinish:
+		p.queue(p.c.st.UpdateJobWrite(m), func(rev int64, err error) {
+			if p.wrote(rev, err) {
+				p.logFinished(m)
+			}
+		})
+	}
+}
+
+// logFinished logs a job that a decision finished.
+func (p *pass) logFinished(m *api.Job) {
+	if st := &m.Status; st.Phase.Final() {
+		p.c.log.Info("job finished", "job_id", m.ID, "phase", st.Phase, "reason", st.Reason)
+	}
+}
+
 // queuedWrite is a job write waiting for the end of the pass, and what to
 // do once it is committed (or not).
 type queuedWrite struct {
@@ -115,24 +157,52 @@ func (p *pass) wrote(rev int64, err error) bool {
 	return true
 }
 
+// nodes writes every node the lifecycle finds lost, at once (not queued),
+// and updates the pass's view so that its jobs see them lost.
 func (p *pass) nodes(ctx context.Context) {
 	for name, n := range p.v.Nodes {
-		if n.Status.State != api.NodeReady {
+		m, silent := p.life.nodeLost(name, n)
+		if m == nil {
 			continue
 		}
-		at, _ := p.c.live.Get(name)
-		silent := p.now.Sub(at)
-		if silent <= p.c.cfg.NodeTimeout {
-			continue
-		}
-		m := n.Clone()
-		m.Status.State = api.NodeLost
-		m.Status.LostAt = p.now
-		m.Status.Reason = fmt.Sprintf("no heartbeat for %.1fs", silent.Seconds())
 		if err := p.c.st.PutNode(ctx, m); p.wrote(m.ModRevision, err) {
 			p.c.log.Info("node lost", "node", name, "silent_s", silent.Seconds())
 			p.v.Nodes[name] = m
 		}
+	}
+}
+
+// applyPlan queues the writes of the scheduler's plan: placements become
+// attempts, preemptions send the checkpoint signal, and gangs that wait
+// get their reason (at most every reasonEvery). byID are the pending jobs
+// the plan was asked for; ports, the rendezvous ports in use by node.
+func (p *pass) applyPlan(ctx context.Context, plan scheduler.Plan, byID map[string]*api.Job, ports map[string]map[int]bool) {
+	for _, pl := range plan.Placements {
+		p.startAttempt(ctx, byID[pl.JobID], pl, ports)
+	}
+	if len(plan.Pending) > 0 {
+		p.mu.Lock()
+		p.backlog = true
+		// Placements too: look at the rest again with them seen
+		// (preemption searches are bounded per pass).
+		p.next = p.next || len(plan.Placements) > 0
+		p.mu.Unlock()
+	}
+	for _, pe := range plan.Preemptions {
+		p.preempt(ctx, pe)
+	}
+	for _, pe := range plan.Pending {
+		j := byID[pe.JobID]
+		reason := pe.Text()
+		if j.Status.Phase == api.JobRestarting {
+			reason = "restarting: " + reason
+		}
+		if j.Status.Reason == reason || !p.c.reasonDue(j.ID, j.Status.Reason, p.now) {
+			continue
+		}
+		m := j.Clone()
+		m.Status.Reason = reason
+		p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
 	}
 }
 
@@ -163,20 +233,11 @@ func (c *Controller) reasonDue(job, current string, now time.Time) bool {
 // preempt sends a victim's ranks their checkpoint signal; the attempt stops
 // once a new checkpoint lands or the grace period ends (see running).
 func (p *pass) preempt(ctx context.Context, pe scheduler.Preemption) {
-	j := p.v.Jobs[pe.JobID]
-	if j == nil {
+	m := p.life.preempting(pe)
+	if m == nil {
 		return
 	}
-	a := j.Status.Current()
-	if a == nil || a.Phase != api.AttemptRunning || !a.PreemptedAt.IsZero() {
-		return
-	}
-	m := j.Clone()
-	ma := m.Status.Current()
-	ma.PreemptedAt = p.now
-	ma.PreemptedFor = pe.For
-	m.Status.Reason = fmt.Sprintf("preempted for job %s (%s); %s sent, stopping within %s", pe.For, pe.Reason, m.Spec.Signal(), m.Spec.PreemptionGrace())
-	asg := p.assignments(m, ma)
+	asg := p.assignments(m, m.Status.Current())
 	for i := range asg {
 		asg[i].Signal, asg[i].SignalSeq = m.Spec.Signal(), 1
 	}

@@ -1,10 +1,26 @@
-// Package controller holds the reconcilers that run on the leader: node
-// liveness, the job lifecycle (pending → running → stopping → restarting
-// or done) and the plan applier that turns scheduler plans into attempts
-// and assignments in single store transactions.
+// Package controller runs on the leader and reconciles the store: it finds
+// lost nodes, moves jobs through their lifecycle (pending → running →
+// stopping → restarting or done), asks the scheduler for a plan and writes
+// what it decided, a few transactions per pass. It also scales deployments
+// and deletes old finished jobs.
 //
-// It imports api, store, scheduler and launch; nothing imports it but the
-// server.
+// A pass (controller.go) reads the store's cache once, then:
+//   - lifecycle.go decides, from that view, the rank statuses reported
+//     since and the pass's time, what becomes of each live job and silent
+//     node; its decisions are values, and it does no I/O and reads no
+//     clock;
+//   - schedule.go builds the scheduler's snapshot and asks for a plan;
+//   - apply.go alone turns decisions and the plan into store writes,
+//     batched to the end of the pass;
+//   - submit.go and reports.go hand new jobs and rank statuses from the API
+//     to the next pass.
+//
+// deploy.go scales deployments, retention.go deletes finished jobs,
+// topo.go keeps the cluster's topology and liveness.go the agents'
+// heartbeats.
+//
+// It imports api, controlplane/store, launch, scheduler and topology;
+// nothing imports it but the server.
 package controller
 
 import (
@@ -159,6 +175,7 @@ type pass struct {
 	c      *Controller
 	v      store.View
 	now    time.Time
+	life   lifecycle  // decides from v, reported and now
 	mu     sync.Mutex // guards maxRev, errs, queued, next, freed and backlog
 	maxRev int64
 	errs   []error
@@ -227,9 +244,11 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	start := time.Now()
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
+	p.life = lifecycle{v: p.v, beats: c.live, nodeTimeout: c.cfg.NodeTimeout, now: p.now}
 	p.nodes(ctx)
 	p.subs = c.take()
 	p.reps, p.reported = c.takeReports()
+	p.life.reported = p.reported
 	ids := make([]*api.Job, 0, len(p.v.Jobs))
 	for _, j := range p.v.Jobs {
 		if !j.Status.Phase.Final() {
@@ -284,16 +303,7 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 			live = append(live, j)
 		}
 	}
-	p.forEach(live, func(j *api.Job) {
-		switch j.Status.Phase {
-		case api.JobRunning:
-			p.running(ctx, j)
-		case api.JobStopping:
-			p.stopping(ctx, j)
-		default: // cancelled before it ran
-			p.finish(ctx, j.Clone(), api.JobCancelled, "cancelled before it ran")
-		}
-	})
+	p.forEach(live, func(j *api.Job) { p.apply(p.life.decide(j)) })
 	p.schedule(ctx, pending)
 	p.deployments(ctx)
 	p.wg.Wait()

@@ -132,33 +132,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	for _, w := range plan.Warnings {
 		p.c.log.Warn("scheduler", "warning", w)
 	}
-	for _, pl := range plan.Placements {
-		p.startAttempt(ctx, byID[pl.JobID], pl, ports)
-	}
-	if len(plan.Pending) > 0 {
-		p.mu.Lock()
-		p.backlog = true
-		// Placements too: look at the rest again with them seen
-		// (preemption searches are bounded per pass).
-		p.next = p.next || len(plan.Placements) > 0
-		p.mu.Unlock()
-	}
-	for _, pe := range plan.Preemptions {
-		p.preempt(ctx, pe)
-	}
-	for _, pe := range plan.Pending {
-		j := byID[pe.JobID]
-		reason := pe.Text()
-		if j.Status.Phase == api.JobRestarting {
-			reason = "restarting: " + reason
-		}
-		if j.Status.Reason == reason || !p.c.reasonDue(j.ID, j.Status.Reason, p.now) {
-			continue
-		}
-		m := j.Clone()
-		m.Status.Reason = reason
-		p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
-	}
+	p.applyPlan(ctx, plan, byID, ports)
 }
 
 // schedRequest is a pending job as the scheduler sees it.
