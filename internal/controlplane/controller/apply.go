@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -133,6 +134,64 @@ func (p *pass) flush(ctx context.Context) (left []api.RankStatus) {
 		}
 	}
 	return left
+}
+
+// reportedByJob groups the pass's reported statuses by job, in task key
+// order.
+func (p *pass) reportedByJob() map[string][]api.RankStatus {
+	if len(p.reported) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(p.reported))
+	for k := range p.reported {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := map[string][]api.RankStatus{}
+	for _, k := range keys {
+		r := p.reported[k]
+		out[r.JobID] = append(out[r.JobID], *r)
+	}
+	return out
+}
+
+// storeReported stores the reported statuses no committed write of the
+// pass carried, and tells every taken batch how it went.
+func (p *pass) storeReported(ctx context.Context, left []api.RankStatus) {
+	if len(p.reps) == 0 {
+		return
+	}
+	err := p.c.st.PutRankStatuses(ctx, left)
+	for _, b := range p.reps {
+		b.done <- err
+	}
+}
+
+// storeFresh queues the plain creation of every fresh job the pass did
+// not write otherwise (not placed, no new reason). The pass's async work
+// is done by now.
+func (p *pass) storeFresh() {
+	if len(p.fresh) == 0 {
+		return
+	}
+	written := map[string]bool{}
+	for _, q := range p.queued {
+		written[q.w.Job().ID] = true
+	}
+	for _, s := range p.subs {
+		for _, j := range s.jobs {
+			if !written[j.ID] {
+				p.queueQuiet(p.c.st.UpdateJobWrite(j), nil)
+			}
+		}
+	}
+}
+
+// recordFresh notes how a fresh job's write went.
+func (p *pass) recordFresh(j *api.Job, err error) {
+	if f := p.fresh[j.ID]; f != nil {
+		f.stored, f.err = j, err
+	}
 }
 
 // wroteNow is wrote for a write made outside the queue (a deployment's,
