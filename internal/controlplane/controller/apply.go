@@ -14,11 +14,12 @@ import (
 	"github.com/gangway/gangway/internal/scheduler"
 )
 
-// The applier alone turns what the lifecycle and the scheduler decided
-// into store writes (deployments, in deploy.go, write their own). It
-// queues each job's write, so that the pass commits them together at its
-// end (flush) in a few transactions, with the rank statuses reported for
-// those jobs; lost nodes it writes at once.
+// The applier alone turns what the lifecycle and the scheduler decided,
+// and the new jobs and rank statuses the API handed over, into store
+// writes (deployments, in deploy.go, write their own). It queues each
+// job's write, so that the pass commits them together at its end (flush)
+// in a few transactions, with the rank statuses reported for those jobs;
+// lost nodes it writes at once, statuses no job write carried last.
 
 // apply queues the write a lifecycle decision needs.
 func (p *pass) apply(d decision) {
