@@ -22,3 +22,25 @@ func TestMilliGPUs(t *testing.T) {
 		t.Errorf("3 × 250 milli: ShareGPUs = %d; want 1 (rounded up)", got)
 	}
 }
+
+func TestRestartLimit(t *testing.T) {
+	zero, five := 0, 5
+	for _, c := range []struct {
+		name string
+		max  *int
+		want int
+	}{
+		{"unset takes the default", nil, DefaultMaxRestarts},
+		{"zero never restarts", &zero, 0},
+		{"set", &five, 5},
+	} {
+		s := JobSpec{MaxRestarts: c.max}
+		if got := s.RestartLimit(); got != c.want {
+			t.Errorf("%s: RestartLimit = %d; want %d", c.name, got, c.want)
+		}
+		s.Default()
+		if s.MaxRestarts == nil || *s.MaxRestarts != c.want {
+			t.Errorf("%s: after Default, MaxRestarts = %v; want %d", c.name, s.MaxRestarts, c.want)
+		}
+	}
+}

@@ -214,7 +214,7 @@ func (s *JobSpec) Default() {
 		s.GPUsPerRank = 1
 	}
 	if s.MaxRestarts == nil {
-		n := DefaultMaxRestarts
+		n := s.RestartLimit()
 		s.MaxRestarts = &n
 	}
 	if s.RestartBackoff == 0 {
@@ -223,6 +223,16 @@ func (s *JobSpec) Default() {
 	if s.TerminationGracePeriod == 0 {
 		s.TerminationGracePeriod = Duration(DefaultGrace)
 	}
+}
+
+// RestartLimit is how many restarts the job may have: MaxRestarts, or
+// DefaultMaxRestarts where it is not set (a spec Default has not filled
+// in). Read the limit through it, never through MaxRestarts itself.
+func (s *JobSpec) RestartLimit() int {
+	if s.MaxRestarts == nil {
+		return DefaultMaxRestarts
+	}
+	return *s.MaxRestarts
 }
 
 // GPUs is the gang's total GPU count.

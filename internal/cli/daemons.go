@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
-	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/node/agent"
 	"github.com/gangway/gangway/internal/node/cgroup"
 	"github.com/gangway/gangway/internal/node/driver"
 	"github.com/gangway/gangway/internal/node/gpu"
+	"github.com/gangway/gangway/internal/topology"
 )
 
 func runServer(ctx context.Context, e *Env, args []string) int {
@@ -100,7 +100,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		if err != nil {
 			return cfg, nil, fail(e, fmt.Errorf("--topology-file: %w", err)), false
 		}
-		tf, err := controller.ParseTopologyFile(f, b)
+		tf, err := topology.ParseFile(f, b)
 		if err != nil {
 			return cfg, nil, fail(e, fmt.Errorf("--topology-file: %w", err)), false
 		}

@@ -381,11 +381,7 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 	}
 	fmt.Fprintf(w, "  Gang:      %s\n", shape)
 	fmt.Fprintf(w, "  Command:   %s\n", strings.Join(j.Spec.Command, " "))
-	mr := api.DefaultMaxRestarts
-	if j.Spec.MaxRestarts != nil {
-		mr = *j.Spec.MaxRestarts
-	}
-	fmt.Fprintf(w, "  Restarts:  %d of %d\n", j.Status.Restarts, mr)
+	fmt.Fprintf(w, "  Restarts:  %d of %d\n", j.Status.Restarts, j.Spec.RestartLimit())
 	fmt.Fprintf(w, "  Submitted: %s (%s ago)\n", j.SubmittedAt.Local().Format(time.DateTime), age(j.SubmittedAt))
 	if p := d.Progress; p != nil {
 		l := p.Latest

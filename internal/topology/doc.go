@@ -12,8 +12,10 @@
 // Topologies are built with a Builder from any mix of: what agents report
 // (NodeSpec), gangway's node labels (leaf, spine, nvlink-domain, rail), and
 // Slurm's topology.conf in its tree form (ParseSlurmTree) and block form
-// (ParseSlurmBlocks). See README.md for the vocabulary and file formats.
+// (ParseSlurmBlocks). ParseFile reads an operator's topology file in either
+// form, and Builder.AddFile applies it. See README.md for the vocabulary and
+// file formats.
 //
-// The package does no I/O beyond reading an io.Reader handed to a parser, and
-// imports only the standard library: nothing of gangway's.
+// The package does no I/O beyond reading an io.Reader or bytes handed to a
+// parser. It imports only the standard library: nothing of gangway's.
 package topology

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,35 +117,4 @@ func (c *Controller) takeReports() ([]*reportBatch, map[string]*api.RankStatus) 
 		}
 	}
 	return taken, by
-}
-
-// reportedByJob groups the pass's reported statuses by job, in task key
-// order.
-func (p *pass) reportedByJob() map[string][]api.RankStatus {
-	if len(p.reported) == 0 {
-		return nil
-	}
-	keys := make([]string, 0, len(p.reported))
-	for k := range p.reported {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := map[string][]api.RankStatus{}
-	for _, k := range keys {
-		r := p.reported[k]
-		out[r.JobID] = append(out[r.JobID], *r)
-	}
-	return out
-}
-
-// storeReported stores the reported statuses no committed write of the
-// pass carried, and tells every taken batch how it went.
-func (p *pass) storeReported(ctx context.Context, left []api.RankStatus) {
-	if len(p.reps) == 0 {
-		return
-	}
-	err := p.c.st.PutRankStatuses(ctx, left)
-	for _, b := range p.reps {
-		b.done <- err
-	}
 }

@@ -190,30 +190,3 @@ func answer(subs []*submission, fresh map[string]*freshJob, passErr error) {
 		s.done <- r
 	}
 }
-
-// storeFresh queues the plain creation of every fresh job the pass did
-// not write otherwise (not placed, no new reason). The pass's async work
-// is done by now.
-func (p *pass) storeFresh() {
-	if len(p.fresh) == 0 {
-		return
-	}
-	written := map[string]bool{}
-	for _, q := range p.queued {
-		written[q.w.Job().ID] = true
-	}
-	for _, s := range p.subs {
-		for _, j := range s.jobs {
-			if !written[j.ID] {
-				p.queueQuiet(p.c.st.UpdateJobWrite(j), nil)
-			}
-		}
-	}
-}
-
-// recordFresh notes how a fresh job's write went.
-func (p *pass) recordFresh(j *api.Job, err error) {
-	if f := p.fresh[j.ID]; f != nil {
-		f.stored, f.err = j, err
-	}
-}

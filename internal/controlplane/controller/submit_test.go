@@ -21,13 +21,13 @@ type testControl struct {
 	ctl   *Controller
 }
 
-func newTestControl(t *testing.T) *testControl {
+func newTestControl(t testing.TB) *testControl {
 	t.Helper()
 	return newTestControlWith(t, nil)
 }
 
 // newTestControlWith lets a test adjust the controller's configuration.
-func newTestControlWith(t *testing.T, adjust func(*Config)) *testControl {
+func newTestControlWith(t testing.TB, adjust func(*Config)) *testControl {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	e, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: t.TempDir()})

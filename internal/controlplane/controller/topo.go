@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
-	"strings"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler"
@@ -16,33 +15,11 @@ import (
 type topoCache struct {
 	// files are the operator's topology files (Slurm tree or block
 	// format), applied after the nodes' own labels.
-	files []TopologyFile
+	files []topology.File
 	gen   int64 // the cache's node generation topo was checked at
 	sig   uint64
 	topo  *topology.Topology
 	err   error
-}
-
-// TopologyFile is a parsed cluster topology file: a Slurm topology.conf
-// tree or a block topology (one of the two is set).
-type TopologyFile struct {
-	Name   string
-	Tree   *topology.SlurmTree
-	Blocks *topology.SlurmBlocks
-}
-
-// ParseTopologyFile reads Slurm's topology.conf in either its tree
-// (SwitchName=...) or block (BlockName=...) form. Errors carry the file,
-// line and column.
-func ParseTopologyFile(name string, data []byte) (TopologyFile, error) {
-	tf := TopologyFile{Name: name}
-	var err error
-	if strings.Contains(string(data), "BlockName") {
-		tf.Blocks, err = topology.ParseSlurmBlocks(strings.NewReader(string(data)), name)
-	} else {
-		tf.Tree, err = topology.ParseSlurmTree(strings.NewReader(string(data)), name)
-	}
-	return tf, err
 }
 
 // get returns the topology of nodes, building it if they changed. gen is
@@ -99,15 +76,9 @@ func (c *topoCache) get(nodes map[string]*api.Node, gen int64) (*topology.Topolo
 		}
 	}
 	for _, f := range c.files {
-		var err error
-		if f.Tree != nil {
-			err = b.AddSlurmTree(f.Tree)
-		} else if f.Blocks != nil {
-			err = b.AddSlurmBlocks(f.Blocks)
-		}
-		if err != nil {
-			c.sig, c.topo, c.err = sig, nil, fmt.Errorf("%s: %w", f.Name, err)
-			return nil, c.err
+		if err := b.AddFile(f); err != nil {
+			c.sig, c.topo, c.err = sig, nil, err
+			return nil, err
 		}
 	}
 	c.topo, c.err = b.Build()

@@ -1,11 +1,11 @@
 package controller
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/topology"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -114,14 +114,14 @@ func TestCoordsWithoutTopology(t *testing.T) {
 
 func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 	conf := "# two leaves under one spine\nSwitchName=leaf1 Nodes=a\nSwitchName=leaf2 Nodes=b\nSwitchName=spine1 Switches=leaf[1-2]\n"
-	tf, err := ParseTopologyFile("topology.conf", []byte(conf))
+	tf, err := topology.ParseFile("topology.conf", []byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := twoNodes()
 	delete(nodes["a"].Labels, "leaf")
 	delete(nodes["b"].Labels, "leaf")
-	tc := topoCache{files: []TopologyFile{tf}}
+	tc := topoCache{files: []topology.File{tf}}
 	topo, err := tc.get(nodes, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -131,15 +131,8 @@ func TestTopologyFileAddsLeavesAndSpines(t *testing.T) {
 	}
 	// A label that contradicts the file is an error naming both sources.
 	nodes["a"].Labels["leaf"] = "leaf2"
-	if _, err := (&topoCache{files: []TopologyFile{tf}}).get(nodes, 0); err == nil {
+	if _, err := (&topoCache{files: []topology.File{tf}}).get(nodes, 0); err == nil {
 		t.Error("a leaf label contradicting topology.conf was accepted")
-	}
-	if _, err := ParseTopologyFile("bad.conf", []byte("SwitchName=x Nodez=a\n")); err == nil || !strings.Contains(err.Error(), "bad.conf:1:") {
-		t.Errorf("bad file error = %v; want file:line:col", err)
-	}
-	bl, err := ParseTopologyFile("blocks.conf", []byte("BlockName=rack1 Nodes=a,b\nBlockSizes=2\n"))
-	if err != nil || bl.Blocks == nil {
-		t.Fatalf("block topology: %+v, %v", bl, err)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/planner"
+	"github.com/gangway/gangway/internal/topology"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -52,7 +53,7 @@ type Config struct {
 	GatewayStreamHeaderTimeout, GatewayHeaderTimeout time.Duration
 	// TopologyFiles are Slurm topology.conf files (tree or block form)
 	// describing the fabric.
-	TopologyFiles []controller.TopologyFile
+	TopologyFiles []topology.File
 	// CheckpointRoot is the shared parent of default checkpoint dirs.
 	// Default DataDir/checkpoints.
 	CheckpointRoot string

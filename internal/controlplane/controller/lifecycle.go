@@ -1,0 +1,337 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/store"
+	"github.com/gangway/gangway/internal/launch"
+	"github.com/gangway/gangway/internal/scheduler"
+)
+
+// The lifecycle decides what becomes of jobs and nodes: a running attempt
+// stops (failed, timed out, hung, preempted, interrupted, cancelled or
+// succeeded), a stopping one ends once its agents have let go, an ended
+// one's job finishes, is requeued or restarts after a backoff, a silent
+// node is lost. It reads only what the pass hands it (the store as the pass
+// read it, the rank statuses reported since, the agents' heartbeats and the
+// pass's time) and writes nothing: its decisions are values the applier
+// (apply.go) turns into store writes.
+
+// heartbeats is what the lifecycle reads of the agents' heartbeats: when a
+// node was last heard from, and the assignments revision it has carried
+// out. *Liveness is one.
+type heartbeats interface {
+	Get(node string) (at time.Time, ack int64)
+}
+
+var _ heartbeats = (*Liveness)(nil)
+
+// lifecycle holds what one pass decides from. Its methods only read it, so
+// the pass's goroutines share one.
+type lifecycle struct {
+	v store.View // the store as the pass read it
+	// reported are the rank statuses handed over since (by task key); they
+	// win over v.Ranks.
+	reported    map[string]*api.RankStatus
+	beats       heartbeats
+	nodeTimeout time.Duration // a node silent longer is lost
+	now         time.Time     // the pass's time
+}
+
+// step is the write a decision needs.
+type step uint8
+
+const (
+	// stepNone: nothing changes.
+	stepNone step = iota
+	// stepStamp: every rank of the running attempt runs; RunningAt is
+	// set.
+	stepStamp
+	// stepStop: the attempt is stopping; its assignments go in the same
+	// write, whose revision its agents must then acknowledge.
+	stepStop
+	// stepStopEnd: the attempt stops and ends in one write, since nothing
+	// of it can still run (every rank exited, or its node is lost).
+	stepStopEnd
+	// stepEnd: a stopping attempt ended, its agents having let go.
+	stepEnd
+	// stepFinish: a job cancelled before it ran is done.
+	stepFinish
+)
+
+// decision is the lifecycle's answer for one job: the job as it is to be
+// written (a copy: the view's is left as it was; nil with stepNone) and
+// the write it needs.
+type decision struct {
+	step step
+	job  *api.Job
+}
+
+// decide is the decision for a live job: one running or stopping, or one
+// waiting to be placed whose user cancelled it.
+func (l *lifecycle) decide(j *api.Job) decision {
+	switch j.Status.Phase {
+	case api.JobRunning:
+		return l.running(j)
+	case api.JobStopping:
+		return l.stopping(j)
+	case api.JobPending, api.JobRestarting:
+		if j.Status.CancelRequested {
+			return l.finish(j.Clone(), api.JobCancelled, "cancelled before it ran")
+		}
+	}
+	return decision{}
+}
+
+// nodeLost returns the node as it is to be written when it is ready but
+// has been silent past the node timeout, and how long it has been silent;
+// nil if it stays as it is.
+func (l *lifecycle) nodeLost(name string, n *api.Node) (*api.Node, time.Duration) {
+	if n.Status.State != api.NodeReady {
+		return nil, 0
+	}
+	at, _ := l.beats.Get(name)
+	silent := l.now.Sub(at)
+	if silent <= l.nodeTimeout {
+		return nil, 0
+	}
+	m := n.Clone()
+	m.Status.State = api.NodeLost
+	m.Status.LostAt = l.now
+	m.Status.Reason = fmt.Sprintf("no heartbeat for %.1fs", silent.Seconds())
+	return m, silent
+}
+
+// rank is a rank's newest status: reported, else as the view has it.
+func (l *lifecycle) rank(job string, attempt, rank int) *api.RankStatus {
+	k := api.TaskKey(job, attempt, rank)
+	if r := l.reported[k]; r != nil {
+		return r
+	}
+	return l.v.Ranks[k]
+}
+
+// running decides for a job whose attempt runs: whether it stops and why,
+// or whether it is now running in full.
+func (l *lifecycle) running(j *api.Job) decision {
+	a := j.Status.Current()
+	if a == nil || a.Phase != api.AttemptRunning {
+		return decision{}
+	}
+	outcome, reason := api.Outcome(""), ""
+	if j.Status.CancelRequested {
+		outcome, reason = api.OutcomeCancelled, "cancelled by user"
+	}
+	for _, node := range a.Nodes() {
+		if reason != "" {
+			break
+		}
+		n := l.v.Nodes[node]
+		switch {
+		case n == nil || n.Status.State == api.NodeLost:
+			outcome, reason = api.OutcomeFailed, fmt.Sprintf("node %s lost", node)
+		case n.Status.Draining:
+			outcome, reason = api.OutcomeInterrupted, fmt.Sprintf("node %s is draining", node)
+		}
+	}
+	done, running := 0, 0
+	procs := launch.Processes(j, a)
+	for _, r := range procs {
+		rp := a.Placement[r]
+		rs := l.rank(j.ID, a.Number, rp.Rank)
+		if rs == nil {
+			continue
+		}
+		switch {
+		case rs.State == api.RankFailedStart && reason == "":
+			outcome, reason = api.OutcomeFailed, fmt.Sprintf("rank %d on %s could not start: %s", rp.Rank, rp.Node, rs.Message)
+		case rs.State == api.RankExited && rs.ExitCode != 0 && reason == "" && !a.PreemptedAt.IsZero():
+			// Being preempted: a rank that dies of the checkpoint signal
+			// (or exits after saving) is stopping as asked, not failing.
+			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s; rank %d exited with code %d%s after the checkpoint signal",
+				a.PreemptedFor, rp.Rank, rs.ExitCode, sigSuffix(rs.Signal))
+		case rs.State == api.RankExited && rs.ExitCode != 0 && reason == "":
+			outcome, reason = api.OutcomeFailed, fmt.Sprintf("rank %d on %s exited with code %d%s", rp.Rank, rp.Node, rs.ExitCode, sigSuffix(rs.Signal))
+		case rs.State == api.RankExited:
+			done++
+		case rs.State == api.RankRunning:
+			running++
+		}
+	}
+	if reason == "" && !a.PreemptedAt.IsZero() {
+		ck := l.v.Ckpts[j.ID]
+		switch {
+		case ck != nil && ck.Time.After(a.PreemptedAt):
+			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s after checkpointing step %d", a.PreemptedFor, ck.Step)
+		case l.now.Sub(a.PreemptedAt) >= j.Spec.PreemptionGrace():
+			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s; no checkpoint within the %s grace", a.PreemptedFor, j.Spec.PreemptionGrace())
+		}
+	}
+	if reason == "" && j.Spec.TimeLimit > 0 && l.now.Sub(a.CreatedAt) > j.Spec.TimeLimit.D() {
+		outcome, reason = api.OutcomeTimedOut, fmt.Sprintf("ran past its time limit of %s", j.Spec.TimeLimit.D())
+	}
+	if reason == "" && j.Spec.HangTimeout > 0 {
+		if pr := l.v.Progress[j.ID]; pr != nil && pr.Attempt == a.Number && !pr.Time.IsZero() {
+			if silent := l.now.Sub(pr.Time); silent > j.Spec.HangTimeout.D() {
+				outcome, reason = api.OutcomeFailed, fmt.Sprintf("no progress for %s (hangTimeout %s)", silent.Round(time.Second), j.Spec.HangTimeout.D())
+			}
+		}
+	}
+	// Most running jobs need no write: clone only those that do.
+	switch {
+	case reason != "":
+		return l.stop(j.Clone(), outcome, reason)
+	case done == len(procs):
+		return l.stop(j.Clone(), api.OutcomeSucceeded, "every rank exited 0")
+	case a.RunningAt.IsZero() && running+done == len(procs):
+		m := j.Clone()
+		m.Status.Current().RunningAt = l.now
+		return decision{stepStamp, m}
+	}
+	return decision{}
+}
+
+func sigSuffix(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return " (" + sig + ")"
+}
+
+// stop tears the current attempt of m down: its assignments go in the
+// same transaction that marks it stopping. That transaction's revision is
+// the stop revision agents must acknowledge; it is the job's ModRevision
+// afterwards (see stopping).
+func (l *lifecycle) stop(m *api.Job, outcome api.Outcome, reason string) decision {
+	a := m.Status.Current()
+	a.Phase = api.AttemptStopping
+	a.Outcome = outcome
+	a.Reason = reason
+	a.StoppingAt = l.now
+	if l.allExited(m, a) {
+		// Nothing can still run: end now, in the transaction that removes
+		// the assignments, without waiting for the agents' acknowledgement.
+		l.end(m)
+		return decision{stepStopEnd, m}
+	}
+	m.Status.Phase = api.JobStopping
+	m.Status.Reason = fmt.Sprintf("stopping attempt %d: %s", a.Number, reason)
+	return decision{stepStop, m}
+}
+
+// allExited reports whether every process of the attempt has reported a
+// terminal state (or its node is lost, so its agent fenced it).
+func (l *lifecycle) allExited(j *api.Job, a *api.Attempt) bool {
+	for _, r := range launch.Processes(j, a) {
+		rp := a.Placement[r]
+		if n := l.v.Nodes[rp.Node]; n == nil || n.Status.State == api.NodeLost {
+			continue
+		}
+		if rs := l.rank(j.ID, a.Number, r); rs == nil || !rs.State.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// stopping decides for a job whose attempt is stopping: it ends once every
+// process has exited, or every agent still up has acknowledged the stop.
+func (l *lifecycle) stopping(j *api.Job) decision {
+	a := j.Status.Current()
+	if a == nil {
+		return decision{}
+	}
+	// The stop revision: recorded by older versions; else the revision
+	// the cache saw the attempt's assignments deleted at; else the job's
+	// own revision, which the stop transaction set (a later write only
+	// moves it later, which is safe, merely slower).
+	stopRev := a.StopRevision
+	if stopRev == 0 {
+		stopRev = l.v.Stops[j.ID][a.Number]
+	}
+	if stopRev == 0 || stopRev > j.ModRevision {
+		stopRev = j.ModRevision
+	}
+	if !l.allExited(j, a) {
+		for _, node := range a.Nodes() {
+			n := l.v.Nodes[node]
+			if n == nil || n.Status.State == api.NodeLost {
+				continue // a lost node's agent has fenced itself
+			}
+			if _, ack := l.beats.Get(node); ack < stopRev {
+				return decision{}
+			}
+		}
+	}
+	m := j.Clone()
+	l.end(m)
+	return decision{stepEnd, m}
+}
+
+// end marks the current attempt of m Ended and moves the job on: finished,
+// requeued or restarting with backoff.
+func (l *lifecycle) end(m *api.Job) {
+	ma := m.Status.Current()
+	ma.Phase = api.AttemptEnded
+	ma.EndedAt = l.now
+	st := &m.Status
+	done := func(phase api.JobPhase, reason string) {
+		st.Phase, st.Reason, st.FinishedAt = phase, reason, l.now
+	}
+	switch {
+	case ma.Outcome == api.OutcomeSucceeded:
+		done(api.JobSucceeded, "")
+	case st.CancelRequested || ma.Outcome == api.OutcomeCancelled:
+		done(api.JobCancelled, "cancelled by user")
+	case ma.Outcome == api.OutcomeTimedOut:
+		done(api.JobFailed, fmt.Sprintf("attempt %d %s", ma.Number, ma.Reason))
+	case ma.Outcome == api.OutcomeInterrupted, ma.Outcome == api.OutcomePreempted:
+		st.Phase = api.JobRestarting
+		st.NotBefore = l.now
+		st.Reason = fmt.Sprintf("attempt %d %s (%s); requeued", ma.Number, ma.Outcome, ma.Reason)
+	default:
+		maxR := m.Spec.RestartLimit()
+		if st.Restarts >= maxR {
+			done(api.JobFailed, fmt.Sprintf("attempt %d failed: %s; no restarts left (maxRestarts %d)", ma.Number, ma.Reason, maxR))
+			return
+		}
+		backoff := m.Spec.RestartBackoff.D() << st.Restarts
+		if backoff > api.MaxRestartBackoff || backoff < 0 {
+			backoff = api.MaxRestartBackoff
+		}
+		st.Restarts++
+		st.Phase = api.JobRestarting
+		st.NotBefore = l.now.Add(backoff)
+		st.Reason = fmt.Sprintf("attempt %d failed: %s; restart %d of %d after %s", ma.Number, ma.Reason, st.Restarts, maxR, backoff)
+	}
+}
+
+// finish ends m, which has no attempt to stop, in phase for reason.
+func (l *lifecycle) finish(m *api.Job, phase api.JobPhase, reason string) decision {
+	m.Status.Phase = phase
+	m.Status.Reason = reason
+	m.Status.FinishedAt = l.now
+	return decision{stepFinish, m}
+}
+
+// preempting is a victim of the scheduler's plan as it is to be written:
+// its attempt told to checkpoint and stop for pe.For. nil: the job is
+// gone, its attempt is not running, or it is being preempted already.
+func (l *lifecycle) preempting(pe scheduler.Preemption) *api.Job {
+	j := l.v.Jobs[pe.JobID]
+	if j == nil {
+		return nil
+	}
+	a := j.Status.Current()
+	if a == nil || a.Phase != api.AttemptRunning || !a.PreemptedAt.IsZero() {
+		return nil
+	}
+	m := j.Clone()
+	ma := m.Status.Current()
+	ma.PreemptedAt = l.now
+	ma.PreemptedFor = pe.For
+	m.Status.Reason = fmt.Sprintf("preempted for job %s (%s); %s sent, stopping within %s", pe.For, pe.Reason, m.Spec.Signal(), m.Spec.PreemptionGrace())
+	return m
+}

@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"context"
+	"sort"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/topology"
+)
+
+// schedule builds the scheduler's snapshot (free and shared GPUs,
+// running gangs, queues, topology), asks for a plan and applies it:
+// placements become attempts, preemptions send the checkpoint signal, and
+// pending gangs get their reason.
+func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
+	if len(pending) == 0 {
+		return
+	}
+	topo, terr := p.c.topo.get(p.v.Nodes, p.v.NodesGen)
+	if terr != nil {
+		p.c.log.Warn("cluster topology unusable; placing without it", "err", terr)
+		topo = nil
+	}
+	snap := scheduler.Snapshot{Now: p.now.UnixNano(), Topology: topo}
+	used := map[string]map[int]bool{}
+	shared := map[string]map[int]*scheduler.SharedGPU{}
+	ports := map[string]map[int]bool{}
+	ids := make([]string, 0, len(p.v.Jobs))
+	for id := range p.v.Jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	snap.Running = make([]scheduler.Running, 0, len(ids))
+	for _, id := range ids {
+		j := p.v.Jobs[id]
+		a := j.Status.Current()
+		if a == nil || a.Phase == api.AttemptEnded {
+			continue
+		}
+		r := scheduler.Running{Ranks: make([]scheduler.Slot, 0, len(a.Placement)),
+			JobID: j.ID, Queue: j.Spec.Queue, Priority: j.Spec.Priority,
+			StartedAt: a.CreatedAt.UnixNano(), Preemptible: j.Spec.IsPreemptible(),
+			Stopping: a.Phase == api.AttemptStopping || !a.PreemptedAt.IsZero(),
+		}
+		if j.Spec.TimeLimit > 0 {
+			r.EstimatedEnd = a.CreatedAt.Add(j.Spec.TimeLimit.D()).UnixNano()
+		}
+		if ck := p.v.Ckpts[j.ID]; ck != nil {
+			r.LastCheckpoint = ck.Time.UnixNano()
+		}
+		for _, rp := range a.Placement {
+			r.Ranks = append(r.Ranks, scheduler.Slot{Node: rp.Node, GPUs: rp.GPUs, Milli: rp.Milli, MIGProfile: rp.MIGProfile, MIGStart: rp.MIGStart})
+			if rp.Milli > 0 || rp.MIGProfile != "" {
+				if shared[rp.Node] == nil {
+					shared[rp.Node] = map[int]*scheduler.SharedGPU{}
+				}
+				g := rp.GPUs[0]
+				sg := shared[rp.Node][g]
+				if sg == nil {
+					sg = &scheduler.SharedGPU{Index: g}
+					shared[rp.Node][g] = sg
+				}
+				sg.UsedMilli += rp.Milli
+				if rp.MIGProfile != "" {
+					if shape, err := scheduler.ParseMIGProfile(rp.MIGProfile); err == nil {
+						sg.MIGUsed |= uint8((1<<uint(shape.Width) - 1) << uint(rp.MIGStart))
+					}
+				}
+				continue
+			}
+			if used[rp.Node] == nil {
+				used[rp.Node] = map[int]bool{}
+			}
+			for _, g := range rp.GPUs {
+				used[rp.Node][g] = true
+			}
+		}
+		snap.Running = append(snap.Running, r)
+		if len(a.Placement) > 0 {
+			n := a.Placement[0].Node
+			if ports[n] == nil {
+				ports[n] = map[int]bool{}
+			}
+			ports[n][a.MasterPort] = true
+		}
+	}
+	names := make([]string, 0, len(p.v.Nodes))
+	for name := range p.v.Nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	snap.Nodes = make([]scheduler.Node, 0, len(names))
+	for _, name := range names {
+		n := p.v.Nodes[name]
+		if !n.Schedulable() || len(n.GPUs) == 0 {
+			continue
+		}
+		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: n.Labels,
+			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes, Free: make([]int, 0, len(n.GPUs))}
+		for _, g := range n.GPUs {
+			if g.Health != "" && g.Health != "ok" {
+				continue
+			}
+			if sg := shared[name][g.Index]; sg != nil {
+				sn.Shared = append(sn.Shared, *sg)
+			} else if !used[name][g.Index] {
+				sn.Free = append(sn.Free, g.Index)
+			}
+		}
+		snap.Nodes = append(snap.Nodes, sn)
+	}
+	qnames := make([]string, 0, len(p.v.Queues))
+	for name := range p.v.Queues {
+		qnames = append(qnames, name)
+	}
+	sort.Strings(qnames)
+	for _, name := range qnames {
+		q := p.v.Queues[name].Spec
+		snap.Queues = append(snap.Queues, scheduler.Queue{Name: q.Name, Cohort: q.Cohort,
+			GuaranteeGPUs: q.GuaranteeGPUs, BorrowLimitGPUs: q.BorrowLimitGPUs, Weight: q.Weight})
+	}
+	byID := map[string]*api.Job{}
+	reqs := make([]scheduler.Request, 0, len(pending))
+	for _, j := range pending {
+		byID[j.ID] = j
+		reqs = append(reqs, schedRequest(j))
+	}
+	addHostUse(&snap, p.v.Jobs)
+	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology,
+		MaxReservations: scheduler.ServerReservations})
+	for _, w := range plan.Warnings {
+		p.c.log.Warn("scheduler", "warning", w)
+	}
+	p.applyPlan(ctx, plan, byID, ports)
+}
+
+// schedRequest is a pending job as the scheduler sees it.
+func schedRequest(j *api.Job) scheduler.Request {
+	s := &j.Spec
+	r := scheduler.Request{
+		JobID: j.ID, Queue: s.Queue, Priority: s.Priority, Order: j.SubmittedAt.UnixNano(),
+		Ranks: s.Ranks, GPUsPerRank: s.GPUsPerRank, RanksPerNode: s.RanksPerNode, NodeSelector: s.NodeSelector,
+		GPUMilli: s.GPUMilli, MIGProfile: s.MIGProfile, EstimatedDuration: s.TimeLimit.D(),
+	}
+	if r.GPUMilli > 0 || r.MIGProfile != "" {
+		r.GPUsPerRank = 0
+	}
+	if par := s.Parallelism; par != nil && (par.TP > 0 || par.PP > 0 || par.DP > 0) {
+		r.TP, r.PP, r.DP = par.TP, par.PP, par.DP
+		if o, err := topology.ParseRankOrder(par.Order); err == nil {
+			r.RankOrder = o
+		}
+	}
+	if t := s.Topology; t != nil {
+		r.Required, _ = topology.ParseLevel(t.Required)
+		r.Preferred, _ = topology.ParseLevel(t.Preferred)
+	}
+	if s.Resources != nil {
+		r.CPUMillisPerRank, r.MemoryBytesPerRank = s.Resources.CPUMillis, s.Resources.MemoryBytes
+	}
+	return r
+}
