@@ -297,10 +297,7 @@ func (l *lifecycle) end(m *api.Job) {
 			done(api.JobFailed, fmt.Sprintf("attempt %d failed: %s; no restarts left (maxRestarts %d)", ma.Number, ma.Reason, maxR))
 			return
 		}
-		backoff := m.Spec.RestartBackoff.D() << st.Restarts
-		if backoff > api.MaxRestartBackoff || backoff < 0 {
-			backoff = api.MaxRestartBackoff
-		}
+		backoff := restartBackoff(m.Spec.RestartBackoff.D(), st.Restarts)
 		st.Restarts++
 		st.Phase = api.JobRestarting
 		st.NotBefore = l.now.Add(backoff)
@@ -334,4 +331,16 @@ func (l *lifecycle) preempting(pe scheduler.Preemption) *api.Job {
 	ma.PreemptedFor = pe.For
 	m.Status.Reason = fmt.Sprintf("preempted for job %s (%s); %s sent, stopping within %s", pe.For, pe.Reason, m.Spec.Signal(), m.Spec.PreemptionGrace())
 	return m
+}
+
+// restartBackoff is base doubled once per restart so far, capped at
+// api.MaxRestartBackoff. It doubles step by step: a shift by the restart
+// count wraps to 0 from the 55th restart of a 1s base, which would restart
+// the job at once.
+func restartBackoff(base time.Duration, restarts int) time.Duration {
+	d := base
+	for i := 0; i < restarts && d > 0 && d < api.MaxRestartBackoff; i++ {
+		d *= 2
+	}
+	return min(d, api.MaxRestartBackoff)
 }

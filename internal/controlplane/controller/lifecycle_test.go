@@ -480,6 +480,10 @@ func TestEndedAttempts(t *testing.T) {
 		job:  ended(api.OutcomeFailed, "exit 1", maxRestarts(100), restarts(40)),
 		want: restart(41, api.MaxRestartBackoff, "attempt 1 failed: exit 1; restart 41 of 100 after 5m0s"),
 	}, {
+		name: "a backoff whose shift would wrap to zero is still capped",
+		job:  ended(api.OutcomeFailed, "exit 1", maxRestarts(100), restarts(60)),
+		want: restart(61, api.MaxRestartBackoff, "attempt 1 failed: exit 1; restart 61 of 100 after 5m0s"),
+	}, {
 		name: "no backoff restarts at once",
 		job:  ended(api.OutcomeFailed, "exit 1", func(j *api.Job) { j.Spec.RestartBackoff = 0 }),
 		want: restart(1, 0, "attempt 1 failed: exit 1; restart 1 of 3 after 0s"),
