@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
 // Client talks to a gangway server's /v1 API.
@@ -30,7 +29,7 @@ func NewClient(base string) *Client {
 // APIError is a non-2xx answer from the server.
 type APIError struct {
 	Status int
-	Body   server.ErrorBody
+	Body   api.ErrorBody
 }
 
 func (e *APIError) Error() string {
@@ -99,14 +98,14 @@ func (c *Client) SubmitAny(ctx context.Context, spec []byte) (*api.Job, *api.Arr
 }
 
 // CancelArray cancels every unfinished task of the array job id is in.
-func (c *Client) CancelArray(ctx context.Context, id string) (*server.ArrayCancel, error) {
-	var a server.ArrayCancel
+func (c *Client) CancelArray(ctx context.Context, id string) (*api.ArrayCancel, error) {
+	var a api.ArrayCancel
 	return &a, c.do(ctx, http.MethodPost, "/v1/jobs/"+id+"/cancel?array=1", nil, &a)
 }
 
 // Jobs lists jobs; with index > 0 it blocks until they change or wait ends.
-func (c *Client) Jobs(ctx context.Context, index int64, wait time.Duration) (server.JobList, error) {
-	var l server.JobList
+func (c *Client) Jobs(ctx context.Context, index int64, wait time.Duration) (api.JobList, error) {
+	var l api.JobList
 	path := "/v1/jobs"
 	if index > 0 {
 		path += fmt.Sprintf("?index=%d&wait=%s", index, wait)
@@ -116,8 +115,8 @@ func (c *Client) Jobs(ctx context.Context, index int64, wait time.Duration) (ser
 
 // ListJobs lists jobs: with live only those not finished, with limit > 0
 // only the newest limit.
-func (c *Client) ListJobs(ctx context.Context, live bool, limit int) (server.JobList, error) {
-	var l server.JobList
+func (c *Client) ListJobs(ctx context.Context, live bool, limit int) (api.JobList, error) {
+	var l api.JobList
 	q := url.Values{}
 	if live {
 		q.Set("live", "true")
@@ -145,8 +144,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (*api.Job, error) {
 }
 
 // Nodes lists nodes.
-func (c *Client) Nodes(ctx context.Context) (server.NodeList, error) {
-	var l server.NodeList
+func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
+	var l api.NodeList
 	return l, c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l)
 }
 
@@ -199,8 +198,8 @@ func (c *Client) Deploy(ctx context.Context, spec []byte) (*api.Deployment, erro
 }
 
 // Deployments lists deployments.
-func (c *Client) Deployments(ctx context.Context) (server.DeploymentList, error) {
-	var l server.DeploymentList
+func (c *Client) Deployments(ctx context.Context) (api.DeploymentList, error) {
+	var l api.DeploymentList
 	return l, c.do(ctx, http.MethodGet, "/v1/deployments", nil, &l)
 }
 
@@ -232,8 +231,8 @@ func (c *Client) SetQueue(ctx context.Context, q api.QueueSpec) (*api.Queue, err
 }
 
 // Queues lists queues with their usage.
-func (c *Client) Queues(ctx context.Context) (server.QueueList, error) {
-	var l server.QueueList
+func (c *Client) Queues(ctx context.Context) (api.QueueList, error) {
+	var l api.QueueList
 	return l, c.do(ctx, http.MethodGet, "/v1/queues", nil, &l)
 }
 

@@ -323,7 +323,7 @@ func TestClusterRejectsBadInputAndStoresNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var body server.ErrorBody
+			var body api.ErrorBody
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				t.Fatalf("error body is not JSON: %v", err)
 			}

@@ -595,7 +595,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var eb server.ErrorBody
+		var eb api.ErrorBody
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = string(bytes.TrimSpace(b))
 		}
@@ -612,7 +612,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, out a
 
 func (c *client) waitNodes(ctx context.Context, nodes, gpus int, poll time.Duration) error {
 	return wait.Until(ctx, poll, func() (bool, error) {
-		var l server.NodeList
+		var l api.NodeList
 		if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l); err != nil {
 			return false, nil // the server may still be starting
 		}
@@ -629,7 +629,7 @@ func (c *client) waitNodes(ctx context.Context, nodes, gpus int, poll time.Durat
 // revision returns the store's current revision, which every write
 // transaction advances by one.
 func (c *client) revision(ctx context.Context) (int64, error) {
-	var l server.NodeList
+	var l api.NodeList
 	if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l); err != nil {
 		return 0, fmt.Errorf("read the store revision: %w", err)
 	}
@@ -734,7 +734,7 @@ func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Dura
 		want[s.id] = true
 	}
 	return wait.Until(ctx, poll, func() (bool, error) {
-		var l server.JobList
+		var l api.JobList
 		if err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &l); err != nil {
 			return false, err
 		}
@@ -753,7 +753,7 @@ func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Dura
 func (c *client) stuck(subs []submitted) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var l server.JobList
+	var l api.JobList
 	if err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &l); err != nil {
 		return ""
 	}

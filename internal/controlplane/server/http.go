@@ -51,12 +51,6 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// ErrorBody is the JSON every failed request returns.
-type ErrorBody struct {
-	Error  string            `json:"error"`
-	Fields []*api.FieldError `json:"fields,omitempty"`
-}
-
 // writeJSON writes v compact, or indented for a person: ?pretty, or a
 // curl or wget client (as the Kubernetes API server does). Indenting every
 // answer cost the CLI and agents, which parse it, a second encoding pass.
@@ -80,7 +74,7 @@ func pretty(r *http.Request) bool {
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
-	body := ErrorBody{Error: err.Error()}
+	body := api.ErrorBody{Error: err.Error()}
 	var ve *api.ValidationError
 	if errors.As(err, &ve) {
 		body.Fields = ve.Fields
@@ -255,18 +249,6 @@ func checkCapacity(spec *api.JobSpec, nodes []*api.Node) error {
 	return nil
 }
 
-// JobList is GET /v1/jobs's body.
-type JobList struct {
-	Index int64      `json:"index"`
-	Jobs  []*api.Job `json:"jobs"`
-}
-
-// NodeList is GET /v1/nodes's body.
-type NodeList struct {
-	Index int64       `json:"index"`
-	Nodes []*api.Node `json:"nodes"`
-}
-
 // blockingParams reads ?index=N&wait=D (index 0 when absent: answer at
 // once; wait 30s by default, at most 5m).
 func blockingParams(r *http.Request) (int64, time.Duration, error) {
@@ -348,7 +330,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, r, http.StatusOK, JobList{Index: rev, Jobs: jobs})
+	writeJSON(w, r, http.StatusOK, api.JobList{Index: rev, Jobs: jobs})
 }
 
 // findJob reads job id from the store or, once retention has deleted it,
@@ -478,14 +460,6 @@ func cancelJobs(ctx context.Context, st jobCanceller, ids []string) (cancelled, 
 	return cancelled, done, nil
 }
 
-// ArrayCancel is what cancelling a job array answers.
-type ArrayCancel struct {
-	ArrayID string `json:"arrayId"`
-	// Cancelled are the tasks asked to stop; Done those already finished.
-	Cancelled int `json:"cancelled"`
-	Done      int `json:"done"`
-}
-
 // cancelArray cancels every unfinished task of the array job {id} belongs
 // to, in shared transactions.
 func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
@@ -517,7 +491,7 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, fmt.Errorf("array id %q: %w", j.Array.ID, err))
 		return
 	}
-	out := ArrayCancel{ArrayID: j.Array.ID}
+	out := api.ArrayCancel{ArrayID: j.Array.ID}
 	ids := make([]string, j.Array.Count)
 	for k := range ids {
 		ids[k] = strconv.FormatInt(first+int64(k), 10)
@@ -544,7 +518,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		s.fillHeartbeat(n)
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, r, http.StatusOK, NodeList{Index: rev, Nodes: nodes})
+	writeJSON(w, r, http.StatusOK, api.NodeList{Index: rev, Nodes: nodes})
 }
 
 func (s *Server) fillHeartbeat(n *api.Node) {

@@ -36,11 +36,6 @@ func (s *Server) applyQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, q)
 }
 
-// QueueList is GET /v1/queues's body.
-type QueueList struct {
-	Queues []*api.Queue `json:"queues"`
-}
-
 // listQueues returns every queue with its usage now; the default queue is
 // listed even when nobody created it.
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +76,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	for _, q := range qs {
 		q.Status.BorrowedGPUs = max(0, q.Status.UsedGPUs-q.Spec.GuaranteeGPUs)
 	}
-	writeJSON(w, r, http.StatusOK, QueueList{Queues: qs})
+	writeJSON(w, r, http.StatusOK, api.QueueList{Queues: qs})
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
