@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/gangway/gangway/internal/base/cpuprof"
+	"github.com/gangway/gangway/internal/base/version"
 	"github.com/gangway/gangway/internal/cli/infcli"
 	"github.com/gangway/gangway/internal/cli/plancli"
 	"github.com/gangway/gangway/internal/cli/simcli"
@@ -58,7 +59,7 @@ func commands() []command {
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing)", run: runBench},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
-			fmt.Fprintln(e.Stdout, "gangway", Version)
+			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0
 		}},
 		{name: "supervise", hidden: true, run: runSupervise},
@@ -71,9 +72,6 @@ func commands() []command {
 func wrap(main func(context.Context, []string, io.Writer, io.Writer) int) func(context.Context, *Env, []string) int {
 	return func(ctx context.Context, e *Env, args []string) int { return main(ctx, args, e.Stdout, e.Stderr) }
 }
-
-// Version is set at build time with -ldflags "-X .../cli.Version=...".
-var Version = "dev"
 
 // Main runs the gangway command line and returns the exit status.
 func Main(ctx context.Context, args []string, e *Env) int {
