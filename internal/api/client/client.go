@@ -219,6 +219,20 @@ func (c *Client) newRequest(ctx context.Context, r *request) (*http.Request, err
 	return req, nil
 }
 
+// send makes r's request and sends it once; the caller closes the
+// answer's body.
+func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
+	req, err := c.newRequest(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the gangway server at %s: %w", c.base, err)
+	}
+	return resp, nil
+}
+
 // do sends r, retrying a GET that may succeed on another try, and decodes
 // a successful answer into out (nil: drop it).
 func (c *Client) do(ctx context.Context, r *request, out any) error {
@@ -274,13 +288,9 @@ func (c *Client) once(ctx context.Context, r *request, out any) error {
 			defer cancel()
 		}
 	}
-	req, err := c.newRequest(ctx, r)
+	resp, err := c.send(ctx, r)
 	if err != nil {
 		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the gangway server at %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	buf := getBuf()

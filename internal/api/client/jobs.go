@@ -133,13 +133,9 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	if q.Follow {
 		path += "&follow=1"
 	}
-	req, err := c.newRequest(ctx, &request{method: http.MethodGet, path: path})
+	resp, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {
 		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the gangway server at %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
