@@ -139,6 +139,10 @@ func (c *Client) Server() string { return c.base }
 // with them their goroutines.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
+// ErrUnreachable is wrapped by the error of a request that got no answer
+// from the server: it could not connect, or the connection broke.
+var ErrUnreachable = errors.New("cannot reach the gangway server")
+
 // APIError is an answer that is not a success (not 2xx). Callers look for
 // it with errors.As.
 type APIError struct {
@@ -228,7 +232,7 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the gangway server at %s: %w", c.base, err)
+		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
 	}
 	return resp, nil
 }

@@ -221,6 +221,18 @@ func TestContextEndsRetries(t *testing.T) {
 	}
 }
 
+func TestUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens at its address now
+	c, err := New(Config{Server: srv.URL, RetryBackoff: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Nodes(context.Background()); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("err = %v; want ErrUnreachable", err)
+	}
+}
+
 func TestUserAgent(t *testing.T) {
 	for _, tc := range []struct{ cfg, want string }{
 		{"", "gangway/" + version.Version},
