@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/base/version"
 	"github.com/gangway/gangway/internal/cli/infcli"
@@ -154,6 +155,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	}
 }
 
+// newClient is the API client of a user command for the --server URL.
+func newClient(server string) (*client.Client, error) {
+	return client.New(client.Config{Server: server})
+}
+
 func serverFlag(fs *flag.FlagSet, e *Env) *string {
 	def := e.Getenv("GANGWAY_SERVER")
 	if def == "" {
@@ -177,12 +183,16 @@ func checkOutput(e *Env, o string) bool {
 
 // fail prints err for a person and returns exit status 1.
 func fail(e *Env, err error) int {
-	var ae *APIError
-	if errors.As(err, &ae) && len(ae.Body.Fields) > 0 {
+	var ae *client.APIError
+	if errors.As(err, &ae) && len(ae.Fields) > 0 {
 		fmt.Fprintln(e.Stderr, "gangway: rejected:")
-		for _, f := range ae.Body.Fields {
+		for _, f := range ae.Fields {
 			fmt.Fprintf(e.Stderr, "  %s\n", f.Error())
 		}
+		return 1
+	}
+	if errors.Is(err, client.ErrUnreachable) {
+		fmt.Fprintf(e.Stderr, "gangway: %v (set --server or GANGWAY_SERVER)\n", err)
 		return 1
 	}
 	fmt.Fprintf(e.Stderr, "gangway: %v\n", err)
