@@ -11,5 +11,7 @@
 // (api.RankStatus.StartedAt). Throughput is jobs completed over the wall
 // time from the first submission to the last job's FinishedAt.
 //
-// It imports internal/api, internal/controlplane/server and the standard library.
+// It imports api, api/client (its one way to the server), base/cpuprof,
+// base/wait, controlplane/server (the server runs in this process) and
+// the standard library.
 package e2ebench
