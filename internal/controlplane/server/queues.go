@@ -1,11 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -99,23 +97,6 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, map[string]string{"deleted": name})
 }
 
-// liveJobs returns the jobs not yet finished, from the cache once it holds
-// everything written before the call (up to the store revision it also
-// returns): a queue's usage costs what runs and waits, not every job the
-// store still keeps.
-func (s *Server) liveJobs(ctx context.Context) ([]*api.Job, int64, error) {
-	rev, err := s.st.Revision(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.cache.WaitRevision(wctx, rev); err != nil {
-		return nil, 0, fmt.Errorf("server: the cache is behind the store: %w", err)
-	}
-	return s.cache.LiveJobs(), rev, nil
-}
-
 // checkQueue rejects a job for a queue nobody created (but "default").
 func (s *Server) checkQueue(r *http.Request, name string) error {
 	if name == api.DefaultQueue {
@@ -126,24 +107,4 @@ func (s *Server) checkQueue(r *http.Request, name string) error {
 		return api.ErrorForField("spec.queue", "no queue %q; create it with 'gangway queue set %s --guarantee N' or use the default queue", name, name)
 	}
 	return err
-}
-
-func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) {
-	p, err := strconv.Atoi(r.URL.Query().Get("priority"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.ErrorForField("priority", "must be an integer"))
-		return
-	}
-	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
-		if j.Status.Phase.Final() {
-			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
-		}
-		j.Spec.Priority = p
-		return nil
-	})
-	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	writeJSON(w, r, http.StatusOK, j)
 }

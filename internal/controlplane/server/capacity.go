@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+// checkCapacity rejects a gang that no set of registered nodes could ever
+// hold. With no nodes registered yet, everything waits.
+func checkCapacity(spec *api.JobSpec, nodes []*api.Node) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	largest, total := 0, 0
+	for _, n := range nodes {
+		if n.Status.State == api.NodeLost {
+			continue
+		}
+		largest = max(largest, len(n.GPUs))
+		total += len(n.GPUs)
+	}
+	ve := &api.ValidationError{}
+	if spec.GPUsPerRank > largest {
+		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.gpusPerRank",
+			Msg: fmt.Sprintf("%d GPUs per rank, but the largest node has %d", spec.GPUsPerRank, largest)})
+	} else if spec.RanksPerNode > 0 && spec.RanksPerNode*spec.GPUsPerRank > largest {
+		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.ranksPerNode",
+			Msg: fmt.Sprintf("%d ranks × %d GPUs per node, but the largest node has %d", spec.RanksPerNode, spec.GPUsPerRank, largest)})
+	} else if need := spec.MilliGPUs(); need > int64(total)*1000 {
+		per := fmt.Sprintf("%d GPUs", spec.GPUsPerRank)
+		if spec.GPUMilli > 0 || spec.MIGProfile != "" {
+			per = fmt.Sprintf("%.3g GPU", float64(need)/float64(spec.Ranks)/1000)
+		}
+		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.ranks",
+			Msg: fmt.Sprintf("%d ranks × %s = %.4g GPUs, but the cluster has %d", spec.Ranks, per, float64(need)/1000, total)})
+	}
+	if len(ve.Fields) > 0 {
+		return ve
+	}
+	return nil
+}
+
+// capacityNodes returns the node list for the submit-time capacity check,
+// re-read at most once a second: the check is advisory (the scheduler has
+// the final word), and reading every node per submission costs more than
+// the submission itself.
+func (s *Server) capacityNodes(ctx context.Context) ([]*api.Node, error) {
+	s.capMu.Lock()
+	defer s.capMu.Unlock()
+	if s.capNodes != nil && time.Since(s.capAt) < time.Second {
+		return s.capNodes, nil
+	}
+	nodes, _, err := s.st.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.capNodes, s.capAt = nodes, time.Now()
+	return nodes, nil
+}
