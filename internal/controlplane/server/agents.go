@@ -18,6 +18,13 @@ import (
 // maxWritten bounds the memory of rank statuses already stored.
 const maxWritten = 200000
 
+// agentRoutes are the endpoints only agents call.
+func (s *Server) agentRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/agent/register", s.register)
+	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
+	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
+}
+
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	b, err := readBody(w, r)
 	if err != nil {
@@ -31,11 +38,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	n := req.Node
 	if !api.ValidNodeName(n.Name) {
-		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node.name", Msg: fmt.Sprintf("%q: use letters, digits, '-', '_' and '.'", n.Name)}}})
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node.name", "%q: use letters, digits, '-', '_' and '.'", n.Name))
 		return
 	}
 	if n.Address == "" {
-		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node.address", Msg: "missing"}}})
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node.address", "missing"))
 		return
 	}
 	ctx := r.Context()
@@ -109,8 +116,6 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{})
 }
 
-// storeReports writes the rank statuses that changed, new checkpoints and
-// progress lines.
 // putStatuses stores rank statuses: on the leader through the controller's
 // next pass, which stores an attempt's last exit with the attempt's end in
 // one write; elsewhere, or when no pass takes them soon, group-committed.
@@ -127,6 +132,8 @@ func (s *Server) putStatuses(ctx context.Context, rs []api.RankStatus) error {
 	return s.statuses.put(ctx, rs)
 }
 
+// storeReports writes the rank statuses that changed, new checkpoints and
+// progress lines.
 func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 	// A rank's last checkpoint and progress lines come in the heartbeat
 	// that reports its exit: store them first, so that the pass the exit
@@ -181,7 +188,7 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	node := q.Get("node")
 	if node == "" {
-		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "node", Msg: "missing"}}})
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node", "missing"))
 		return
 	}
 	after, wait, err := blockingParams(r)

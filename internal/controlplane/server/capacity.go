@@ -22,23 +22,19 @@ func checkCapacity(spec *api.JobSpec, nodes []*api.Node) error {
 		largest = max(largest, len(n.GPUs))
 		total += len(n.GPUs)
 	}
-	ve := &api.ValidationError{}
-	if spec.GPUsPerRank > largest {
-		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.gpusPerRank",
-			Msg: fmt.Sprintf("%d GPUs per rank, but the largest node has %d", spec.GPUsPerRank, largest)})
-	} else if spec.RanksPerNode > 0 && spec.RanksPerNode*spec.GPUsPerRank > largest {
-		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.ranksPerNode",
-			Msg: fmt.Sprintf("%d ranks × %d GPUs per node, but the largest node has %d", spec.RanksPerNode, spec.GPUsPerRank, largest)})
-	} else if need := spec.MilliGPUs(); need > int64(total)*1000 {
+	switch need := spec.MilliGPUs(); {
+	case spec.GPUsPerRank > largest:
+		return api.ErrorForField("spec.gpusPerRank", "%d GPUs per rank, but the largest node has %d", spec.GPUsPerRank, largest)
+	case spec.RanksPerNode > 0 && spec.RanksPerNode*spec.GPUsPerRank > largest:
+		return api.ErrorForField("spec.ranksPerNode", "%d ranks × %d GPUs per node, but the largest node has %d",
+			spec.RanksPerNode, spec.GPUsPerRank, largest)
+	case need > int64(total)*1000:
 		per := fmt.Sprintf("%d GPUs", spec.GPUsPerRank)
 		if spec.GPUMilli > 0 || spec.MIGProfile != "" {
 			per = fmt.Sprintf("%.3g GPU", float64(need)/float64(spec.Ranks)/1000)
 		}
-		ve.Fields = append(ve.Fields, &api.FieldError{Field: "spec.ranks",
-			Msg: fmt.Sprintf("%d ranks × %s = %.4g GPUs, but the cluster has %d", spec.Ranks, per, float64(need)/1000, total)})
-	}
-	if len(ve.Fields) > 0 {
-		return ve
+		return api.ErrorForField("spec.ranks", "%d ranks × %s = %.4g GPUs, but the cluster has %d",
+			spec.Ranks, per, float64(need)/1000, total)
 	}
 	return nil
 }

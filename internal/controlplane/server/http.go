@@ -27,19 +27,11 @@ func (s *Server) Handler() http.Handler {
 		s.mu.Unlock()
 		writeJSON(w, r, http.StatusOK, map[string]any{"ok": true, "leader": leader})
 	})
-	mux.HandleFunc("POST /v1/jobs", s.submitJob)
-	mux.HandleFunc("GET /v1/jobs", s.listJobs)
-	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
-	mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.cancelJob)
-	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.jobLogs)
-	mux.HandleFunc("GET /v1/nodes", s.listNodes)
-	mux.HandleFunc("GET /v1/nodes/{name}", s.getNode)
-	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
-	s.deploymentRoutes(mux)
+	s.jobRoutes(mux)
+	s.nodeRoutes(mux)
+	s.agentRoutes(mux)
 	s.queueRoutes(mux)
-	mux.HandleFunc("POST /v1/agent/register", s.register)
-	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
-	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
+	s.deploymentRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -110,7 +102,7 @@ func decodeBody[T any](w http.ResponseWriter, r *http.Request, decode func([]byt
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return nil, &api.ValidationError{Fields: []*api.FieldError{{Msg: "reading body: " + err.Error()}}}
+		return nil, api.ErrorForField("", "reading body: %s", err)
 	}
 	return b, nil
 }
@@ -125,11 +117,11 @@ func blockingParams(r *http.Request) (int64, time.Duration, error) {
 	}
 	idx, err := strconv.ParseInt(q.Get("index"), 10, 64)
 	if err != nil || idx < 0 {
-		return 0, 0, &api.ValidationError{Fields: []*api.FieldError{{Field: "index", Msg: "must be a non-negative integer"}}}
+		return 0, 0, api.ErrorForField("index", "must be a non-negative integer")
 	}
 	if ws := q.Get("wait"); ws != "" {
 		if wait, err = time.ParseDuration(ws); err != nil || wait < 0 {
-			return 0, 0, &api.ValidationError{Fields: []*api.FieldError{{Field: "wait", Msg: "must be a duration such as 30s"}}}
+			return 0, 0, api.ErrorForField("wait", "must be a duration such as 30s")
 		}
 		wait = min(wait, 5*time.Minute)
 	}

@@ -15,6 +15,15 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
+func (s *Server) jobRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/jobs", s.submitJob)
+	mux.HandleFunc("GET /v1/jobs", s.listJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.cancelJob)
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.jobLogs)
+	mux.HandleFunc("POST /v1/jobs/{id}/priority", s.setPriority)
+}
+
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	spec, ok := decodeBody(w, r, api.DecodeJobSpec)
 	if !ok {
@@ -353,13 +362,13 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	rank, attempt := 0, len(j.Status.Attempts)
 	if v := q.Get("rank"); v != "" {
 		if rank, err = strconv.Atoi(v); err != nil || rank < 0 || rank >= j.Spec.Ranks {
-			writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "rank", Msg: fmt.Sprintf("must be 0..%d", j.Spec.Ranks-1)}}})
+			writeError(w, http.StatusBadRequest, api.ErrorForField("rank", "must be 0..%d", j.Spec.Ranks-1))
 			return
 		}
 	}
 	if v := q.Get("attempt"); v != "" {
 		if attempt, err = strconv.Atoi(v); err != nil || attempt < 1 || attempt > len(j.Status.Attempts) {
-			writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: []*api.FieldError{{Field: "attempt", Msg: fmt.Sprintf("must be 1..%d", len(j.Status.Attempts))}}})
+			writeError(w, http.StatusBadRequest, api.ErrorForField("attempt", "must be 1..%d", len(j.Status.Attempts)))
 			return
 		}
 	}

@@ -9,6 +9,12 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
+func (s *Server) nodeRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/nodes", s.listNodes)
+	mux.HandleFunc("GET /v1/nodes/{name}", s.getNode)
+	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
+}
+
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	if err := s.blockingIndex(r, store.NodesPrefix); err != nil {
 		writeError(w, statusFor(err), err)

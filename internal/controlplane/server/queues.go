@@ -14,7 +14,6 @@ func (s *Server) queueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/queues", s.applyQueue)
 	mux.HandleFunc("GET /v1/queues", s.listQueues)
 	mux.HandleFunc("DELETE /v1/queues/{name}", s.deleteQueue)
-	mux.HandleFunc("POST /v1/jobs/{id}/priority", s.setPriority)
 }
 
 // applyQueue creates a queue or replaces its spec.

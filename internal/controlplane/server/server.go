@@ -2,7 +2,16 @@
 // (embedded etcd by default), serves the REST API under /v1 for people and
 // agents, and, on the replica elected leader, runs the controllers.
 //
-// It imports api, store, controller and launch.
+// It is HTTP only: the handlers read and write the store and hand work to
+// the controller, and decide nothing of placement or lifecycle. A file per
+// resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
+// its routes and handlers; http.go the routing and the helpers they share;
+// admit.go and capacity.go what a submission must pass; server.go the
+// process (store, cache, gateway, HTTP) and leader election. The wire
+// types are internal/api's; Go callers use internal/api/client.
+//
+// It imports api, base/fastjson, controlplane/controller,
+// controlplane/store, inference/autoscale, inference/gateway and planner.
 package server
 
 import (
