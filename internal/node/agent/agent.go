@@ -171,8 +171,10 @@ type task struct {
 	signalSeq int
 }
 
-// Run works until ctx ends. Ranks keep running after Run returns (a new
-// agent re-attaches to them) unless the agent fenced itself.
+// Run works until ctx ends, or until serving logs fails, and returns
+// only after its goroutines have exited: nil when ctx ended, else what
+// failed. Ranks keep running after Run returns (a new agent re-attaches to
+// them) unless the agent fenced itself.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Address == "" {
 		addr, err := routeAddr(a.cfg.Server)
@@ -202,12 +204,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer drv.Close()
 	defer a.server.CloseIdleConnections()
 	defer a.bg.Wait()
+	// stop ends the loops (and the rank watchers) when serving fails.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	a.adopt(ctx)
 
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(4)
-	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("agent: serve logs on %s: %w", ln.Addr(), err)
+		}
+	}()
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
@@ -215,12 +226,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.gcLoop(ctx) }()
 	}
-	<-ctx.Done()
+	err = nil
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		a.log.Error("serving logs failed; stopping", "err", err)
+	}
+	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = srv.Shutdown(sctx)
 	cancel()
 	wg.Wait()
-	return nil
+	return err
 }
 
 func (a *Agent) tasksDir() string { return filepath.Join(a.cfg.DataDir, "tasks") }
