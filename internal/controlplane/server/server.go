@@ -164,7 +164,8 @@ func StartLoopback(cfg Config) (base string, stop func() error, err error) {
 }
 
 // Run opens the store, serves HTTP on ln and campaigns for leadership
-// until ctx ends; then it shuts everything down and returns.
+// until ctx ends or serving fails; then it shuts everything down and
+// returns, only after every goroutine it started has exited.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// Close the listeners whatever happens: a Run that fails before it
 	// serves must not leave clients connected to a socket nobody reads.
@@ -199,8 +200,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.statuses.st = s.st
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Every goroutine below is waited for, on every return: the deferred
+	// cancels run first, then the wait.
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	defer wg.Wait()
+	errc := make(chan error, 2)
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	wg.Add(1)
@@ -214,6 +218,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	s.scaler = newGatewayScaler(gw)
 	gctx, gcancel := context.WithCancel(ctx)
+	defer gcancel()
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = gw.Run(gctx) }()
 	var gwSrv *http.Server
@@ -228,26 +233,29 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}()
 		s.log.Info("gateway serving the OpenAI API", "addr", s.cfg.Gateway.Addr().String())
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("server: http: %w", err)
 		}
 	}()
-	lctx, cancel := context.WithCancel(ctx)
+	// Leadership: stopLead is its stop, leadDone its done. It ends before
+	// anything it uses (the store, the cache, the gateway's scaler).
+	lctx, stopLead := context.WithCancel(ctx)
+	defer stopLead()
+	leadDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		if err := s.lead(lctx, cli); err != nil {
-			errc <- err
-		}
+		defer close(leadDone)
+		s.lead(lctx, cli)
 	}()
 	err = nil
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	cancel()
+	stopLead()
+	<-leadDone
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)
@@ -260,33 +268,64 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// lead campaigns for leadership and runs the controllers while leader; it
-// returns when ctx ends.
-func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
+// Waits between two failed tries to join the election: doubled per
+// failure from the first to the last.
+const (
+	electionBackoff    = 250 * time.Millisecond
+	electionBackoffMax = 4 * time.Second
+)
+
+// lead campaigns for leadership and runs the controllers while leader,
+// again after each loss of it, until ctx ends; it returns only after the
+// goroutines it started have exited.
+func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 	host, _ := os.Hostname()
+	backoff := electionBackoff
+	// retry waits after a failure; false when ctx ended meanwhile.
+	retry := func(what string, err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Warn(what+" failed; retrying", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(2*backoff, electionBackoffMax)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(5), concurrency.WithContext(ctx))
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if !retry("leader session", err) {
+				return
 			}
-			s.log.Warn("leader session failed", "err", err)
-			time.Sleep(time.Second)
 			continue
 		}
 		el := concurrency.NewElection(sess, store.Root+"leader")
 		if err := el.Campaign(ctx, fmt.Sprintf("%s/%d", host, os.Getpid())); err != nil {
 			sess.Close()
+			if !retry("campaign", err) {
+				return
+			}
 			continue
 		}
+		backoff = electionBackoff
 		s.log.Info("became leader")
 		s.setLeader(true)
 		// A new leader gives every node a full timeout from now.
 		s.mu.Lock()
 		s.live = controller.NewLiveness(time.Now())
 		s.mu.Unlock()
+		// Losing the session (etcd unreachable past its TTL) ends this
+		// term: the watcher cancels runCtx, and is waited for below.
 		runCtx, cancel := context.WithCancel(ctx)
+		watchDone := make(chan struct{})
 		go func() {
+			defer close(watchDone)
 			select {
 			case <-sess.Done():
 			case <-runCtx.Done():
@@ -303,6 +342,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		s.mu.Unlock()
 		_ = ctl.Run(runCtx)
 		cancel()
+		<-watchDone
 		s.mu.Lock()
 		s.ctl = nil
 		s.mu.Unlock()
@@ -312,7 +352,6 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		rcancel()
 		sess.Close()
 	}
-	return nil
 }
 
 func (s *Server) setLeader(v bool) {
