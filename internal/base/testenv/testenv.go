@@ -1,7 +1,25 @@
-// Package testenv holds set-up that tests which start subprocesses share.
+// Package testenv holds set-up that tests share: for those that start
+// subprocesses, and the goroutines an embedded etcd leaves behind for the
+// leak checks of those that start one. Only tests import it.
+//
+// It imports goleak and the standard library.
 package testenv
 
-import "os"
+import (
+	"os"
+
+	"go.uber.org/goleak"
+)
+
+// EtcdLeaks are the goroutines etcd's embedded server and client leave
+// behind briefly after Close, for goleak.VerifyTestMain and goleak.Find.
+func EtcdLeaks() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+	}
+}
 
 // QuickRaceExit keeps the race runtime of a test's subprocesses (the test
 // binary re-run as agent, supervisor or cg-exec) from sleeping a second at

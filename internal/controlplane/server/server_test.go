@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/base/wait"
 	"go.uber.org/goleak"
 )
@@ -15,12 +16,7 @@ import (
 // TestMain fails the package's tests when one leaves a goroutine behind:
 // Run must stop everything it starts.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// etcd's embedded server leaves these behind briefly after Close.
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-	)
+	goleak.VerifyTestMain(m, testenv.EtcdLeaks()...)
 }
 
 func newTestServer(t *testing.T) *Server {
