@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
@@ -155,9 +156,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	}
 }
 
-// newClient is the API client of a user command for the --server URL.
+// newClient is the API client of a user command for the --server URL. It
+// shares the process's default transport, so that a command leaves no
+// pool of its own behind when it returns (Main runs many in one test).
 func newClient(server string) (*client.Client, error) {
-	return client.New(client.Config{Server: server})
+	return client.New(client.Config{Server: server, Transport: http.DefaultTransport})
 }
 
 func serverFlag(fs *flag.FlagSet, e *Env) *string {
