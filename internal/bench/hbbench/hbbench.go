@@ -537,7 +537,9 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 		sleepCtx(ctx, time.Second)
 	}
 	var rev atomic.Int64
-	go a.poll(ctx, c, n.Name, &rev)
+	var polling sync.WaitGroup
+	defer polling.Wait() // the poll ends with ctx, as the loop below does
+	polling.Go(func() { a.poll(ctx, c, n.Name, &rev) })
 	every := lease.HeartbeatInterval.D()
 	if every <= 0 {
 		every = time.Second
