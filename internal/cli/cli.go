@@ -1,6 +1,7 @@
 // Package cli implements gangway's commands: the server, the agent, the
 // user commands (submit, get, describe, logs, cancel, cordon, drain) and the
-// demo. Main is the whole program, callable from tests.
+// demo. Main is the whole program, callable from tests. The user commands
+// reach the server through internal/api/client.
 //
 // It may import every other gangway package; nothing imports it but
 // cmd/gangway.
