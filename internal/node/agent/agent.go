@@ -230,7 +230,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
-		a.log.Error("serving logs failed; stopping", "err", err)
 	}
 	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
