@@ -3,6 +3,19 @@ package api
 // This file holds the /v1 bodies that are not a resource themselves: the
 // lists, the error every failed request returns, and answers to actions.
 
+// Health is GET /healthz's body. The fields are in the order the server's
+// map once wrote them (sorted), so the bytes are unchanged.
+type Health struct {
+	// Leader is true on the replica that runs the controllers.
+	Leader bool `json:"leader"`
+	OK     bool `json:"ok"`
+}
+
+// Deleted is what DELETE /v1/queues/{name} answers.
+type Deleted struct {
+	Deleted string `json:"deleted"`
+}
+
 // ErrorBody is the JSON every failed request returns.
 type ErrorBody struct {
 	Error  string        `json:"error"`

@@ -150,7 +150,8 @@ func startCluster(t *testing.T, hosts int) *cluster {
 		if c.server.exited() {
 			return false, fmt.Errorf("server exited: %v", c.server.err)
 		}
-		return c.api.Get(ctx, "/healthz", nil) == nil, nil
+		_, err := c.api.Health(ctx)
+		return err == nil, nil
 	}); err != nil {
 		t.Fatalf("waiting for the server at %s: %v", c.url, err)
 	}

@@ -135,6 +135,12 @@ func New(cfg Config) (*Client, error) {
 // Server is the base URL the client calls.
 func (c *Client) Server() string { return c.base }
 
+// Health says whether the server answers, and whether it leads.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	return h, c.Get(ctx, "/healthz", &h)
+}
+
 // CloseIdleConnections closes the connections no request is using, and
 // with them their goroutines.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }

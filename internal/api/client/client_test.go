@@ -98,6 +98,7 @@ func TestRequestPaths(t *testing.T) {
 		{"escaped id", func() error { _, err := c.Job(ctx, "a/b"); return err }, "GET /v1/jobs/a%2Fb"},
 		{"scale", func() error { _, err := c.Scale(ctx, "web", 3); return err }, "POST /v1/deployments/web/scale?replicas=3"},
 		{"delete queue", func() error { return c.DeleteQueue(ctx, "q") }, "DELETE /v1/queues/q"},
+		{"health", func() error { _, err := c.Health(ctx); return err }, "GET /healthz"},
 		{"drain", func() error { _, err := c.NodeAction(ctx, "n-1", "drain"); return err }, "POST /v1/nodes/n-1/drain"},
 	} {
 		if err := tc.call(); err != nil {

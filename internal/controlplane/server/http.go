@@ -25,7 +25,7 @@ func (s *Server) Handler() http.Handler {
 		s.mu.Lock()
 		leader := s.leader
 		s.mu.Unlock()
-		writeJSON(w, r, http.StatusOK, map[string]any{"ok": true, "leader": leader})
+		writeJSON(w, r, http.StatusOK, api.Health{OK: true, Leader: leader})
 	})
 	s.jobRoutes(mux)
 	s.nodeRoutes(mux)

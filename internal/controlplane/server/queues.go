@@ -93,7 +93,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, map[string]string{"deleted": name})
+	writeJSON(w, r, http.StatusOK, api.Deleted{Deleted: name})
 }
 
 // checkQueue rejects a job for a queue nobody created (but "default").

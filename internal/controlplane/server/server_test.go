@@ -53,10 +53,8 @@ func TestRunLeadsThenStops(t *testing.T) {
 			t.Fatalf("Run returned before leading: %v", err)
 		default:
 		}
-		var h struct {
-			Leader bool `json:"leader"`
-		}
-		return c.Get(wctx, "/healthz", &h) == nil && h.Leader, nil
+		h, err := c.Health(wctx)
+		return err == nil && h.Leader, nil
 	})
 	if err != nil {
 		t.Fatalf("never became leader: %v", err)
