@@ -244,21 +244,34 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 }
 
 // do sends r, retrying a GET that may succeed on another try, and decodes
-// a successful answer into out (nil: drop it).
+// a successful answer into out (nil: drop it). Once ctx has ended, it
+// tries no more and its error wraps ctx's.
 func (c *Client) do(ctx context.Context, r *request, out any) error {
 	for try := 0; ; try++ {
 		err := c.once(ctx, r, out)
-		if err == nil || r.method != http.MethodGet || try >= c.retries || !retryable(err) || ctx.Err() != nil {
+		if err == nil || r.method != http.MethodGet || try >= c.retries || !retryable(err) {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ended(ctx, r, try, err)
 		}
 		t := time.NewTimer(c.backoffFor(try))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s %s: %w (after %d tries; the last: %v)", r.method, r.path, ctx.Err(), try+1, err)
+			return ended(ctx, r, try, err)
 		case <-t.C:
 		}
 	}
+}
+
+// ended is the error of a request whose retries ctx's end cut short, after
+// try (0 the first) failed with err.
+func ended(ctx context.Context, r *request, try int, err error) error {
+	if errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w (after %d tries; the last: %v)", r.method, r.path, ctx.Err(), try+1, err)
 }
 
 // backoffFor is the wait after try (0 the first) failed: the backoff

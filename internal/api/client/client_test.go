@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -202,16 +203,39 @@ func TestDoesNotRetryPOSTOrClientErrors(t *testing.T) {
 	}
 }
 
+// cancelOnClose cancels a context when the client closes an answer's
+// body: after a try is over and before any backoff.
+type cancelOnClose struct {
+	http.RoundTripper
+	cancel context.CancelFunc
+}
+
+func (t cancelOnClose) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if err == nil {
+		resp.Body = closeHook{resp.Body, t.cancel}
+	}
+	return resp, err
+}
+
+type closeHook struct {
+	io.ReadCloser
+	hook func()
+}
+
+func (c closeHook) Close() error { err := c.ReadCloser.Close(); c.hook(); return err }
+
 func TestContextEndsRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var hits atomic.Int32
 	// The backoff would outlast the test: only the cancelled context can
 	// end the wait.
-	c := serve(t, Config{RetryBackoff: time.Hour}, func(w http.ResponseWriter, r *http.Request) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	c := serve(t, Config{RetryBackoff: time.Hour, Transport: cancelOnClose{tr, cancel}}, func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: "busy"})
-		cancel()
 	})
 	_, err := c.Nodes(ctx)
 	if !errors.Is(err, context.Canceled) {
