@@ -237,10 +237,13 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
+	switch {
+	case err == nil:
+		return resp, nil
+	case ctx.Err() != nil:
+		return nil, err // the caller's end or the timeout, not the server's absence
 	}
-	return resp, nil
+	return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
 }
 
 // do sends r, retrying a GET that may succeed on another try, and decodes

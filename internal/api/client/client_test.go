@@ -256,6 +256,11 @@ func TestUnreachable(t *testing.T) {
 	if _, err := c.Nodes(context.Background()); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("err = %v; want ErrUnreachable", err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Nodes(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnreachable) {
+		t.Errorf("cancelled: err = %v; want context.Canceled, not ErrUnreachable", err)
+	}
 }
 
 func TestUserAgent(t *testing.T) {
