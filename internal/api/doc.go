@@ -1,5 +1,8 @@
-// Package api holds gangway's wire types: jobs, nodes, assignments and the
-// reports agents send, with their defaults, validation and strict decoding.
+// Package api holds gangway's wire types: jobs, nodes, queues,
+// deployments, assignments and the reports agents send, with their
+// defaults, validation and strict decoding; and the bodies of /v1 that are
+// no resource (the lists, the error body, array answers). The server
+// writes them and internal/api/client, the Go client, reads them.
 //
 // It does no I/O and imports nothing of gangway's; every other package may
 // import it.

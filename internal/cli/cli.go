@@ -1,6 +1,7 @@
 // Package cli implements gangway's commands: the server, the agent, the
 // user commands (submit, get, describe, logs, cancel, cordon, drain) and the
-// demo. Main is the whole program, callable from tests.
+// demo. Main is the whole program, callable from tests. The user commands
+// reach the server through internal/api/client.
 //
 // It imports any gangway package (it is the top of the tree); nothing
 // imports it but cmd/gangway.
@@ -13,11 +14,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/cpuprof"
+	"github.com/gangway/gangway/internal/base/version"
 	"github.com/gangway/gangway/internal/cli/infcli"
 	"github.com/gangway/gangway/internal/cli/plancli"
 	"github.com/gangway/gangway/internal/cli/simcli"
@@ -59,7 +63,7 @@ func commands() []command {
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing)", run: runBench},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
-			fmt.Fprintln(e.Stdout, "gangway", Version)
+			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0
 		}},
 		{name: "supervise", hidden: true, run: runSupervise},
@@ -72,9 +76,6 @@ func commands() []command {
 func wrap(main func(context.Context, []string, io.Writer, io.Writer) int) func(context.Context, *Env, []string) int {
 	return func(ctx context.Context, e *Env, args []string) int { return main(ctx, args, e.Stdout, e.Stderr) }
 }
-
-// Version is set at build time with -ldflags "-X .../cli.Version=...".
-var Version = "dev"
 
 // Main runs the gangway command line and returns the exit status.
 func Main(ctx context.Context, args []string, e *Env) int {
@@ -157,6 +158,13 @@ func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
 	}
 }
 
+// newClient is the API client of a user command for the --server URL. It
+// shares the process's default transport, so that a command leaves no
+// pool of its own behind when it returns (Main runs many in one test).
+func newClient(server string) (*client.Client, error) {
+	return client.New(client.Config{Server: server, Transport: http.DefaultTransport})
+}
+
 func serverFlag(fs *flag.FlagSet, e *Env) *string {
 	def := e.Getenv("GANGWAY_SERVER")
 	if def == "" {
@@ -179,12 +187,16 @@ func checkOutput(e *Env, o string) bool {
 
 // fail prints err for a person and returns exit status 1.
 func fail(e *Env, err error) int {
-	var ae *APIError
-	if errors.As(err, &ae) && len(ae.Body.Fields) > 0 {
+	var ae *client.APIError
+	if errors.As(err, &ae) && len(ae.Fields) > 0 {
 		fmt.Fprintln(e.Stderr, "gangway: rejected:")
-		for _, f := range ae.Body.Fields {
+		for _, f := range ae.Fields {
 			fmt.Fprintf(e.Stderr, "  %s\n", f.Error())
 		}
+		return 1
+	}
+	if errors.Is(err, client.ErrUnreachable) {
+		fmt.Fprintf(e.Stderr, "gangway: %v (set --server or GANGWAY_SERVER)\n", err)
 		return 1
 	}
 	fmt.Fprintf(e.Stderr, "gangway: %v\n", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/agent"
@@ -43,10 +45,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		); err != nil {
+		if err := goleak.Find(testenv.EtcdLeaks()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -59,7 +58,7 @@ func TestMain(m *testing.M) {
 type cluster struct {
 	t      *testing.T
 	url    string
-	c      *Client
+	c      *client.Client
 	dir    string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -96,7 +95,7 @@ func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &cluster{t: t, url: "http://" + ln.Addr().String(), dir: dir, cancel: cancel,
 		agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{}}
-	cl.c = NewClient(cl.url)
+	cl.c = newTestClient(t, cl.url)
 	cl.wg.Add(1)
 	go func() { defer cl.wg.Done(); _ = srv.Run(ctx, ln) }()
 	t.Cleanup(cl.stop)
@@ -105,6 +104,18 @@ func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)
 	}
 	cl.waitNodes(nodes)
 	return cl
+}
+
+// newTestClient is a client of the cluster at url, its connections closed
+// when the test ends.
+func newTestClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	c, err := newClient(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
 }
 
 func testLogger(t *testing.T, who string) *slog.Logger {
@@ -325,30 +336,23 @@ func TestClusterRejectsBadInputAndStoresNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := http.Post(cl.url+"/v1/jobs", "application/yaml", strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var body server.ErrorBody
-			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-				t.Fatalf("error body is not JSON: %v", err)
-			}
-			if resp.StatusCode != tt.code || body.Error == "" {
-				t.Fatalf("status %d body %+v; want %d with an error", resp.StatusCode, body, tt.code)
+			_, err := cl.c.Submit(context.Background(), []byte(tt.body))
+			var ae *client.APIError
+			if !errors.As(err, &ae) || ae.Status != tt.code || ae.Message == "" {
+				t.Fatalf("err = %#v; want a %d with an error", err, tt.code)
 			}
 			if tt.field != "" {
 				found := false
-				for _, f := range body.Fields {
+				for _, f := range ae.Fields {
 					found = found || f.Field == tt.field
 				}
 				if !found {
-					t.Errorf("no field %q in %+v", tt.field, body.Fields)
+					t.Errorf("no field %q in %+v", tt.field, ae.Fields)
 				}
 			}
 		})
 	}
-	l, err := cl.c.Jobs(context.Background(), 0, 0)
+	l, err := cl.c.Jobs(context.Background(), client.JobQuery{})
 	if err != nil || len(l.Jobs) != 0 {
 		t.Fatalf("jobs after rejected submissions = %d, %v; want none", len(l.Jobs), err)
 	}
@@ -766,12 +770,12 @@ func TestClusterRunsJobArrayWithLimitAndCancelsIt(t *testing.T) {
 	}
 
 	// A bad array is refused with its field and stores nothing.
-	before, _ := cl.c.Jobs(context.Background(), 0, 0)
+	before, _ := cl.c.Jobs(context.Background(), client.JobQuery{})
 	_, errOut, code = cl.run("submit", "--array", "5-3", "--ranks", "1", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "spec.array") || !strings.Contains(errOut, "ends before it starts") {
 		t.Fatalf("bad array: code %d, %q", code, errOut)
 	}
-	after, _ := cl.c.Jobs(context.Background(), 0, 0)
+	after, _ := cl.c.Jobs(context.Background(), client.JobQuery{})
 	if len(after.Jobs) != len(before.Jobs) {
 		t.Fatalf("a refused array stored %d jobs", len(after.Jobs)-len(before.Jobs))
 	}

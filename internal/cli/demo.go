@@ -145,7 +145,10 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	swg.Add(1)
 	go func() { defer swg.Done(); _ = srv.Run(sctx, ln) }()
 	defer func() { scancel(); swg.Wait() }()
-	c := NewClient(url)
+	c, err := newClient(url)
+	if err != nil {
+		return nil, err
+	}
 	say("control plane up at %s (embedded etcd in %s)", url, filepath.Join(dir, "server"))
 
 	// Agents, as real processes.

@@ -30,7 +30,11 @@ func runDeploy(ctx context.Context, e *Env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	d, err := NewClient(*srv).Deploy(ctx, b)
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
+	d, err := c.Deploy(ctx, b)
 	if err != nil {
 		return fail(e, err)
 	}
@@ -57,7 +61,11 @@ func runScale(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway scale: replicas %q: want a non-negative integer\n", pos[1])
 		return 2
 	}
-	if _, err := NewClient(*srv).Scale(ctx, pos[0], n); err != nil {
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
+	if _, err := c.Scale(ctx, pos[0], n); err != nil {
 		return fail(e, err)
 	}
 	fmt.Fprintf(e.Stdout, "deployment %s scaled to %d\n", pos[0], n)
@@ -75,7 +83,11 @@ func runDelete(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	if err := NewClient(*srv).DeleteDeployment(ctx, pos[1]); err != nil {
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
+	if err := c.DeleteDeployment(ctx, pos[1]); err != nil {
 		return fail(e, err)
 	}
 	fmt.Fprintf(e.Stdout, "deployment %s: deleting (replicas are being stopped)\n", pos[1])

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 )
 
 const pyHTTP = "/usr/bin/python3"
@@ -115,7 +116,7 @@ command: [%s, -m, http.server, "${MASTER_PORT}", --bind, "${GANGWAY_NODE_ADDR}"]
 	}
 	cl.wait(30*time.Second, "the deployment gone", func() bool {
 		_, err := cl.c.Deployment(ctx, "web")
-		var ae *APIError
+		var ae *client.APIError
 		return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 	})
 	if j := cl.detail(id); j.Job.Status.Phase != api.JobCancelled {

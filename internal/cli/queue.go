@@ -30,7 +30,10 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c := NewClient(*srv)
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
 	if verb == "delete" {
 		if err := c.DeleteQueue(ctx, pos[0]); err != nil {
 			return fail(e, err)
@@ -66,7 +69,11 @@ func runPriority(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway priority: %q is not an integer\n", pos[1])
 		return 2
 	}
-	if _, err := NewClient(*srv).SetPriority(ctx, pos[0], p); err != nil {
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
+	if _, err := c.SetPriority(ctx, pos[0], p); err != nil {
 		return fail(e, err)
 	}
 	fmt.Fprintf(e.Stdout, "job %s: priority %d\n", pos[0], p)

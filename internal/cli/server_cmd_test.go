@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
@@ -73,7 +74,7 @@ func startServerCommand(t *testing.T, nodes, gpus int, args ...string) *cluster 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cl.c = NewClient(cl.url)
+	cl.c = newTestClient(t, cl.url)
 	for i := 1; i <= nodes; i++ {
 		cl.startAgent(fmt.Sprintf("n%d", i), gpus)
 	}
@@ -193,14 +194,10 @@ func TestGetJobsLiveAndLimit(t *testing.T) {
 			t.Errorf("%v: code %d, %q; want usage error 2 naming the flag", args, code, errOut)
 		}
 	}
-	resp, err := http.Get(cl.url + "/v1/jobs?limit=x&live=maybe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "limit") || !strings.Contains(string(body), "live") {
-		t.Errorf("GET /v1/jobs?limit=x&live=maybe: %s %s; want 400 naming both", resp.Status, body)
+	err := cl.c.Get(context.Background(), "/v1/jobs?limit=x&live=maybe", nil)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || len(ae.Fields) != 2 || ae.Fields[0].Field != "live" || ae.Fields[1].Field != "limit" {
+		t.Errorf("GET /v1/jobs?limit=x&live=maybe: %v; want 400 naming live and limit", err)
 	}
 }
 
@@ -256,7 +253,7 @@ func TestArchivedJobStaysDescribable(t *testing.T) {
 	cl.wait(20*time.Second, "the old job to move to the archive", func() bool {
 		return cl.detail(old).Archived
 	})
-	l, err := cl.c.Jobs(context.Background(), 0, 0)
+	l, err := cl.c.Jobs(context.Background(), client.JobQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
@@ -76,7 +77,11 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	j, a, err := NewClient(*srv).SubmitAny(ctx, body)
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
+	j, a, err := c.SubmitAny(ctx, body)
 	if err != nil {
 		return fail(e, err)
 	}
@@ -133,7 +138,10 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 	if !checkOutput(e, *out) {
 		return 2
 	}
-	c := NewClient(*srv)
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
 	if len(pos) == 0 {
 		fs.Usage()
 		return 2
@@ -151,7 +159,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			printJobs(e.Stdout, []*api.Job{&d.Job})
 			return 0
 		}
-		l, err := c.ListJobs(ctx, *live, *limit)
+		l, err := c.Jobs(ctx, client.JobQuery{Live: *live, Limit: *limit})
 		if err != nil {
 			return fail(e, err)
 		}
@@ -314,7 +322,10 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c := NewClient(*srv)
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
 	switch pos[0] {
 	case "job", "jobs":
 		d, err := c.Job(ctx, pos[1])
@@ -514,7 +525,11 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 	if *stderr {
 		stream = "stderr"
 	}
-	return exitOn(e, NewClient(*srv).Logs(ctx, pos[0], *rank, *attempt, stream, *follow, e.Stdout))
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
+	return exitOn(e, c.Logs(ctx, pos[0], client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow}, e.Stdout))
 }
 
 func runCancel(ctx context.Context, e *Env, args []string) int {
@@ -529,15 +544,19 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
+	c, err := newClient(*srv)
+	if err != nil {
+		return fail(e, err)
+	}
 	if *array {
-		a, err := NewClient(*srv).CancelArray(ctx, pos[0])
+		a, err := c.CancelArray(ctx, pos[0])
 		if err != nil {
 			return fail(e, err)
 		}
 		fmt.Fprintf(e.Stdout, "array %s: cancel requested for %d jobs (%d had already finished)\n", a.ArrayID, a.Cancelled, a.Done)
 		return 0
 	}
-	if _, err := NewClient(*srv).Cancel(ctx, pos[0]); err != nil {
+	if _, err := c.Cancel(ctx, pos[0]); err != nil {
 		return fail(e, err)
 	}
 	fmt.Fprintf(e.Stdout, "job %s: cancel requested\n", pos[0])
@@ -556,7 +575,11 @@ func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []strin
 			fs.Usage()
 			return 2
 		}
-		if _, err := NewClient(*srv).NodeAction(ctx, pos[0], action); err != nil {
+		c, err := newClient(*srv)
+		if err != nil {
+			return fail(e, err)
+		}
+		if _, err := c.NodeAction(ctx, pos[0], action); err != nil {
 			return fail(e, err)
 		}
 		fmt.Fprintf(e.Stdout, "node %s: %sed\n", pos[0], strings.TrimSuffix(action, "e"))

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/wait"
 )
 
@@ -37,7 +36,7 @@ type cluster struct {
 	net    *Network
 	dir    string
 	url    string
-	api    *client
+	api    *client.Client
 	server *proc
 	agents []*agentProc
 	jobs   []string // submitted, for the failure dump
@@ -129,8 +128,10 @@ func startCluster(t *testing.T, hosts int) *cluster {
 	}
 	listen := net.JoinHostPort(n.Gateway.String(), strconv.Itoa(port))
 	c.url = "http://" + listen
-	c.api = newClient(c.url)
-	t.Cleanup(c.api.close)
+	if c.api, err = client.New(client.Config{Server: c.url, Timeout: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.api.CloseIdleConnections)
 	cmd := exec.Command(gangwayBin, "server", "--data-dir", filepath.Join(c.dir, "server"),
 		"--listen", listen, "--node-timeout", nodeTimeout.String())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -149,7 +150,8 @@ func startCluster(t *testing.T, hosts int) *cluster {
 		if c.server.exited() {
 			return false, fmt.Errorf("server exited: %v", c.server.err)
 		}
-		return c.api.get(ctx, "/healthz", nil) == nil, nil
+		_, err := c.api.Health(ctx)
+		return err == nil, nil
 	}); err != nil {
 		t.Fatalf("waiting for the server at %s: %v", c.url, err)
 	}
@@ -178,12 +180,12 @@ func startCluster(t *testing.T, hosts int) *cluster {
 		})
 	}
 	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
-		nodes, err := c.api.nodes(ctx)
+		l, err := c.api.Nodes(ctx)
 		if err != nil {
 			return false, nil
 		}
 		ready := 0
-		for _, nd := range nodes {
+		for _, nd := range l.Nodes {
 			if nd.Status.State == api.NodeReady && len(nd.GPUs) == fakeGPUs {
 				ready++
 			}
@@ -311,8 +313,8 @@ func (c *cluster) dump() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, id := range c.jobs {
-		var d api.JobDetail
-		if err := c.api.get(ctx, "/v1/jobs/"+id, &d); err != nil {
+		d, err := c.api.Job(ctx, id)
+		if err != nil {
 			t.Logf("--- job %s: %v", id, err)
 			continue
 		}
@@ -320,9 +322,9 @@ func (c *cluster) dump() {
 		b, _ := json.MarshalIndent(d, "", "  ")
 		t.Logf("--- job %s as the server has it:\n%s", id, b)
 	}
-	if nodes, err := c.api.nodes(ctx); err == nil {
+	if l, err := c.api.Nodes(ctx); err == nil {
 		var s []string
-		for _, n := range nodes {
+		for _, n := range l.Nodes {
 			s = append(s, fmt.Sprintf("%s %s %s lastHeartbeat=%s %s", n.Name, n.Address, n.Status.State,
 				n.Status.LastHeartbeat.Format(time.RFC3339Nano), n.Status.Reason))
 		}
@@ -352,62 +354,4 @@ func tail(path string, n int) string {
 		lines = append([]string{fmt.Sprintf("[... %d lines before]", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
-}
-
-// client reads the server's /v1 API.
-type client struct {
-	base string
-	tr   *http.Transport
-	hc   *http.Client
-}
-
-func newClient(base string) *client {
-	tr := &http.Transport{}
-	return &client{base: base, tr: tr, hc: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
-}
-
-// close drops idle connections, and with them their goroutines.
-func (c *client) close() { c.tr.CloseIdleConnections() }
-
-func (c *client) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
-}
-
-func (c *client) job(ctx context.Context, id string) (*api.JobDetail, error) {
-	var d api.JobDetail
-	return &d, c.get(ctx, "/v1/jobs/"+id, &d)
-}
-
-func (c *client) nodes(ctx context.Context) ([]*api.Node, error) {
-	var l struct {
-		Nodes []*api.Node `json:"nodes"`
-	}
-	return l.Nodes, c.get(ctx, "/v1/nodes", &l)
-}
-
-func (c *client) node(ctx context.Context, name string) (*api.Node, error) {
-	var n api.Node
-	return &n, c.get(ctx, "/v1/nodes/"+name, &n)
 }

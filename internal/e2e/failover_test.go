@@ -90,7 +90,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 	var d *api.JobDetail
 	err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		var err error
-		if d, err = c.api.job(ctx, id); err != nil {
+		if d, err = c.api.Job(ctx, id); err != nil {
 			return false, nil
 		}
 		st := d.Job.Status
@@ -164,13 +164,13 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 	var lostAt time.Time
 	err = wait.Until(ctx, 50*time.Millisecond, func() (bool, error) {
 		if lostAt.IsZero() {
-			if n, err := c.api.node(ctx, victimNode); err == nil && n.Status.State == api.NodeLost {
+			if n, err := c.api.Node(ctx, victimNode); err == nil && n.Status.State == api.NodeLost {
 				lostAt = n.Status.LostAt
 				t.Logf("node %s marked lost: %s", victimNode, n.Status.Reason)
 			}
 		}
 		var err error
-		if d, err = c.api.job(ctx, id); err != nil {
+		if d, err = c.api.Job(ctx, id); err != nil {
 			return false, nil
 		}
 		if d.Job.Status.Phase.Final() {
@@ -210,7 +210,7 @@ func (f failover) run(t *testing.T, c *cluster) failoverResult {
 	// 4. Wait for the job to end.
 	err = wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		var err error
-		if d, err = c.api.job(ctx, id); err != nil {
+		if d, err = c.api.Job(ctx, id); err != nil {
 			return false, nil
 		}
 		return d.Job.Status.Phase.Final(), nil
@@ -342,14 +342,14 @@ func checkFencedReports(ctx context.Context, t *testing.T, c *cluster, id, node 
 	var d *api.JobDetail
 	err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		if readyAt.IsZero() {
-			n, err := c.api.node(ctx, node)
+			n, err := c.api.Node(ctx, node)
 			if err != nil || n.Status.State != api.NodeReady {
 				return false, nil
 			}
 			readyAt = time.Now()
 		}
 		var err error
-		if d, err = c.api.job(ctx, id); err != nil {
+		if d, err = c.api.Job(ctx, id); err != nil {
 			return false, nil
 		}
 		for _, o := range old {

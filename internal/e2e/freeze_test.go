@@ -33,7 +33,7 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 	var d *api.JobDetail
 	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
 		var err error
-		if d, err = c.api.job(ctx, id); err != nil {
+		if d, err = c.api.Job(ctx, id); err != nil {
 			return false, nil
 		}
 		if d.Job.Status.Phase.Final() {
@@ -59,12 +59,12 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 	const freeze = 2300 * time.Millisecond
 	fenced := false
 	for try := 1; try <= 5 && !fenced; try++ {
-		n0, err := c.api.node(ctx, p.Node)
+		n0, err := c.api.Node(ctx, p.Node)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := wait.Until(ctx, 10*time.Millisecond, func() (bool, error) {
-			n, err := c.api.node(ctx, p.Node)
+			n, err := c.api.Node(ctx, p.Node)
 			return err == nil && n.Status.LastHeartbeat.After(n0.Status.LastHeartbeat), nil
 		}); err != nil {
 			t.Fatal(err)
@@ -82,7 +82,7 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 			time.Sleep(50 * time.Millisecond)
 			fenced, _ = groupGone(st.PID)
 		}
-		n, _ := c.api.node(ctx, p.Node)
+		n, _ := c.api.Node(ctx, p.Node)
 		t.Logf("try %d: froze agent %s (pid %d) for %s; its rank %d fenced: %v; node now %s %s", try, p.Node, pid, freeze, p.Rank, fenced, n.Status.State, n.Status.Reason)
 	}
 	if !fenced {
@@ -94,12 +94,12 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 	const stuck = 10 * time.Second
 	err = wait.Until(ctx, 200*time.Millisecond, func() (bool, error) {
 		var err error
-		if d, err = c.api.job(ctx, id); err != nil {
+		if d, err = c.api.Job(ctx, id); err != nil {
 			return false, nil
 		}
 		st := d.Job.Status
 		if cur := st.Current(); st.Phase == api.JobStopping && time.Since(cur.StoppingAt) > stuck {
-			n, err := c.api.node(ctx, p.Node)
+			n, err := c.api.Node(ctx, p.Node)
 			if err == nil && n.Status.State == api.NodeReady {
 				// An agent that fenced on a stall must follow its
 				// assignments again once its heartbeats succeed.

@@ -1,15 +1,28 @@
 // Package testenv holds what tests share: set-up for tests that start
-// subprocesses, and the path of the project's shared data. Only tests
-// import it.
+// subprocesses, the goroutines an embedded etcd leaves behind for the leak
+// checks of those that start one, and the path of the project's shared
+// data. Only tests import it.
 //
-// It imports only the standard library.
+// It imports the standard library and go.uber.org/goleak.
 package testenv
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// EtcdLeaks are the goroutines etcd's embedded server and client leave
+// behind briefly after Close, for goleak.VerifyTestMain and goleak.Find.
+func EtcdLeaks() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+	}
+}
 
 // QuickRaceExit keeps the race runtime of a test's subprocesses (the test
 // binary re-run as agent, supervisor or cg-exec) from sleeping a second at

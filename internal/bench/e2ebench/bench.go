@@ -1,7 +1,6 @@
 package e2ebench
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/server"
@@ -243,8 +242,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		return nil, err
 	}
 	defer stopServer()
-	c := newClient(base, cfg.Submitters)
-	defer c.http.CloseIdleConnections()
+	c, err := newClient(base, cfg.Submitters)
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseIdleConnections()
 	say("server at %s, data in %s", base, dir)
 
 	agents, err := startAgents(exe, base, dir, cfg.Nodes, cfg.GPUsPerNode, cfg.NodeNice)
@@ -309,7 +311,7 @@ type submitted struct {
 	sentAt time.Time
 }
 
-func runPhase(ctx context.Context, c *client, ps phaseSpec, cfg Config, agents []*agentProc) (*Phase, error) {
+func runPhase(ctx context.Context, c benchClient, ps phaseSpec, cfg Config, agents []*agentProc) (*Phase, error) {
 	body, err := json.Marshal(ps.spec)
 	if err != nil {
 		return nil, fmt.Errorf("encode job spec: %w", err)
@@ -562,59 +564,20 @@ func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6
 
 // ---- HTTP ----
 
-// client is the benchmark's view of the /v1 API.
-type client struct {
-	base string
-	http *http.Client
+// benchClient is the benchmark's side of the /v1 API.
+type benchClient struct{ *client.Client }
+
+// newClient is a client keeping a connection per submitter (and a few for
+// the pollers).
+func newClient(base string, conns int) (benchClient, error) {
+	c, err := client.New(client.Config{Server: base, MaxIdleConnsPerHost: conns + 4, Timeout: time.Minute})
+	return benchClient{c}, err
 }
 
-func newClient(base string, conns int) *client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = conns + 4
-	return &client{base: base, http: &http.Client{Transport: tr, Timeout: time.Minute}}
-}
-
-func (c *client) do(ctx context.Context, method, path string, body []byte, out any) error {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var eb server.ErrorBody
-		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-			eb.Error = string(bytes.TrimSpace(b))
-		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, eb.Error)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-	}
-	return nil
-}
-
-func (c *client) waitNodes(ctx context.Context, nodes, gpus int, poll time.Duration) error {
+func (c benchClient) waitNodes(ctx context.Context, nodes, gpus int, poll time.Duration) error {
 	return wait.Until(ctx, poll, func() (bool, error) {
-		var l server.NodeList
-		if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l); err != nil {
+		l, err := c.Nodes(ctx)
+		if err != nil {
 			return false, nil // the server may still be starting
 		}
 		ready := 0
@@ -629,9 +592,9 @@ func (c *client) waitNodes(ctx context.Context, nodes, gpus int, poll time.Durat
 
 // revision returns the store's current revision, which every write
 // transaction advances by one.
-func (c *client) revision(ctx context.Context) (int64, error) {
-	var l server.NodeList
-	if err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, &l); err != nil {
+func (c benchClient) revision(ctx context.Context) (int64, error) {
+	l, err := c.Nodes(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("read the store revision: %w", err)
 	}
 	return l.Index, nil
@@ -641,11 +604,14 @@ func (c *client) revision(ctx context.Context) (int64, error) {
 // submissions in job-ID order.
 // submitArray submits one array; every task counts as sent when the
 // request was.
-func (c *client) submitArray(ctx context.Context, body []byte) ([]submitted, error) {
+func (c benchClient) submitArray(ctx context.Context, body []byte) ([]submitted, error) {
 	sent := time.Now()
-	var a api.ArraySubmission
-	if err := c.do(ctx, http.MethodPost, "/v1/jobs", body, &a); err != nil {
+	_, a, err := c.SubmitAny(ctx, body)
+	if err != nil {
 		return nil, fmt.Errorf("submit array: %w", err)
+	}
+	if a == nil {
+		return nil, errors.New("submit array: the server stored one job, not an array")
 	}
 	out := make([]submitted, len(a.Jobs))
 	for i, id := range a.Jobs {
@@ -654,7 +620,7 @@ func (c *client) submitArray(ctx context.Context, body []byte) ([]submitted, err
 	return out, nil
 }
 
-func (c *client) submitAll(ctx context.Context, body []byte, n, par int) ([]submitted, error) {
+func (c benchClient) submitAll(ctx context.Context, body []byte, n, par int) ([]submitted, error) {
 	out := make([]submitted, n)
 	// Workers take the next index from a counter, not a channel: with one
 	// submitter a hand-off per job would add a goroutine switch to every
@@ -672,10 +638,8 @@ func (c *client) submitAll(ctx context.Context, body []byte, n, par int) ([]subm
 			sent := time.Now()
 			// The ID is all the benchmark needs now (as sbatch --parsable
 			// prints); the details come after the phase.
-			var j struct {
-				ID string `json:"id"`
-			}
-			if err := c.do(ctx, http.MethodPost, "/v1/jobs", body, &j); err != nil {
+			id, err := c.SubmitID(ctx, body)
+			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
 					firstErr = fmt.Errorf("submit job %d of %d: %w", i+1, n, err)
@@ -684,7 +648,7 @@ func (c *client) submitAll(ctx context.Context, body []byte, n, par int) ([]subm
 				failed.Store(true)
 				return
 			}
-			out[i] = submitted{id: j.ID, sentAt: sent}
+			out[i] = submitted{id: id, sentAt: sent}
 		}
 	}
 	var wg sync.WaitGroup
@@ -715,14 +679,14 @@ func idLess(a, b string) bool {
 // waitFinal waits until every submitted job is in a final phase. It polls
 // the newest job alone (cheap) until that one is final, then the full list,
 // so that polling barely loads the server while the phase runs.
-func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Duration) error {
+func (c benchClient) waitFinal(ctx context.Context, subs []submitted, poll time.Duration) error {
 	if len(subs) == 0 {
 		return nil
 	}
 	last := subs[len(subs)-1].id
 	err := wait.Until(ctx, poll, func() (bool, error) {
-		var d api.JobDetail
-		if err := c.do(ctx, http.MethodGet, "/v1/jobs/"+last, nil, &d); err != nil {
+		d, err := c.Job(ctx, last)
+		if err != nil {
 			return false, err
 		}
 		return d.Job.Status.Phase.Final(), nil
@@ -735,8 +699,8 @@ func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Dura
 		want[s.id] = true
 	}
 	return wait.Until(ctx, poll, func() (bool, error) {
-		var l server.JobList
-		if err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &l); err != nil {
+		l, err := c.Jobs(ctx, client.JobQuery{})
+		if err != nil {
 			return false, err
 		}
 		final := 0
@@ -751,11 +715,11 @@ func (c *client) waitFinal(ctx context.Context, subs []submitted, poll time.Dura
 
 // stuck describes the submitted jobs that are not final, for an error
 // message: how many, and the first few with their phase and reason.
-func (c *client) stuck(subs []submitted) string {
+func (c benchClient) stuck(subs []submitted) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var l server.JobList
-	if err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &l); err != nil {
+	l, err := c.Jobs(ctx, client.JobQuery{})
+	if err != nil {
 		return ""
 	}
 	want := make(map[string]bool, len(subs))
@@ -781,18 +745,18 @@ func (c *client) stuck(subs []submitted) string {
 
 // cancelUnfinished cancels the submitted jobs that are not final and waits
 // up to 10s for them to end, so that a failed run leaves no rank running.
-func (c *client) cancelUnfinished(subs []submitted, poll time.Duration) {
+func (c benchClient) cancelUnfinished(subs []submitted, poll time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, s := range subs {
 		// Final jobs answer 409; nothing to do for them.
-		_ = c.do(ctx, http.MethodPost, "/v1/jobs/"+s.id+"/cancel", nil, nil)
+		_, _ = c.Cancel(ctx, s.id)
 	}
 	_ = c.waitFinal(ctx, subs, poll)
 }
 
 // details fetches every submitted job's detail, in the order of subs.
-func (c *client) details(ctx context.Context, subs []submitted, par int) ([]*api.JobDetail, error) {
+func (c benchClient) details(ctx context.Context, subs []submitted, par int) ([]*api.JobDetail, error) {
 	out := make([]*api.JobDetail, len(subs))
 	errs := make([]error, len(subs))
 	next := make(chan int)
@@ -802,9 +766,7 @@ func (c *client) details(ctx context.Context, subs []submitted, par int) ([]*api
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				var d api.JobDetail
-				errs[i] = c.do(ctx, http.MethodGet, "/v1/jobs/"+subs[i].id, nil, &d)
-				out[i] = &d
+				out[i], errs[i] = c.Job(ctx, subs[i].id)
 			}
 		}()
 	}

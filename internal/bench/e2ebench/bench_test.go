@@ -35,10 +35,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-			goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		); err != nil {
+		if err := goleak.Find(testenv.EtcdLeaks()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

@@ -11,7 +11,7 @@
 // (api.RankStatus.StartedAt). Throughput is jobs completed over the wall
 // time from the first submission to the last job's FinishedAt.
 //
-// It imports the standard library, internal/api,
-// internal/controlplane/server, internal/base/cpuprof, internal/base/stats
-// and internal/base/wait.
+// It imports the standard library, api, api/client (its one way to the
+// server), base/cpuprof, base/cmdkit, base/stats, base/wait and
+// controlplane/server (the server runs in this process).
 package e2ebench

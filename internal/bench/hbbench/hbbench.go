@@ -5,11 +5,14 @@
 // child process, so that the server's CPU and memory are its own. It is
 // `gangway bench heartbeats` (BENCHMARKS.md §1: 5,000 agents heartbeating
 // every 2 s, ≤ 1 core and ≤ 2 GiB for the server).
+//
+// It imports api, api/client (the emulated agents call the server through
+// it, as real ones do), controlplane/server, node/gpu (fake inventories)
+// and the standard library.
 package hbbench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +21,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +34,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/gpu"
@@ -132,9 +135,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer ld.close()
 	say("server at %s; %d agents registering, heartbeat every %v", base, cfg.Agents, cfg.Interval)
-	c := &http.Client{Timeout: 30 * time.Second}
+	c, err := client.New(client.Config{Server: base})
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseIdleConnections()
 	for {
-		ready, _, err := countNodes(ctx, c, base)
+		ready, _, err := countNodes(ctx, c)
 		if err == nil && ready == cfg.Agents {
 			break
 		}
@@ -174,7 +181,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.HeartbeatP50Ms = stats.Quantile(measured.LatenciesMs, 0.5)
 	res.HeartbeatP99Ms = stats.Quantile(measured.LatenciesMs, 0.99)
 	res.HeartbeatMaxMs = stats.Quantile(measured.LatenciesMs, 1)
-	res.NodesReady, res.NodesLost, err = countNodes(ctx, c, base)
+	res.NodesReady, res.NodesLost, err = countNodes(ctx, c)
 	if err != nil {
 		return res, fmt.Errorf("count nodes after the window: %w", err)
 	}
@@ -191,19 +198,8 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // countNodes counts the registered nodes that are ready and lost.
-func countNodes(ctx context.Context, c *http.Client, base string) (ready, lost int, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/nodes", nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("GET /v1/nodes: %s", resp.Status)
-	}
+// It decodes only the states: the run measures this process's memory.
+func countNodes(ctx context.Context, c *client.Client) (ready, lost int, err error) {
 	var list struct {
 		Nodes []struct {
 			Status struct {
@@ -211,7 +207,7 @@ func countNodes(ctx context.Context, c *http.Client, base string) (ready, lost i
 			} `json:"status"`
 		} `json:"nodes"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+	if err := c.Get(ctx, "/v1/nodes", &list); err != nil {
 		return 0, 0, fmt.Errorf("GET /v1/nodes: %w", err)
 	}
 	for _, n := range list.Nodes {
@@ -510,7 +506,12 @@ func (a *agents) run(ctx context.Context) {
 func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}
 	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
+	// No timeout but the run's, as before the client had one.
+	c, err := client.New(client.Config{Server: a.base, Transport: tr, Timeout: -1})
+	if err != nil {
+		return
+	}
+	reg := &api.RegisterRequest{Node: *n}
 	var lease api.RegisterResponse
 	for {
 		select {
@@ -518,7 +519,7 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 		case <-ctx.Done():
 			return
 		}
-		err := post(ctx, c, a.base+"/v1/agent/register", api.RegisterRequest{Node: *n}, &lease)
+		lease, err = c.Register(ctx, reg)
 		<-gate
 		if err == nil {
 			break
@@ -529,7 +530,9 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 		sleepCtx(ctx, time.Second)
 	}
 	var rev atomic.Int64
-	go a.poll(ctx, c, n.Name, &rev)
+	var polling sync.WaitGroup
+	defer polling.Wait() // the poll ends with ctx, as the loop below does
+	polling.Go(func() { a.poll(ctx, c, n.Name, &rev) })
 	every := lease.HeartbeatInterval.D()
 	if every <= 0 {
 		every = time.Second
@@ -541,15 +544,14 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 	defer t.Stop()
 	for ctx.Err() == nil {
 		hb := api.Heartbeat{Node: n.Name, AckRevision: rev.Load(), SentAt: time.Now()}
-		var resp api.HeartbeatResponse
 		t0 := time.Now()
-		err := post(ctx, c, a.base+"/v1/agent/heartbeat", hb, &resp)
+		resp, err := c.Heartbeat(ctx, &hb)
 		if ctx.Err() != nil {
 			return
 		}
 		a.record(time.Since(t0), err)
 		if err == nil && resp.Reregister {
-			_ = post(ctx, c, a.base+"/v1/agent/register", api.RegisterRequest{Node: *n}, &lease)
+			lease, _ = c.Register(ctx, reg)
 		}
 		select {
 		case <-ctx.Done():
@@ -561,55 +563,17 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 
 // poll long-polls the node's assignments as the agent does, acknowledging
 // each revision with the next heartbeat.
-func (a *agents) poll(ctx context.Context, c *http.Client, node string, rev *atomic.Int64) {
+func (a *agents) poll(ctx context.Context, c *client.Client, node string, rev *atomic.Int64) {
 	for ctx.Err() == nil {
-		q := url.Values{"node": {node}}
+		q := client.AssignmentQuery{Node: node}
 		if r := rev.Load(); r > 0 {
-			q.Set("index", strconv.FormatInt(r, 10))
-			q.Set("wait", "10s")
-			q.Set("delta", "1")
+			q.Index, q.Wait, q.Delta = r, 10*time.Second, true
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/v1/agent/assignments?"+q.Encode(), nil)
+		l, err := c.Assignments(ctx, q)
 		if err != nil {
-			return
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			sleepCtx(ctx, 300*time.Millisecond)
-			continue
-		}
-		var l api.AssignmentList
-		err = json.NewDecoder(resp.Body).Decode(&l)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
 			sleepCtx(ctx, 300*time.Millisecond)
 			continue
 		}
 		rev.Store(l.Revision)
 	}
-}
-
-func post(ctx context.Context, c *http.Client, u string, in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s: %s", u, resp.Status, bytes.TrimSpace(body))
-	}
-	return json.Unmarshal(body, out)
 }

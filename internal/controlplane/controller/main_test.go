@@ -3,6 +3,7 @@ package controller
 import (
 	"testing"
 
+	"github.com/gangway/gangway/internal/base/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -10,10 +11,5 @@ import (
 // controller's Run, readiness probes and retention must all stop with
 // their context.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// etcd's embedded server leaves these behind briefly after Close.
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-	)
+	goleak.VerifyTestMain(m, testenv.EtcdLeaks()...)
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
-// DeploymentList is GET /v1/deployments's body.
-type DeploymentList struct {
-	Index       int64             `json:"index"`
-	Deployments []*api.Deployment `json:"deployments"`
-}
-
 func (s *Server) deploymentRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/deployments", s.applyDeployment)
 	mux.HandleFunc("GET /v1/deployments", s.listDeployments)
@@ -96,7 +90,7 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, r, http.StatusOK, DeploymentList{Index: rev, Deployments: ds})
+	writeJSON(w, r, http.StatusOK, api.DeploymentList{Index: rev, Deployments: ds})
 }
 
 func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,25 @@ func TestCheckCapacity(t *testing.T) {
 	}
 }
 
+// TestBodiesKeepTheirBytes: the typed bodies that replaced maps encode as
+// the maps did.
+func TestBodiesKeepTheirBytes(t *testing.T) {
+	for _, c := range []struct {
+		typed, was any
+	}{
+		{api.Health{OK: true, Leader: true}, map[string]any{"ok": true, "leader": true}},
+		{api.Health{OK: true}, map[string]any{"ok": true, "leader": false}},
+		{api.Deleted{Deleted: "q"}, map[string]string{"deleted": "q"}},
+	} {
+		a, b := httptest.NewRecorder(), httptest.NewRecorder()
+		writeJSON(a, nil, 200, c.typed)
+		writeJSON(b, nil, 200, c.was)
+		if a.Body.String() != b.Body.String() {
+			t.Errorf("%T encodes as %q; the map was %q", c.typed, a.Body, b.Body)
+		}
+	}
+}
+
 func TestWriteJSONIndentsOnlyForPeople(t *testing.T) {
 	for _, c := range []struct {
 		url, ua string

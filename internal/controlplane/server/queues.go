@@ -1,11 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -16,7 +14,6 @@ func (s *Server) queueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/queues", s.applyQueue)
 	mux.HandleFunc("GET /v1/queues", s.listQueues)
 	mux.HandleFunc("DELETE /v1/queues/{name}", s.deleteQueue)
-	mux.HandleFunc("POST /v1/jobs/{id}/priority", s.setPriority)
 }
 
 // applyQueue creates a queue or replaces its spec.
@@ -34,11 +31,6 @@ func (s *Server) applyQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, r, http.StatusOK, q)
-}
-
-// QueueList is GET /v1/queues's body.
-type QueueList struct {
-	Queues []*api.Queue `json:"queues"`
 }
 
 // listQueues returns every queue with its usage now; the default queue is
@@ -81,7 +73,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	for _, q := range qs {
 		q.Status.BorrowedGPUs = max(0, q.Status.UsedGPUs-q.Spec.GuaranteeGPUs)
 	}
-	writeJSON(w, r, http.StatusOK, QueueList{Queues: qs})
+	writeJSON(w, r, http.StatusOK, api.QueueList{Queues: qs})
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
@@ -101,24 +93,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, map[string]string{"deleted": name})
-}
-
-// liveJobs returns the jobs not yet finished, from the cache once it holds
-// everything written before the call (up to the store revision it also
-// returns): a queue's usage costs what runs and waits, not every job the
-// store still keeps.
-func (s *Server) liveJobs(ctx context.Context) ([]*api.Job, int64, error) {
-	rev, err := s.st.Revision(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.cache.WaitRevision(wctx, rev); err != nil {
-		return nil, 0, fmt.Errorf("server: the cache is behind the store: %w", err)
-	}
-	return s.cache.LiveJobs(), rev, nil
+	writeJSON(w, r, http.StatusOK, api.Deleted{Deleted: name})
 }
 
 // checkQueue rejects a job for a queue nobody created (but "default").
@@ -131,24 +106,4 @@ func (s *Server) checkQueue(r *http.Request, name string) error {
 		return api.ErrorForField("spec.queue", "no queue %q; create it with 'gangway queue set %s --guarantee N' or use the default queue", name, name)
 	}
 	return err
-}
-
-func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) {
-	p, err := strconv.Atoi(r.URL.Query().Get("priority"))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, api.ErrorForField("priority", "must be an integer"))
-		return
-	}
-	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
-		if j.Status.Phase.Final() {
-			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
-		}
-		j.Spec.Priority = p
-		return nil
-	})
-	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	writeJSON(w, r, http.StatusOK, j)
 }

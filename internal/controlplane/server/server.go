@@ -2,7 +2,16 @@
 // (embedded etcd by default), serves the REST API under /v1 for people and
 // agents, and, on the replica elected leader, runs the controllers.
 //
-// It imports api, store, controller and launch.
+// It is HTTP only: the handlers read and write the store and hand work to
+// the controller, and decide nothing of placement or lifecycle. A file per
+// resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
+// its routes and handlers; http.go the routing and the helpers they share;
+// admit.go and capacity.go what a submission must pass; server.go the
+// process (store, cache, gateway, HTTP) and leader election. The wire
+// types are internal/api's; Go callers use internal/api/client.
+//
+// It imports api, base/fastjson, controlplane/controller,
+// controlplane/store, inference/autoscale, inference/gateway and planner.
 package server
 
 import (
@@ -156,7 +165,8 @@ func StartLoopback(cfg Config) (base string, stop func() error, err error) {
 }
 
 // Run opens the store, serves HTTP on ln and campaigns for leadership
-// until ctx ends; then it shuts everything down and returns.
+// until ctx ends or serving fails; then it shuts everything down and
+// returns, only after every goroutine it started has exited.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// Close the listeners whatever happens: a Run that fails before it
 	// serves must not leave clients connected to a socket nobody reads.
@@ -191,8 +201,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.statuses.st = s.st
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Every goroutine below is waited for, on every return: the deferred
+	// cancels run first, then the wait.
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	defer wg.Wait()
+	errc := make(chan error, 2)
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	wg.Add(1)
@@ -206,6 +219,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	s.scaler = newGatewayScaler(gw)
 	gctx, gcancel := context.WithCancel(ctx)
+	defer gcancel()
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = gw.Run(gctx) }()
 	var gwSrv *http.Server
@@ -220,26 +234,29 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}()
 		s.log.Info("gateway serving the OpenAI API", "addr", s.cfg.Gateway.Addr().String())
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("server: http: %w", err)
 		}
 	}()
-	lctx, cancel := context.WithCancel(ctx)
+	// Leadership: stopLead is its stop, leadDone its done. It ends before
+	// anything it uses (the store, the cache, the gateway's scaler).
+	lctx, stopLead := context.WithCancel(ctx)
+	defer stopLead()
+	leadDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		if err := s.lead(lctx, cli); err != nil {
-			errc <- err
-		}
+		defer close(leadDone)
+		s.lead(lctx, cli)
 	}()
 	err = nil
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	cancel()
+	stopLead()
+	<-leadDone
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)
@@ -252,33 +269,64 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// lead campaigns for leadership and runs the controllers while leader; it
-// returns when ctx ends.
-func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
+// Waits between two failed tries to join the election: doubled per
+// failure from the first to the last.
+const (
+	electionBackoff    = 250 * time.Millisecond
+	electionBackoffMax = 4 * time.Second
+)
+
+// lead campaigns for leadership and runs the controllers while leader,
+// again after each loss of it, until ctx ends; it returns only after the
+// goroutines it started have exited.
+func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 	host, _ := os.Hostname()
+	backoff := electionBackoff
+	// retry waits after a failure; false when ctx ended meanwhile.
+	retry := func(what string, err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Warn(what+" failed; retrying", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		backoff = min(2*backoff, electionBackoffMax)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(5), concurrency.WithContext(ctx))
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+			if !retry("leader session", err) {
+				return
 			}
-			s.log.Warn("leader session failed", "err", err)
-			time.Sleep(time.Second)
 			continue
 		}
 		el := concurrency.NewElection(sess, store.Root+"leader")
 		if err := el.Campaign(ctx, fmt.Sprintf("%s/%d", host, os.Getpid())); err != nil {
 			sess.Close()
+			if !retry("campaign", err) {
+				return
+			}
 			continue
 		}
+		backoff = electionBackoff
 		s.log.Info("became leader")
 		s.setLeader(true)
 		// A new leader gives every node a full timeout from now.
 		s.mu.Lock()
 		s.live = controller.NewLiveness(time.Now())
 		s.mu.Unlock()
+		// Losing the session (etcd unreachable past its TTL) ends this
+		// term: the watcher cancels runCtx, and is waited for below.
 		runCtx, cancel := context.WithCancel(ctx)
+		watchDone := make(chan struct{})
 		go func() {
+			defer close(watchDone)
 			select {
 			case <-sess.Done():
 			case <-runCtx.Done():
@@ -295,6 +343,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		s.mu.Unlock()
 		_ = ctl.Run(runCtx)
 		cancel()
+		<-watchDone
 		s.mu.Lock()
 		s.ctl = nil
 		s.mu.Unlock()
@@ -304,7 +353,6 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) error {
 		rcancel()
 		sess.Close()
 	}
-	return nil
 }
 
 func (s *Server) setLeader(v bool) {

@@ -8,17 +8,13 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// etcd's embedded server leaves these behind briefly after Close.
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-	)
+	goleak.VerifyTestMain(m, testenv.EtcdLeaks()...)
 }
 
 // newStore starts an embedded etcd for one test.

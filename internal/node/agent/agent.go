@@ -5,16 +5,14 @@
 // server for the lease the server gave it, and re-attaches to its ranks after
 // a restart.
 //
-// It imports api, launch, agent/driver, agent/gpu and the standard library.
+// It imports api, api/client (its one way to the server), launch,
+// node/driver, node/gpu, node/nic and the standard library.
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +27,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/launch"
 	"github.com/gangway/gangway/internal/node/driver"
 	"github.com/gangway/gangway/internal/node/gpu"
@@ -71,16 +70,18 @@ type Config struct {
 	// MinTaskRetention.
 	TaskRetention time.Duration
 	Log           *slog.Logger
-	// HTTP is the client for the server. Default: one with a 10s timeout
-	// for ordinary calls.
-	HTTP *http.Client
 }
+
+// callTimeout bounds one call to the server (a long poll gets its wait on
+// top).
+const callTimeout = 10 * time.Second
 
 // Agent is one node's agent.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
-	drv *driver.Supervisor // set by Run before its loops start
+	cfg    Config
+	log    *slog.Logger
+	server *client.Client     // the API of the control plane
+	drv    *driver.Supervisor // set by Run before its loops start
 
 	kick chan struct{}  // asks the heartbeat loop to report now
 	bg   sync.WaitGroup // goroutines watching ranks' exits and stopping ranks; Run waits for them
@@ -107,7 +108,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Server == "" {
 		return nil, errors.New("agent: --server is required")
 	}
-	if _, err := url.Parse(cfg.Server); err != nil {
+	c, err := client.New(client.Config{Server: cfg.Server, Timeout: callTimeout})
+	if err != nil {
 		return nil, fmt.Errorf("agent: --server: %w", err)
 	}
 	if cfg.DataDir == "" {
@@ -142,14 +144,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.SysRoot == "" {
 		cfg.SysRoot = "/sys"
 	}
-	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{Timeout: 10 * time.Second}
-	}
 	if cfg.TaskRetention < 0 || (cfg.TaskRetention > 0 && cfg.TaskRetention < MinTaskRetention) {
 		return nil, fmt.Errorf("agent: --task-retention %s: want 0 (keep) or at least %s", cfg.TaskRetention, MinTaskRetention)
 	}
 	return &Agent{
-		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
+		cfg: cfg, log: cfg.Log.With("node", cfg.Name), server: c,
 		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{},
 	}, nil
 }
@@ -172,8 +171,10 @@ type task struct {
 	signalSeq int
 }
 
-// Run works until ctx ends. Ranks keep running after Run returns (a new
-// agent re-attaches to them) unless the agent fenced itself.
+// Run works until ctx ends, or until serving logs fails, and returns
+// only after its goroutines have exited: nil when ctx ended, else what
+// failed. Ranks keep running after Run returns (a new agent re-attaches to
+// them) unless the agent fenced itself.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Address == "" {
 		addr, err := routeAddr(a.cfg.Server)
@@ -201,13 +202,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.drv = drv
 	defer drv.Close()
+	defer a.server.CloseIdleConnections()
 	defer a.bg.Wait()
+	// stop ends the loops (and the rank watchers) when serving fails.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	a.adopt(ctx)
 
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(4)
-	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("agent: serve logs on %s: %w", ln.Addr(), err)
+		}
+	}()
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
@@ -215,12 +226,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.gcLoop(ctx) }()
 	}
-	<-ctx.Done()
+	err = nil
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = srv.Shutdown(sctx)
 	cancel()
 	wg.Wait()
-	return nil
+	return err
 }
 
 func (a *Agent) tasksDir() string { return filepath.Join(a.cfg.DataDir, "tasks") }
@@ -287,40 +303,6 @@ func (a *Agent) baseStatus(asg *api.Assignment) api.RankStatus {
 	return api.RankStatus{JobID: asg.JobID, Attempt: asg.Attempt, Rank: asg.Rank, Node: a.cfg.Name}
 }
 
-// ---- server calls ----
-
-func (a *Agent) post(ctx context.Context, path string, in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.Server+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	return a.do(req, out)
-}
-
-func (a *Agent) do(req *http.Request, out any) error {
-	resp, err := a.cfg.HTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, bytes.TrimSpace(body))
-	}
-	if out != nil {
-		return json.Unmarshal(body, out)
-	}
-	return nil
-}
-
 func (a *Agent) registerOnce(ctx context.Context) error {
 	inv, err := a.cfg.GPUs.Discover(ctx)
 	if err != nil {
@@ -349,9 +331,9 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	if len(n.GPUs) == 0 && inv.Reason != "" {
 		a.log.Warn("no GPUs", "reason", inv.Reason)
 	}
-	var resp api.RegisterResponse
-	if err := a.post(ctx, "/v1/agent/register", api.RegisterRequest{Node: n}, &resp); err != nil {
-		return err
+	resp, err := a.server.Register(ctx, &api.RegisterRequest{Node: n})
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
 	}
 	a.mu.Lock()
 	a.lease = resp
@@ -469,8 +451,7 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 		timeout := max(a.lease.FenceAfter.D(), interval)
 		a.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		var resp api.HeartbeatResponse
-		err := a.post(cctx, "/v1/agent/heartbeat", hb, &resp)
+		resp, err := a.server.Heartbeat(cctx, &hb)
 		cancel()
 		if ctx.Err() != nil {
 			return

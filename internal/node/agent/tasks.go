@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/node/driver"
 )
 
@@ -76,31 +75,16 @@ func undelta(l api.AssignmentList, last map[string]api.Assignment) (api.Assignme
 }
 
 func (a *Agent) fetchAssignments(ctx context.Context, index int64) (api.AssignmentList, error) {
-	q := url.Values{"node": {a.cfg.Name}}
+	q := client.AssignmentQuery{Node: a.cfg.Name}
 	if index > 0 {
 		// Only what changed comes in full; what did not, by name.
-		q.Set("index", strconv.FormatInt(index, 10))
-		q.Set("wait", "10s")
-		q.Set("delta", "1")
+		q.Index, q.Wait, q.Delta = index, 10*time.Second, true
 	}
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, a.cfg.Server+"/v1/agent/assignments?"+q.Encode(), nil)
+	l, err := a.server.Assignments(ctx, q)
 	if err != nil {
-		return api.AssignmentList{}, err
+		return l, fmt.Errorf("assignments: %w", err)
 	}
-	var l api.AssignmentList
-	client := *a.cfg.HTTP
-	client.Timeout = 0 // the context bounds the long poll
-	resp, err := client.Do(req)
-	if err != nil {
-		return l, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return l, fmt.Errorf("assignments: %s", resp.Status)
-	}
-	return l, json.NewDecoder(resp.Body).Decode(&l)
+	return l, nil
 }
 
 // apply starts assigned ranks not yet running and stops running ranks no

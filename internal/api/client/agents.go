@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+// Register tells the server a node is up, with its GPUs, and returns the
+// timing contract (heartbeat interval, fence lease) the agent must keep.
+func (c *Client) Register(ctx context.Context, req *api.RegisterRequest) (api.RegisterResponse, error) {
+	var resp api.RegisterResponse
+	return resp, c.postJSON(ctx, "/v1/agent/register", req, &resp)
+}
+
+// Heartbeat sends an agent's report: its ranks' statuses, new checkpoints
+// and progress, and the assignments revision it has carried out. It is
+// never retried: the next heartbeat repeats what this one carried.
+func (c *Client) Heartbeat(ctx context.Context, hb *api.Heartbeat) (api.HeartbeatResponse, error) {
+	var resp api.HeartbeatResponse
+	return resp, c.postJSON(ctx, "/v1/agent/heartbeat", hb, &resp)
+}
+
+// AssignmentQuery asks for a node's assignments.
+type AssignmentQuery struct {
+	Node string
+	// Index > 0 makes it a long poll: the answer waits until the node's
+	// assignments changed after revision Index, or Wait ends.
+	Index int64
+	Wait  time.Duration
+	// Delta (with Index) asks for only what changed after Index in full,
+	// and the rest by task key (api.AssignmentList.Unchanged).
+	Delta bool
+}
+
+// Assignments returns the ranks the node should run.
+func (c *Client) Assignments(ctx context.Context, q AssignmentQuery) (api.AssignmentList, error) {
+	// Built by hand: url.Values would cost a map per poll, and a node name
+	// is letters, digits, '-', '_' and '.' (api.ValidNodeName).
+	path := "/v1/agent/assignments?node=" + esc(q.Node)
+	r := &request{method: http.MethodGet}
+	if q.Index > 0 {
+		path += "&index=" + strconv.FormatInt(q.Index, 10)
+		if q.Wait > 0 {
+			path += "&wait=" + q.Wait.String()
+			r.wait = q.Wait
+		}
+		if q.Delta {
+			path += "&delta=1"
+		}
+	}
+	r.path = path
+	var l api.AssignmentList
+	return l, c.do(ctx, r, &l)
+}

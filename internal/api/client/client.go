@@ -1,0 +1,398 @@
+// Package client is the one Go client of gangway's /v1 API: the CLI, the
+// node agent, the benchmarks and tests call the server through it. What
+// every caller needs it does in one place: one connection pool per Client,
+// a timeout per request, retries of idempotent requests with a backoff that
+// ends with the caller's context, the User-Agent gangway/<version>, and
+// every answer that is not a success as an *APIError.
+//
+// Credentials and TLS will come in through Config (a bearer token, a
+// *tls.Config or the caller's own http.RoundTripper); every request is made
+// by newRequest, the one place to set them.
+//
+// It imports internal/api, internal/base/version and the standard library;
+// it links no etcd (TestLinksNoServer holds it to that).
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/version"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultRetries      = 2
+	DefaultRetryBackoff = 100 * time.Millisecond
+	// maxBackoff caps the wait between two tries.
+	maxBackoff = 2 * time.Second
+	// maxAnswerBytes bounds an answer held in memory (not a log stream).
+	maxAnswerBytes = 64 << 20
+)
+
+// Config says how to reach a server. Only Server is required.
+type Config struct {
+	// Server is the base URL, such as "http://127.0.0.1:7070".
+	Server string
+	// Transport carries every request; nil: a clone of
+	// http.DefaultTransport keeping MaxIdleConnsPerHost idle connections.
+	// A caller that wants its own connections (one pool per emulated
+	// node), or TLS before Config has a field for it, passes its own.
+	Transport http.RoundTripper
+	// MaxIdleConnsPerHost sizes the default transport's pool: at least the
+	// number of requests the caller makes at once. 0: net/http's default
+	// (2). Ignored with Transport.
+	MaxIdleConnsPerHost int
+	// Timeout bounds one try of a request, from sending it to reading its
+	// whole answer; a long poll gets its wait on top. 0: DefaultTimeout;
+	// negative: none (the context alone bounds it). A context that ends
+	// sooner wins, at no cost.
+	Timeout time.Duration
+	// Retries is how many more tries a GET gets when it could not reach the
+	// server or the server answered 502, 503 or 504. Other methods are
+	// never retried: they may have taken effect. 0: DefaultRetries;
+	// negative: none.
+	Retries int
+	// RetryBackoff is the wait before the first retry, doubled for each
+	// next one (at most 2s) and jittered. 0: DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// UserAgent names the caller; "" sends "gangway/<version>".
+	UserAgent string
+}
+
+// Client calls one server's /v1 API. It is safe for concurrent use; make
+// one per server and keep it, so that connections are reused.
+type Client struct {
+	base    string
+	hc      *http.Client // Timeout 0: each request's context bounds it
+	timeout time.Duration
+	retries int
+	backoff time.Duration
+	// ua is the User-Agent header's value, shared by every request so that
+	// setting it allocates nothing.
+	ua []string
+}
+
+// New checks cfg and returns a client. It starts nothing: the transport
+// dials when the first request is sent.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("client: server %q: %w", cfg.Server, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("client: server %q: want http://host:port", cfg.Server)
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		if cfg.MaxIdleConnsPerHost > 0 {
+			t.MaxIdleConnsPerHost = cfg.MaxIdleConnsPerHost
+		}
+		tr = t
+	}
+	c := &Client{
+		base:    strings.TrimRight(cfg.Server, "/"),
+		hc:      &http.Client{Transport: tr},
+		timeout: cfg.Timeout,
+		retries: cfg.Retries,
+		backoff: cfg.RetryBackoff,
+		ua:      []string{cfg.UserAgent},
+	}
+	switch {
+	case c.timeout == 0:
+		c.timeout = DefaultTimeout
+	case c.timeout < 0:
+		c.timeout = 0
+	}
+	switch {
+	case c.retries == 0:
+		c.retries = DefaultRetries
+	case c.retries < 0:
+		c.retries = 0
+	}
+	if c.backoff <= 0 {
+		c.backoff = DefaultRetryBackoff
+	}
+	if cfg.UserAgent == "" {
+		c.ua[0] = "gangway/" + version.Version
+	}
+	return c, nil
+}
+
+// Server is the base URL the client calls.
+func (c *Client) Server() string { return c.base }
+
+// Health says whether the server answers, and whether it leads.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	return h, c.Get(ctx, "/healthz", &h)
+}
+
+// CloseIdleConnections closes the connections no request is using, and
+// with them their goroutines.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// ErrUnreachable is wrapped by the error of a request that got no answer
+// from the server: it could not connect, or the connection broke.
+var ErrUnreachable = errors.New("cannot reach the gangway server")
+
+// APIError is an answer that is not a success (not 2xx). Callers look for
+// it with errors.As.
+type APIError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Message is the server's message, or the answer's text when it was
+	// not gangway's JSON error body.
+	Message string
+	// Field is the first wrong field the server names ("spec.ranks"), or
+	// "" when it names none; Fields lists every one.
+	Field  string
+	Fields []*api.FieldError
+}
+
+func (e *APIError) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return fmt.Sprintf("HTTP %d", e.Status)
+}
+
+// newAPIError reads a failed answer's body b.
+func newAPIError(status int, b []byte) *APIError {
+	e := &APIError{Status: status}
+	var body api.ErrorBody
+	if json.Unmarshal(b, &body) == nil && body.Error != "" {
+		e.Message, e.Fields = body.Error, body.Fields
+	} else {
+		e.Message = string(bytes.TrimSpace(b))
+	}
+	for _, f := range e.Fields {
+		if f.Field != "" {
+			e.Field = f.Field
+			break
+		}
+	}
+	return e
+}
+
+// Content types of request bodies.
+const (
+	contentJSON = "application/json"
+	// contentSpec is a spec the user wrote, YAML or JSON: the server
+	// decodes either.
+	contentSpec = "application/yaml"
+)
+
+var (
+	jsonHeader = []string{contentJSON}
+	specHeader = []string{contentSpec}
+)
+
+// request is one call: what to send and how long it may take.
+type request struct {
+	method, path string
+	body         []byte
+	contentType  []string // with body: jsonHeader or specHeader
+	// wait is how long the server may hold the answer (a long poll); it is
+	// added to the timeout.
+	wait time.Duration
+}
+
+// newRequest makes the http.Request for one try of r. It is the one place
+// every request passes, where credentials will be set.
+func (c *Client) newRequest(ctx context.Context, r *request) (*http.Request, error) {
+	var body io.Reader
+	if r.body != nil {
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, c.base+r.path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header["User-Agent"] = c.ua
+	if r.body != nil {
+		req.Header["Content-Type"] = r.contentType
+	}
+	return req, nil
+}
+
+// send makes r's request and sends it once; the caller closes the
+// answer's body.
+func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
+	req, err := c.newRequest(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	switch {
+	case err == nil:
+		return resp, nil
+	case ctx.Err() != nil:
+		return nil, err // the caller's end or the timeout, not the server's absence
+	}
+	return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
+}
+
+// do sends r, retrying a GET that may succeed on another try, and decodes
+// a successful answer into out (nil: drop it). Once ctx has ended, it
+// tries no more and its error wraps ctx's.
+func (c *Client) do(ctx context.Context, r *request, out any) error {
+	for try := 0; ; try++ {
+		err := c.once(ctx, r, out)
+		if err == nil || r.method != http.MethodGet || try >= c.retries || !retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ended(ctx, r, try, err)
+		}
+		t := time.NewTimer(c.backoffFor(try))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ended(ctx, r, try, err)
+		case <-t.C:
+		}
+	}
+}
+
+// ended is the error of a request whose retries ctx's end cut short, after
+// try (0 the first) failed with err.
+func ended(ctx context.Context, r *request, try int, err error) error {
+	if errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w (after %d tries; the last: %v)", r.method, r.path, ctx.Err(), try+1, err)
+}
+
+// backoffFor is the wait after try (0 the first) failed: the backoff
+// doubled per try, capped, and drawn from its upper half so that many
+// clients do not retry in step.
+func (c *Client) backoffFor(try int) time.Duration {
+	d := c.backoff << min(try, 16)
+	if d <= 0 || d > maxBackoff {
+		d = maxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// retryable says whether another try of a GET could succeed: the server
+// was not reached or was briefly unable to answer. A timeout is not
+// retried: the caller's time is spent.
+func retryable(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		switch ae.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var ue *url.Error
+	return errors.As(err, &ue) && !ue.Timeout()
+}
+
+// once sends one try of r.
+func (c *Client) once(ctx context.Context, r *request, out any) error {
+	if c.timeout > 0 {
+		limit := c.timeout + r.wait
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > limit {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, limit)
+			defer cancel()
+		}
+	}
+	resp, err := c.send(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	buf := getBuf()
+	defer putBuf(buf)
+	b, err := readAll(resp.Body, (*buf)[:0], maxAnswerBytes)
+	*buf = b
+	if err != nil {
+		return fmt.Errorf("%s %s: read the answer: %w", r.method, r.path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return newAPIError(resp.StatusCode, b)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: decode the answer: %w", r.method, r.path, err)
+	}
+	return nil
+}
+
+// bufs holds answer buffers: json.Unmarshal copies what it keeps, so a
+// buffer is free again once the answer is decoded.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+func getBuf() *[]byte { return bufs.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 1<<20 { // let a rare big answer's buffer go
+		bufs.Put(b)
+	}
+}
+
+var errTooLarge = fmt.Errorf("answer larger than %d bytes", maxAnswerBytes)
+
+// readAll appends r's bytes to b until EOF, as io.ReadAll does, and stops
+// with errTooLarge past max bytes.
+func readAll(r io.Reader, b []byte, max int) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			if len(b) >= max {
+				return b, errTooLarge
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// Get decodes the answer to GET path (with its query) into out. It is for
+// callers that want less of an answer than a typed method decodes, or a
+// query no method makes; prefer the typed methods.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, &request{method: http.MethodGet, path: path}, out)
+}
+
+// post sends body (of content type ct) to path.
+func (c *Client) post(ctx context.Context, path string, body []byte, ct []string, out any) error {
+	return c.do(ctx, &request{method: http.MethodPost, path: path, body: body, contentType: ct}, out)
+}
+
+// postJSON encodes in as the body of a POST to path.
+func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("POST %s: encode: %w", path, err)
+	}
+	return c.post(ctx, path, b, jsonHeader, out)
+}
+
+// esc escapes one path segment (a job ID, a node or deployment name).
+func esc(s string) string { return url.PathEscape(s) }

@@ -1,0 +1,25 @@
+package client
+
+import (
+	"context"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+// Nodes lists the registered nodes, with the store revision as Index.
+func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
+	var l api.NodeList
+	return l, c.Get(ctx, "/v1/nodes", &l)
+}
+
+// Node returns one node.
+func (c *Client) Node(ctx context.Context, name string) (*api.Node, error) {
+	var n api.Node
+	return &n, c.Get(ctx, "/v1/nodes/"+esc(name), &n)
+}
+
+// NodeAction cordons, uncordons or drains a node (action names which).
+func (c *Client) NodeAction(ctx context.Context, name, action string) (*api.Node, error) {
+	var n api.Node
+	return &n, c.post(ctx, "/v1/nodes/"+esc(name)+"/"+esc(action), nil, nil, &n)
+}

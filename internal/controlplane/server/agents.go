@@ -1,0 +1,220 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/fastjson"
+	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/store"
+)
+
+// maxWritten bounds the memory of rank statuses already stored.
+const maxWritten = 200000
+
+// agentRoutes are the endpoints only agents call.
+func (s *Server) agentRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/agent/register", s.register)
+	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
+	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	var req api.RegisterRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("register: %w", err))
+		return
+	}
+	n := req.Node
+	if !api.ValidNodeName(n.Name) {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node.name", "%q: use letters, digits, '-', '_' and '.'", n.Name))
+		return
+	}
+	if n.Address == "" {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node.address", "missing"))
+		return
+	}
+	ctx := r.Context()
+	now := time.Now()
+	for {
+		old, err := s.st.Node(ctx, n.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			writeError(w, statusFor(err), err)
+			return
+		}
+		reg := n
+		reg.Status = api.NodeStatus{State: api.NodeReady, RegisteredAt: now}
+		if old != nil {
+			// Keep what operators set.
+			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
+			reg.ModRevision = old.ModRevision
+		}
+		err = s.st.PutNode(ctx, &reg)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			writeError(w, statusFor(err), err)
+			return
+		}
+		break
+	}
+	s.liveness().Beat(n.Name, 0, now)
+	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs))
+	writeJSON(w, r, http.StatusOK, api.RegisterResponse{
+		HeartbeatInterval: api.Duration(s.cfg.HeartbeatInterval),
+		// Fence a heartbeat before the server could declare the node lost,
+		// so its ranks are dead before any replacement starts.
+		FenceAfter:     api.Duration(s.cfg.NodeTimeout - s.cfg.HeartbeatInterval),
+		CheckpointRoot: s.cfg.CheckpointRoot,
+	})
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	var hb api.Heartbeat
+	if err := fastjson.Unmarshal(b, &hb); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("heartbeat: %w", err))
+		return
+	}
+	ctx := r.Context()
+	n, err := s.node(ctx, hb.Node)
+	if errors.Is(err, store.ErrNotFound) {
+		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		return
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if n.Status.State == api.NodeLost {
+		// A lost node that speaks again re-registers; its old work was
+		// fenced on its side and reassigned on ours.
+		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		return
+	}
+	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
+	if err := s.storeReports(ctx, &hb); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{})
+}
+
+// putStatuses stores rank statuses: on the leader through the controller's
+// next pass, which stores an attempt's last exit with the attempt's end in
+// one write; elsewhere, or when no pass takes them soon, group-committed.
+func (s *Server) putStatuses(ctx context.Context, rs []api.RankStatus) error {
+	if ctl := s.controller(); ctl != nil && len(rs) > 0 {
+		err := ctl.Report(ctx, rs, passTakeWait)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if !errors.Is(err, controller.ErrNotTaken) {
+			s.log.Warn("storing rank statuses through the controller failed; storing them directly", "err", err)
+		}
+	}
+	return s.statuses.put(ctx, rs)
+}
+
+// storeReports writes the rank statuses that changed, new checkpoints and
+// progress lines.
+func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
+	// A rank's last checkpoint and progress lines come in the heartbeat
+	// that reports its exit: store them first, so that the pass the exit
+	// wakes restarts from that checkpoint and a finished job shows its
+	// final progress.
+	for _, c := range hb.Checkpoints {
+		if err := s.st.PutCheckpoint(ctx, c.JobID, c.Checkpoint); err != nil {
+			return err
+		}
+	}
+	byJob := map[string][]api.Progress{}
+	var order []string
+	for _, p := range hb.Progress {
+		if _, ok := byJob[p.JobID]; !ok {
+			order = append(order, p.JobID)
+		}
+		byJob[p.JobID] = append(byJob[p.JobID], p)
+	}
+	for _, job := range order {
+		if err := s.st.AppendProgress(ctx, job, byJob[job]); err != nil {
+			return err
+		}
+	}
+	var changed []api.RankStatus
+	s.mu.Lock()
+	for _, rs := range hb.Ranks {
+		rs.Node = hb.Node
+		k := api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)
+		if old, ok := s.written[k]; ok && old == rs {
+			continue
+		}
+		changed = append(changed, rs)
+	}
+	s.mu.Unlock()
+	if err := s.putStatuses(ctx, changed); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if len(s.written)+len(changed) > maxWritten {
+		// Forget it all now and then; the cost is one rewrite of each
+		// rank status agents still report.
+		clear(s.written)
+	}
+	for _, rs := range changed {
+		s.written[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)] = rs
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	node := q.Get("node")
+	if node == "" {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node", "missing"))
+		return
+	}
+	after, wait, err := blockingParams(r)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	// From the cache: no etcd watch and read per poll, and the list's
+	// revision covers every change up to it.
+	b, rev, err := s.cache.Assignments(r.Context(), node, after, wait, q.Get("delta") == "1")
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// node reads a node for a heartbeat from the cache, and from etcd when the
+// cache does not have it or has it lost (it may not have seen a fresh
+// registration yet).
+func (s *Server) node(ctx context.Context, name string) (*api.Node, error) {
+	if n, ok := s.cache.Node(name); ok && n.Status.State != api.NodeLost {
+		return n, nil
+	}
+	return s.st.Node(ctx, name)
+}

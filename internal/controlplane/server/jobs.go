@@ -1,0 +1,460 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/store"
+)
+
+func (s *Server) jobRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/jobs", s.submitJob)
+	mux.HandleFunc("GET /v1/jobs", s.listJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.getJob)
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.cancelJob)
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.jobLogs)
+	mux.HandleFunc("POST /v1/jobs/{id}/priority", s.setPriority)
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
+	spec, ok := decodeBody(w, r, api.DecodeJobSpec)
+	if !ok {
+		return
+	}
+	nodes, err := s.capacityNodes(r.Context())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if err := checkCapacity(&spec, nodes); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	if err := s.checkQueue(r, spec.Queue); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	if err := admitParallelism(&spec, nodes, s.catalog); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	if spec.Array != "" {
+		s.submitArray(w, r, spec)
+		return
+	}
+	j, err := s.createJob(r.Context(), spec)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.log.Info("job submitted", "job_id", j.ID, "name", spec.Name, "ranks", spec.Ranks)
+	writeJSON(w, r, http.StatusCreated, j)
+}
+
+// passTakeWait bounds how long a new job or a heartbeat's rank statuses
+// wait for the controller's next pass to take them before the handler
+// stores them itself.
+const passTakeWait = 5 * time.Millisecond
+
+// createJob stores a new job. On the leader it goes through the
+// controller's next pass, which stores it already placed, in one write,
+// when it can start now (otherwise pending, as a plain create would);
+// elsewhere, or when no pass takes it soon, it is stored here.
+func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, error) {
+	ctl := s.controller()
+	if ctl == nil {
+		return s.st.CreateJob(ctx, spec, time.Now())
+	}
+	j, err := s.st.NewJob(ctx, spec, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	stored, err := ctl.Submit(ctx, []*api.Job{j}, passTakeWait)
+	if err == nil {
+		return stored[0], nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if !errors.Is(err, controller.ErrNotTaken) {
+		s.log.Warn("submitting through the controller failed; storing the job directly", "job_id", j.ID, "err", err)
+	}
+	// Not taken, or its outcome unknown: an ID that exists now was stored
+	// by the pass.
+	switch err := s.st.CreateJobAs(ctx, j); {
+	case err == nil:
+		return j, nil
+	case !errors.Is(err, store.ErrConflict):
+		return nil, err
+	}
+	return s.st.Job(ctx, j.ID)
+}
+
+// submitArray stores one job per index of spec.Array (validated already).
+func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.JobSpec) {
+	a, err := api.ParseArray(spec.Array)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("spec.array", "%s", err))
+		return
+	}
+	jobs, err := s.st.CreateJobs(r.Context(), spec, a, time.Now())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	out := api.ArraySubmission{ArrayID: jobs[0].ID, Count: len(jobs), Jobs: make([]string, len(jobs))}
+	for i, j := range jobs {
+		out.Jobs[i] = j.ID
+	}
+	s.log.Info("job array submitted", "array_id", out.ArrayID, "name", spec.Name, "tasks", out.Count)
+	writeJSON(w, r, http.StatusCreated, out)
+}
+
+// listJobs lists jobs, oldest first: all of them, or with ?live=1 only
+// those not finished (from the cache, as squeue shows), and with
+// ?limit=N only the newest N (by submission).
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var fields []*api.FieldError
+	live := false
+	switch v := q.Get("live"); v {
+	case "", "0", "false":
+	case "1", "true":
+		live = true
+	default:
+		fields = append(fields, &api.FieldError{Field: "live", Msg: fmt.Sprintf("%q: want true or false", v)})
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fields = append(fields, &api.FieldError{Field: "limit", Msg: fmt.Sprintf("%q: want a positive integer", v)})
+		}
+		limit = n
+	}
+	if len(fields) > 0 {
+		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: fields})
+		return
+	}
+	if err := s.blockingIndex(r, store.JobsPrefix); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	var jobs []*api.Job
+	var rev int64
+	var err error
+	switch {
+	case live:
+		jobs, rev, err = s.liveJobs(r.Context())
+		if limit > 0 && len(jobs) > limit {
+			jobs = jobs[len(jobs)-limit:]
+		}
+	case limit > 0:
+		jobs, rev, err = s.st.RecentJobs(r.Context(), limit)
+	default:
+		jobs, rev, err = s.st.Jobs(r.Context())
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	writeJSON(w, r, http.StatusOK, api.JobList{Index: rev, Jobs: jobs})
+}
+
+// findJob reads job id from the store or, once retention has deleted it,
+// from this server's job archive (Archived set). A job in neither, under
+// an ID the sequence gave out, gets an error saying retention may have
+// deleted it.
+func (s *Server) findJob(ctx context.Context, id string) (*api.JobDetail, error) {
+	j, err := s.st.Job(ctx, id)
+	if err == nil {
+		return &api.JobDetail{Job: *j}, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) || !s.st.Issued(ctx, id) {
+		return nil, err
+	}
+	const deleted = "if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them"
+	if s.cfg.JobArchive == "" {
+		return nil, fmt.Errorf("%w (%s; --job-archive keeps the rest)", err, deleted)
+	}
+	d, aerr := readArchived(s.cfg.JobArchive, id)
+	if aerr != nil {
+		return nil, fmt.Errorf("job %s is no longer in the store, and reading the job archive failed: %w", id, aerr)
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w (%s; this server's --job-archive %s does not hold it either: another replica that led then may)", err, deleted, s.cfg.JobArchive)
+	}
+	d.Archived = true
+	return d, nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	d, err := s.findJob(ctx, r.PathValue("id"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if d.Archived {
+		writeJSON(w, r, http.StatusOK, d)
+		return
+	}
+	id := d.Job.ID
+	if d.Ranks, err = s.st.RankStatuses(ctx, id); err == nil {
+		if d.Checkpoints, err = s.st.Checkpoints(ctx, id); err == nil {
+			d.Progress, err = s.st.Progress(ctx, id)
+		}
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, d)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if a := r.URL.Query().Get("array"); a == "1" || a == "true" {
+		s.cancelArray(w, r)
+		return
+	}
+	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
+		if j.Status.Phase.Final() {
+			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
+		}
+		j.Status.CancelRequested = true
+		return nil
+	})
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, r, http.StatusAccepted, j)
+}
+
+// jobCanceller is what cancelJobs needs of the store.
+type jobCanceller interface {
+	Job(ctx context.Context, id string) (*api.Job, error)
+	UpdateJobWrite(j *api.Job) store.JobWrite
+	Commit(ctx context.Context, ws []store.JobWrite) ([]int64, []error)
+}
+
+// cancelJobs asks each unfinished job of ids to stop, in one transaction
+// per try. A job that changed since it was read (a conflict) is read again
+// and retried, up to five tries; every other job's outcome is settled on
+// the try that first saw it, so a job this call cancelled and the
+// controller then finished still counts as cancelled, not as done. IDs not
+// found (deleted by retention) count as neither.
+func cancelJobs(ctx context.Context, st jobCanceller, ids []string) (cancelled, done int, err error) {
+	const tries = 5
+	for try := 0; len(ids) > 0; try++ {
+		if try == tries {
+			return cancelled, done, fmt.Errorf("jobs %s changed on each of %d tries to cancel them: %w", strings.Join(ids, ", "), tries, store.ErrConflict)
+		}
+		var ws []store.JobWrite
+		var wIDs []string
+		for _, id := range ids {
+			t, err := st.Job(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return cancelled, done, err
+			}
+			switch {
+			case t.Status.Phase.Final():
+				done++
+			case t.Status.CancelRequested:
+				cancelled++
+			default:
+				t.Status.CancelRequested = true
+				ws = append(ws, st.UpdateJobWrite(t))
+				wIDs = append(wIDs, id)
+			}
+		}
+		_, errs := st.Commit(ctx, ws)
+		var changed []string
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				cancelled++
+			case errors.Is(err, store.ErrConflict):
+				changed = append(changed, wIDs[i])
+			default:
+				return cancelled, done, err
+			}
+		}
+		ids = changed
+	}
+	return cancelled, done, nil
+}
+
+// cancelArray cancels every unfinished task of the array job {id} belongs
+// to, in shared transactions.
+func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	j, err := s.st.Job(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// The task that names the array may have finished and been
+		// deleted by retention while later ones still run or wait.
+		if live, _, lerr := s.liveJobs(ctx); lerr == nil {
+			for _, l := range live {
+				if l.Array != nil && l.Array.ID == id {
+					j, err = l, nil
+					break
+				}
+			}
+		}
+	}
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if j.Array == nil {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("array", "job %s is not part of an array", j.ID))
+		return
+	}
+	first, err := strconv.ParseInt(j.Array.ID, 10, 64)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("array id %q: %w", j.Array.ID, err))
+		return
+	}
+	out := api.ArrayCancel{ArrayID: j.Array.ID}
+	ids := make([]string, j.Array.Count)
+	for k := range ids {
+		ids[k] = strconv.FormatInt(first+int64(k), 10)
+	}
+	if out.Cancelled, out.Done, err = cancelJobs(ctx, s.st, ids); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.log.Info("job array cancelled", "array_id", out.ArrayID, "tasks", out.Cancelled)
+	writeJSON(w, r, http.StatusAccepted, out)
+}
+
+// jobLogs streams one rank's log from the agent that ran it.
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d, err := s.findJob(ctx, r.PathValue("id"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	j := &d.Job // an archived job's logs stay on its nodes for their --task-retention
+	if len(j.Status.Attempts) == 0 {
+		writeError(w, http.StatusConflict, fmt.Errorf("job %s has not started yet: %s", j.ID, j.Status.Reason))
+		return
+	}
+	if j.Spec.Output == api.OutputDiscard {
+		writeError(w, http.StatusNotFound, fmt.Errorf("job %s keeps no logs: its spec has output: discard (stdout and stderr go to /dev/null)", j.ID))
+		return
+	}
+	rank, attempt := 0, len(j.Status.Attempts)
+	if v := q.Get("rank"); v != "" {
+		if rank, err = strconv.Atoi(v); err != nil || rank < 0 || rank >= j.Spec.Ranks {
+			writeError(w, http.StatusBadRequest, api.ErrorForField("rank", "must be 0..%d", j.Spec.Ranks-1))
+			return
+		}
+	}
+	if v := q.Get("attempt"); v != "" {
+		if attempt, err = strconv.Atoi(v); err != nil || attempt < 1 || attempt > len(j.Status.Attempts) {
+			writeError(w, http.StatusBadRequest, api.ErrorForField("attempt", "must be 1..%d", len(j.Status.Attempts)))
+			return
+		}
+	}
+	a := j.Status.Attempts[attempt-1]
+	node := a.Placement[rank].Node
+	n, err := s.st.Node(ctx, node)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	if n.AgentURL == "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("node %s serves no logs", node))
+		return
+	}
+	u := fmt.Sprintf("%s/v1/logs?task=%s&stream=%s&follow=%s", strings.TrimRight(n.AgentURL, "/"),
+		api.TaskKey(j.ID, attempt, rank), q.Get("stream"), q.Get("follow"))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("node %s: %w", node, err))
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	copyFlush(w, resp.Body)
+}
+
+// copyFlush copies src to w, flushing after every read so followers see
+// lines as they come.
+func copyFlush(w http.ResponseWriter, src io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// liveJobs returns the jobs not yet finished, from the cache once it holds
+// everything written before the call (up to the store revision it also
+// returns): a queue's usage costs what runs and waits, not every job the
+// store still keeps.
+func (s *Server) liveJobs(ctx context.Context) ([]*api.Job, int64, error) {
+	rev, err := s.st.Revision(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.cache.WaitRevision(wctx, rev); err != nil {
+		return nil, 0, fmt.Errorf("server: the cache is behind the store: %w", err)
+	}
+	return s.cache.LiveJobs(), rev, nil
+}
+
+func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) {
+	p, err := strconv.Atoi(r.URL.Query().Get("priority"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("priority", "must be an integer"))
+		return
+	}
+	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
+		if j.Status.Phase.Final() {
+			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
+		}
+		j.Spec.Priority = p
+		return nil
+	})
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, j)
+}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/store"
+)
+
+func (s *Server) nodeRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/nodes", s.listNodes)
+	mux.HandleFunc("GET /v1/nodes/{name}", s.getNode)
+	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	if err := s.blockingIndex(r, store.NodesPrefix); err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	nodes, rev, err := s.st.Nodes(r.Context())
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	for _, n := range nodes {
+		s.fillHeartbeat(n)
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	writeJSON(w, r, http.StatusOK, api.NodeList{Index: rev, Nodes: nodes})
+}
+
+func (s *Server) fillHeartbeat(n *api.Node) {
+	if at, _ := s.liveness().Get(n.Name); !at.IsZero() {
+		n.Status.LastHeartbeat = at
+	}
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	n, err := s.st.Node(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.fillHeartbeat(n)
+	writeJSON(w, r, http.StatusOK, n)
+}
+
+func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	var fn func(n *api.Node)
+	switch action {
+	case "cordon":
+		fn = func(n *api.Node) { n.Status.Cordoned = true }
+	case "uncordon":
+		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = false, false }
+	case "drain":
+		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = true, true }
+	default:
+		writeError(w, http.StatusNotFound, fmt.Errorf("unknown node action %q (want cordon, uncordon or drain)", action))
+		return
+	}
+	n, err := s.st.ModifyNode(r.Context(), r.PathValue("name"), func(n *api.Node) error { fn(n); return nil })
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	s.log.Info("node "+action, "node", n.Name)
+	writeJSON(w, r, http.StatusOK, n)
+}
