@@ -4,6 +4,6 @@
 // no resource (the lists, the error body, array answers). The server
 // writes them and internal/api/client, the Go client, reads them.
 //
-// It does no I/O and imports nothing of gangway's; every other package may
-// import it.
+// It does no I/O; every other package may import it. It imports the
+// standard library and github.com/goccy/go-yaml, nothing of gangway's.
 package api

@@ -7,8 +7,8 @@
 // every 2 s, ≤ 1 core and ≤ 2 GiB for the server).
 //
 // It imports api, api/client (the emulated agents call the server through
-// it, as real ones do), controlplane/server, node/gpu (fake inventories)
-// and the standard library.
+// it, as real ones do), base/cmdkit, base/stats, controlplane/server,
+// node/gpu (fake inventories) and the standard library.
 package hbbench
 
 import (

@@ -7,5 +7,6 @@
 //
 // It imports the standard library, internal/hardware,
 // internal/inference/autoscale, internal/inference/enginesim,
-// internal/inference/gateway and internal/inference/openai.
+// internal/inference/gateway, internal/inference/openai and
+// internal/base/stats.
 package infbench

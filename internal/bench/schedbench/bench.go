@@ -10,8 +10,8 @@
 // NewPass (which builds the scheduler's counters from the snapshot), every
 // Step, and Plan.
 //
-// It imports the standard library, internal/scheduler and
-// internal/topology.
+// It imports the standard library, internal/scheduler,
+// internal/topology and internal/base/cmdkit.
 package schedbench
 
 import (

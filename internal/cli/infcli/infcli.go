@@ -4,7 +4,8 @@
 //
 // It imports the standard library, internal/hardware,
 // internal/inference/enginesim, internal/inference/gateway,
-// internal/bench/infbench and internal/base/cpuprof.
+// internal/bench/infbench, internal/base/cpuprof and
+// internal/base/cmdkit.
 package infcli
 
 import (

@@ -2,7 +2,8 @@
 // internal/planner and prints tables or JSON; cmd/gangway wires `plan` to
 // Main.
 //
-// It imports the standard library and internal/planner.
+// It imports the standard library, internal/planner and
+// internal/base/cmdkit.
 package plancli
 
 import (

@@ -6,8 +6,8 @@
 // reference runs, the openb allocation-ratio experiment and the goodput
 // experiment under failures.
 //
-// It imports the standard library, internal/sim, internal/sim/trace and
-// internal/sim/experiments.
+// It imports the standard library, internal/sim, internal/sim/trace,
+// internal/sim/experiments and internal/base/cmdkit.
 package simcli
 
 import (

@@ -11,7 +11,8 @@
 // types are internal/api's; Go callers use internal/api/client.
 //
 // It imports api, base/fastjson, controlplane/controller,
-// controlplane/store, inference/autoscale, inference/gateway and planner.
+// controlplane/store, inference/autoscale, inference/gateway, planner and
+// topology.
 package server
 
 import (

@@ -4,7 +4,7 @@
 // Saturation is measured per ready replica as the largest of its KV-cache
 // usage, the KV tokens its in-flight requests may allocate over its KV
 // capacity (both from the gateway and the engine's metrics; capacity from
-// enginesim's model of the replica's GPU, TP and quantization), and its
+// internal/hardware's model of the replica's GPU, TP and quantization), and its
 // queued prefill over a queue budget. Summed over replicas it is the load
 // in replica-equivalents; the wanted count is that load over the target
 // utilization. Like Knative's KPA it averages over a stable window
@@ -17,8 +17,9 @@
 // it scales to zero after an idle grace period, and Gate holds the first
 // requests until a replica is ready.
 //
-// Everything here is pure logic over times passed in; it imports only the
-// standard library.
+// Everything here is pure logic over times passed in.
+//
+// It imports only the standard library.
 package autoscale
 
 import (

@@ -19,9 +19,8 @@
 // Model names, NVML product names and memory totals come from
 // internal/hardware's catalog.
 //
-// This package may import the standard library, internal/hardware and, in
-// the cgo build only, github.com/NVIDIA/go-nvml. It knows nothing else of
-// gangway.
+// It imports the standard library, internal/hardware and, in the cgo
+// build only, github.com/NVIDIA/go-nvml; it knows nothing else of gangway.
 package gpu
 
 import (
