@@ -110,7 +110,7 @@ func TestRunDrainsTheBacklog(t *testing.T) {
 
 func TestMainFlagsAndJSON(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := Main(context.Background(), []string{"-o", "yaml"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `-o "yaml": want text or json`) {
+	if code := Main(context.Background(), []string{"-o", "xml"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `invalid value "xml" for flag -o: want table, json or yaml`) {
 		t.Errorf("bad -o: code %d, stderr %q", code, errb.String())
 	}
 	errb.Reset()
