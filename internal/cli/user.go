@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -272,23 +273,14 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 	tw.Flush()
 }
 
+// fmtLabels writes labels as kubectl does: k=v,k2=v2 in key order.
 func fmtLabels(m map[string]string) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	s := fmtSelector(m)
-	return s
-}
-
-func fmtSelector(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sortStrings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, ",")
 }
@@ -586,8 +578,6 @@ func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []strin
 		return 0
 	}
 }
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 func predicted(j *api.Job) *api.Prediction {
 	if j.Spec.Parallelism == nil {

@@ -186,7 +186,7 @@ func checkPlan(t testing.TB, snap Snapshot, reqs []Request, plan Plan) {
 		if r.NodeSelector != nil {
 			for n := range perNode {
 				for _, sn := range snap.Nodes {
-					if sn.Name == n && !matches(sn.Labels, r.NodeSelector) {
+					if sn.Name == n && !topology.Selects(r.NodeSelector, r.NodeSelectorIn, sn.Labels) {
 						t.Errorf("%s: node %s does not match the selector", pl.JobID, n)
 					}
 				}

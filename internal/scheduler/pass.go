@@ -589,15 +589,6 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-func matches(labels, sel map[string]string) bool {
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // fmtSelector writes selectors for people, in one order whatever the
 // maps': "{gpu-model in (A100, H100), zone=x}".
 func fmtSelector(sel map[string]string, in map[string][]string) string {

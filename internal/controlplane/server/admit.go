@@ -7,6 +7,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/planner"
+	"github.com/gangway/gangway/internal/topology"
 )
 
 // admitParallelism checks a job's parallel grid against the cluster and the
@@ -83,7 +84,7 @@ func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain in
 	count := map[string]int{}
 	domGPUs := map[string]int{}
 	for _, n := range nodes {
-		if n.Status.State == api.NodeLost || len(n.GPUs) == 0 || !selects(spec.NodeSelector, n.Labels) {
+		if n.Status.State == api.NodeLost || len(n.GPUs) == 0 || !topology.Selects(spec.NodeSelector, nil, n.Labels) {
 			continue
 		}
 		count[n.GPUs[0].Model]++
@@ -112,13 +113,4 @@ func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain in
 		}
 	}
 	return model, domain
-}
-
-func selects(sel, labels map[string]string) bool {
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
