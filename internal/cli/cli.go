@@ -119,45 +119,6 @@ and -o table|json|yaml. Run "gangway COMMAND -h" for a command's flags.
 `)
 }
 
-// newFlags returns a flag set that prints errors and usage to e.Stderr.
-func newFlags(e *Env, name, args string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.Stderr, "Usage: gangway %s %s\n\nFlags:\n", name, args)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses flags, allowing flags after positional arguments
-// ("logs 3 -f"), and returns the positional ones. Everything after "--" is
-// returned as is, "--" included, so callers can tell a command apart.
-func parse(fs *flag.FlagSet, args []string) ([]string, int, bool) {
-	var tail []string
-	for i, a := range args {
-		if a == "--" {
-			args, tail = args[:i], args[i:]
-			break
-		}
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, 0, false
-			}
-			return nil, 2, false
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return append(pos, tail...), 0, true
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 // newClient is the API client of a user command for the --server URL. It
 // shares the process's default transport, so that a command leaves no
 // pool of its own behind when it returns (Main runs many in one test).

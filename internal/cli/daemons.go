@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
+	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/node/agent"
@@ -44,7 +45,7 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 // made from it only afterwards: New copies the configuration, so nothing
 // may be added to it later.
 func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, code int, ok bool) {
-	fs := newFlags(e, "server", "--data-dir DIR [flags]")
+	fs := cmdkit.NewFlags(e.Stderr, "server", "--data-dir DIR [flags]")
 	dataDir := fs.String("data-dir", "", "directory for the embedded etcd and default checkpoints (required unless --etcd-endpoints)")
 	listen := fs.String("listen", ":7070", "address the API listens on")
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated URLs of an external etcd cluster (default: embedded single member)")
@@ -63,7 +64,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
 	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it, where describe and logs still find it (default: none)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if _, code, ok := parse(fs, args); !ok {
+	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return cfg, nil, code, false
 	}
 	if *retention < 0 {
@@ -144,7 +145,7 @@ func (l labelFlags) Set(v string) error {
 }
 
 func runAgent(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "agent", "--server URL [flags]")
+	fs := cmdkit.NewFlags(e.Stderr, "agent", "--server URL [flags]")
 	srv := serverFlag(fs, e)
 	name := fs.String("name", "", "node name (default: host name)")
 	addr := fs.String("address", "", "IP address other nodes reach this one at (default: the route to the server)")
@@ -157,7 +158,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	fs.Var(labels, "label", "topology or selector label key=value (repeatable), e.g. --label leaf=l1")
 	taskRetention := fs.Duration("task-retention", 7*24*time.Hour, "remove a finished rank's directory (its logs and progress) this long after it last changed (0 keeps them)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if _, code, ok := parse(fs, args); !ok {
+	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
 	}
 	driver.LightRuntime()

@@ -59,11 +59,11 @@ type demoConfig struct {
 var demoScenarios = []string{"node-loss"}
 
 func runDemo(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "demo", "[--scenario NAME] [-o json]")
+	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
 	out := cmdkit.OutputFlag(fs)
 	scenario := fs.String("scenario", demoScenarios[0], "what to show: "+strings.Join(demoScenarios, ", "))
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data)")
-	if _, code, ok := parse(fs, args); !ok {
+	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
 	}
 	if !slices.Contains(demoScenarios, *scenario) {

@@ -9,13 +9,14 @@ import (
 	"text/tabwriter"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
 func runDeploy(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "deploy", "DEPLOYMENT.yaml")
+	fs := cmdkit.NewFlags(e.Stderr, "deploy", "DEPLOYMENT.yaml")
 	srv := serverFlag(fs, e)
 	out := outputFlag(fs)
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -46,9 +47,9 @@ func runDeploy(ctx context.Context, e *Env, args []string) int {
 }
 
 func runScale(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "scale", "DEPLOYMENT REPLICAS")
+	fs := cmdkit.NewFlags(e.Stderr, "scale", "DEPLOYMENT REPLICAS")
 	srv := serverFlag(fs, e)
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -73,9 +74,9 @@ func runScale(ctx context.Context, e *Env, args []string) int {
 }
 
 func runDelete(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "delete", "deployment NAME")
+	fs := cmdkit.NewFlags(e.Stderr, "delete", "deployment NAME")
 	srv := serverFlag(fs, e)
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
 func runQueue(ctx context.Context, e *Env, args []string) int {
@@ -16,13 +17,13 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		return 2
 	}
 	verb := args[0]
-	fs := newFlags(e, "queue "+verb, "NAME [flags]")
+	fs := cmdkit.NewFlags(e.Stderr, "queue "+verb, "NAME [flags]")
 	srv := serverFlag(fs, e)
 	guarantee := fs.Int("guarantee", 0, "GPUs the queue always gets, preempting borrowers")
 	borrow := fs.Int("borrow-limit", -1, "GPUs it may borrow above its guarantee (default unbounded)")
 	weight := fs.Float64("weight", 1, "weight in fair share")
 	cohort := fs.String("cohort", "", "cohort whose queues lend each other idle guarantee")
-	pos, code, ok := parse(fs, args[1:])
+	pos, code, ok := cmdkit.ParseArgs(fs, args[1:])
 	if !ok {
 		return code
 	}
@@ -54,9 +55,9 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 }
 
 func runPriority(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "priority", "JOB PRIORITY")
+	fs := cmdkit.NewFlags(e.Stderr, "priority", "JOB PRIORITY")
 	srv := serverFlag(fs, e)
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}

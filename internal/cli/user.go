@@ -24,7 +24,7 @@ func printAs(e *Env, format string, v any) error {
 }
 
 func runSubmit(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "submit", "JOB.yaml | [flags] -- COMMAND [ARGS...]")
+	fs := cmdkit.NewFlags(e.Stderr, "submit", "JOB.yaml | [flags] -- COMMAND [ARGS...]")
 	srv := serverFlag(fs, e)
 	out := outputFlag(fs)
 	name := fs.String("name", "", "job name")
@@ -35,7 +35,7 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	perNode := fs.Int("ranks-per-node", 0, "ranks per node (default: pack onto the fewest nodes)")
 	maxRestarts := fs.Int("max-restarts", -1, "restarts after failures (default 3)")
 	array := fs.String("array", "", "submit one job per index, as sbatch --array: 0-999, 1,3,5-9, 0-15:4, with %N to run at most N at once")
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -119,12 +119,12 @@ func exitOn(e *Env, err error) int {
 }
 
 func runGet(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
+	fs := cmdkit.NewFlags(e.Stderr, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
 	srv := serverFlag(fs, e)
 	out := outputFlag(fs)
 	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
 	limit := fs.Int("limit", 0, "jobs: only the newest N")
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -300,10 +300,10 @@ func truncate(s string, n int) string {
 }
 
 func runDescribe(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "describe", "job ID | node NAME")
+	fs := cmdkit.NewFlags(e.Stderr, "describe", "job ID | node NAME")
 	srv := serverFlag(fs, e)
 	out := outputFlag(fs)
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -499,13 +499,13 @@ func describeNode(w io.Writer, n *api.Node) {
 }
 
 func runLogs(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "logs", "ID [--rank N] [--attempt N] [--stderr] [-f]")
+	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N] [--attempt N] [--stderr] [-f]")
 	srv := serverFlag(fs, e)
 	rank := fs.Int("rank", 0, "rank whose output to show")
 	attempt := fs.Int("attempt", 0, "attempt (default: the newest)")
 	stderr := fs.Bool("stderr", false, "show standard error instead of standard output")
 	follow := fs.Bool("f", false, "follow the output until the rank exits")
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -525,10 +525,10 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 }
 
 func runCancel(ctx context.Context, e *Env, args []string) int {
-	fs := newFlags(e, "cancel", "ID")
+	fs := cmdkit.NewFlags(e.Stderr, "cancel", "ID")
 	srv := serverFlag(fs, e)
 	array := fs.Bool("array", false, "cancel every task of the array job ID belongs to")
-	pos, code, ok := parse(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
@@ -557,9 +557,9 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 
 func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []string) int {
 	return func(ctx context.Context, e *Env, args []string) int {
-		fs := newFlags(e, action, "NODE")
+		fs := cmdkit.NewFlags(e.Stderr, action, "NODE")
 		srv := serverFlag(fs, e)
-		pos, code, ok := parse(fs, args)
+		pos, code, ok := cmdkit.ParseArgs(fs, args)
 		if !ok {
 			return code
 		}

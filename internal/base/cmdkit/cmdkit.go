@@ -214,3 +214,34 @@ func PrintItem(w io.Writer, f Format, v any) error {
 	}
 	return nil
 }
+
+// Exit statuses of a command line that could not be parsed.
+const (
+	ExitHelp  = 0 // -h: usage was asked for and printed
+	ExitUsage = 2 // a bad flag or argument, already reported
+)
+
+// ParseArgs is Parse for a command's main: it returns the positional
+// arguments, or ok false with the exit status to return (ExitHelp after
+// -h, ExitUsage after an error the flag package has printed).
+func ParseArgs(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	pos, err := Parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, ExitHelp, false
+	case err != nil:
+		return nil, ExitUsage, false
+	}
+	return pos, 0, true
+}
+
+// ParseNoArgs is ParseArgs for a command that takes flags only: a
+// positional argument is reported on fs's output as unexpected.
+func ParseNoArgs(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	pos, code, ok := ParseArgs(fs, args)
+	if ok && len(pos) > 0 {
+		fmt.Fprintf(fs.Output(), "gangway %s: unexpected argument %q\n", fs.Name(), pos[0])
+		return ExitUsage, false
+	}
+	return code, ok
+}

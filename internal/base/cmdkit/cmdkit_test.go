@@ -176,3 +176,38 @@ func TestPrintItem(t *testing.T) {
 		}
 	}
 }
+
+func TestParseExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		noArgs   bool
+		wantCode int
+		wantOK   bool
+		stderr   string
+	}{
+		{"ok", []string{"-n", "3"}, true, 0, true, ""},
+		{"help", []string{"-h"}, true, ExitHelp, false, "Usage: gangway bench x"},
+		{"bad flag", []string{"--nope"}, true, ExitUsage, false, "flag provided but not defined: -nope"},
+		{"bad value", []string{"-n", "many"}, true, ExitUsage, false, `invalid value "many" for flag -n`},
+		{"stray argument", []string{"extra"}, true, ExitUsage, false, `gangway bench x: unexpected argument "extra"`},
+		{"argument allowed", []string{"extra", "-n", "1"}, false, 0, true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			fs := NewFlags(&stderr, "bench x", "[-n N]")
+			fs.Int("n", 0, "")
+			var code int
+			var ok bool
+			if tc.noArgs {
+				code, ok = ParseNoArgs(fs, tc.args)
+			} else {
+				_, code, ok = ParseArgs(fs, tc.args)
+			}
+			if code != tc.wantCode || ok != tc.wantOK || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Errorf("code %d ok %v stderr %q; want %d %v containing %q", code, ok, stderr.String(), tc.wantCode, tc.wantOK, tc.stderr)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package e2ebench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,15 +49,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tracefile := fs.String("trace", "", "write an execution trace of this process over the run to `file` (go tool trace)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (server, etcd, client) over the run to `file`")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of this process (what the run allocated, by call site) to `file`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gangway bench e2e: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
+		return code
 	}
 	cfg.Command = strings.Fields(*command)
 	if len(cfg.Command) == 0 {

@@ -2,7 +2,6 @@ package hbbench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,15 +40,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")
 	loadURL := fs.String("load", "", "internal: be the agents' process, against this server")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gangway bench heartbeats: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
+		return code
 	}
 	if *loadURL != "" {
 		if err := RunLoad(ctx, *loadURL, cfg.Agents, cfg.GPUsPerNode, os.Stdin, stdout); err != nil {

@@ -22,7 +22,7 @@ import (
 // flags, 1 when the run fails.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("gangway bench scheduler", flag.ContinueOnError)
+	fs := flag.NewFlagSet("bench scheduler", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := cmdkit.OutputFlag(fs)
 	trace := fs.String("trace", "", "Philly CSV to draw job sizes and durations from (default: shared/"+PhillyPath+" found above the working directory)")
@@ -42,12 +42,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.BatchGPUs, "batch-gpus", cfg.BatchGPUs, "GPUs freed between passes (0: 2% of the cluster)")
 	fs.IntVar(&cfg.MaxPasses, "max-passes", cfg.MaxPasses, "stop after this many passes (0: until every job has started)")
 	fs.BoolVar(&cfg.GangLevels, "gang-levels", cfg.GangLevels, "gangs that fit a leaf require one leaf, bigger ones one spine")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gangway bench scheduler: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
+		return code
 	}
 	var err error
 	if cfg.Mode, err = scheduler.ParseMode(*mode); err != nil {

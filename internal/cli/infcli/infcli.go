@@ -58,30 +58,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parse parses args; ok is false with the exit code to return.
-func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
-}
-
 // EngineSim is `gangway engine-sim`: a simulated vLLM OpenAI server.
 func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("engine-sim", stderr)
+	fs := cmdkit.NewFlags(stderr, "engine-sim", "[flags]")
 	listen := fs.String("listen", "127.0.0.1:8000", "address to serve on")
 	replicas := fs.Int("replicas", 1, "serve this many independent engines, on --listen's port and the ones after it (port 0: free ports)")
 	model := fs.String("model", "Qwen3-32B", "model: "+strings.Join(hardware.ModelNames(), ", "))
@@ -96,7 +75,7 @@ func EngineSim(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	maxTokens := fs.Int("max-num-batched-tokens", 8192, "token budget per step")
 	maxLen := fs.Int("max-model-len", 0, "longest prompt + output (0: the model's)")
 	prof := profileFlags(fs)
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
 	}
 	cfg, err := hardware.NewConfig(*model, *gpu, max(*tp, 1), *quant)
@@ -275,7 +254,7 @@ func replicaAddrs(listen string, n int) ([]string, error) {
 
 // Gateway is `gangway gateway`: the OpenAI gateway in front of engines.
 func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gateway", stderr)
+	fs := cmdkit.NewFlags(stderr, "gateway", "[flags]")
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve on")
 	endpoints := fs.String("endpoints", "", "comma-separated engine base URLs (required)")
 	policy := fs.String("policy", gateway.PolicyPrefixAffinity, "routing policy: "+strings.Join(gateway.PolicyNames(), ", "))
@@ -292,7 +271,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	streamHdr := fs.Duration("stream-header-timeout", 60*time.Second, "a replica that sends no response headers for a streamed request this long counts as failed and the next is tried (0: no bound)")
 	hdr := fs.Duration("header-timeout", 0, "the same for requests not streamed, whose headers come with the whole completion (0: no bound)")
 	prof := profileFlags(fs)
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
 	}
 	if *streamHdr < 0 || *hdr < 0 {
@@ -334,7 +313,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // BenchInference is `gangway bench inference`.
 func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("bench inference", stderr)
+	fs := cmdkit.NewFlags(stderr, "bench inference", "[flags]")
 	output := cmdkit.OutputFlag(fs)
 	scenarios := fs.String("scenario", "", "comma-separated scenarios (default all): "+strings.Join(infbench.ScenarioNames(), ", "))
 	policies := fs.String("policy", "", "comma-separated policies (default each scenario's)")
@@ -344,7 +323,7 @@ func BenchInference(ctx context.Context, args []string, stdout, stderr io.Writer
 	failOnCheck := fs.Bool("fail-on-check", false, "exit 1 when a target is missed")
 	inProcess := fs.Bool("overhead-in-process", false, "run the overhead scenario's engines and gateway in this process, not as their own")
 	profileDir := fs.String("profile-dir", "", "write CPU and allocation profiles of the overhead scenario's processes here")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
 	}
 	opts := infbench.Options{Quick: *quick, Seed: *seed, ProfileDir: *profileDir}

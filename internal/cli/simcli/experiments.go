@@ -2,8 +2,6 @@ package simcli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -21,27 +19,12 @@ import (
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gangway simulate %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
-}
-
 func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("parity", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdkit.NewFlags(stderr, "simulate parity", "[flags]")
 	tracePath := fs.String("trace", "../shared/data/traces/philly/philly-2017-09-10.csv", "Philly trace (Pollux CSV)")
 	ref := fs.String("reference", "../shared/data/traces/reference", "directory of the Helios reference job logs")
 	output := cmdkit.OutputFlag(fs)
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
 	}
 	opt, _ := window("2017-10-01", "2017-10-07")
@@ -77,8 +60,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func runOpenb(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("openb", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdkit.NewFlags(stderr, "simulate openb", "[flags]")
 	nodesPath := fs.String("nodes-file", "../shared/data/traces/openb/openb_node_list_gpu_node.csv", "openb GPU node list")
 	podsPath := fs.String("pods", "../shared/data/traces/openb/openb_pod_list_default.csv", "openb pod list")
 	published := fs.String("published", "../shared/data/traces/published/analysis_allo_discrete.csv", "FGD's published curves (\"\" to skip)")
@@ -87,7 +69,7 @@ func runOpenb(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	packers := fs.String("packer", "scheduler,fgd-exact,fgd,bestfit,random", "packers: scheduler, fgd, fgd-exact, bestfit, random")
 	output := cmdkit.OutputFlag(fs)
 	outDir := fs.String("out", "", "directory for allocation.csv and allocation.svg")
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
 	}
 	if err := openb(ctx, *nodesPath, *podsPath, *published, *seeds, *arrive, *packers, *output, *outDir, stdout, stderr); err != nil {
@@ -267,8 +249,7 @@ func at(xs []float64, k int) float64 {
 }
 
 func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("goodput", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := cmdkit.NewFlags(stderr, "simulate goodput", "[flags]")
 	gpus := fs.Int("gpus", 16384, "GPUs of the training job")
 	perNode := fs.Int("gpus-per-node", 8, "GPUs per node")
 	spares := fs.Int("spares", 32, "hot spare nodes")
@@ -281,7 +262,7 @@ func runGoodput(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	seeds := fs.String("seeds", "1-3", "seeds")
 	output := cmdkit.OutputFlag(fs)
 	outDir := fs.String("out", "", "directory for goodput.csv and goodput.svg")
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
 	}
 	cfg := experiments.GoodputConfig{JobGPUs: *gpus, GPUsPerNode: *perNode, SpareNodes: *spares, Days: *days, Failures: sim.Llama3Failures()}
