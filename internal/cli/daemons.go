@@ -67,14 +67,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return cfg, nil, code, false
 	}
-	if *retention < 0 {
-		return cfg, nil, fail(e, fmt.Errorf("--job-retention %s: must not be negative (0 keeps finished jobs)", *retention)), false
-	}
 	if *gwStreamHdr < 0 || *gwHdr < 0 {
 		return cfg, nil, fail(e, fmt.Errorf("--gateway-stream-header-timeout %s, --gateway-header-timeout %s: must not be negative (0: no bound)", *gwStreamHdr, *gwHdr)), false
-	}
-	if *maxFinished < 0 {
-		return cfg, nil, fail(e, fmt.Errorf("--max-finished-jobs %d: must not be negative (0: no limit)", *maxFinished)), false
 	}
 	if *archive != "" {
 		// Found out now, not at the first deletion days from now.
@@ -95,6 +89,9 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, fail(e, err), false
 	}
 	for _, f := range topoFiles {
 		b, err := os.ReadFile(f)

@@ -79,33 +79,40 @@ type Config struct {
 	Log           *slog.Logger
 }
 
-func (c *Config) defaults() error {
-	if c.DataDir == "" && len(c.EtcdEndpoints) == 0 {
-		return errors.New("server: --data-dir is required with the embedded store")
-	}
+// applyDefaults fills what was left zero.
+func (c *Config) applyDefaults() {
 	if c.NodeTimeout <= 0 {
 		c.NodeTimeout = 3 * time.Second
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second
 	}
-	if c.HeartbeatInterval*2 > c.NodeTimeout {
-		return fmt.Errorf("server: node timeout %s must be at least twice the heartbeat interval %s", c.NodeTimeout, c.HeartbeatInterval)
-	}
-	if c.JobRetention < 0 {
-		return fmt.Errorf("server: job retention %s is negative (0 keeps finished jobs)", c.JobRetention)
-	}
-	if c.MaxFinishedJobs < 0 {
-		return fmt.Errorf("server: max finished jobs %d is negative (0: no limit)", c.MaxFinishedJobs)
-	}
-	if c.CheckpointRoot == "" {
-		if c.DataDir == "" {
-			return errors.New("server: --checkpoint-root is required with an external etcd")
-		}
+	if c.CheckpointRoot == "" && c.DataDir != "" {
 		c.CheckpointRoot = filepath.Join(c.DataDir, "checkpoints")
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports the first setting that cannot work, named by the flag
+// of `gangway server` that sets it. Zero values are read as their
+// defaults.
+func (c Config) Validate() error {
+	c.applyDefaults()
+	switch {
+	case c.DataDir == "" && len(c.EtcdEndpoints) == 0:
+		return errors.New("server: --data-dir is required with the embedded store")
+	case c.CheckpointRoot == "":
+		return errors.New("server: --checkpoint-root is required with an external etcd")
+	case c.HeartbeatInterval*2 > c.NodeTimeout:
+		return fmt.Errorf("server: --node-timeout %s must be at least twice --heartbeat-interval %s", c.NodeTimeout, c.HeartbeatInterval)
+	case c.JobRetention < 0:
+		return fmt.Errorf("server: --job-retention %s is negative (0 keeps finished jobs)", c.JobRetention)
+	case c.MaxFinishedJobs < 0:
+		return fmt.Errorf("server: --max-finished-jobs %d is negative (0: no limit)", c.MaxFinishedJobs)
+	case c.RetentionTick < 0:
+		return fmt.Errorf("server: retention tick %s is negative", c.RetentionTick)
 	}
 	return nil
 }
@@ -141,9 +148,10 @@ type Server struct {
 
 // New checks cfg and returns a server; Run starts it.
 func New(cfg Config) (*Server, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.applyDefaults()
 	return &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()), written: map[string]api.RankStatus{}}, nil
 }
 

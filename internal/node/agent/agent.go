@@ -103,18 +103,30 @@ type Agent struct {
 	listenURL  string
 }
 
+// Validate reports the first setting that cannot work, named by the flag
+// of `gangway agent` that sets it. An empty Name is read as the host name,
+// which New fills in.
+func (c Config) Validate() error {
+	if c.Server == "" {
+		return errors.New("agent: --server is required")
+	}
+	if _, err := client.New(client.Config{Server: c.Server}); err != nil {
+		return fmt.Errorf("agent: --server: %w", err)
+	}
+	if c.DataDir == "" {
+		return errors.New("agent: --data-dir is required")
+	}
+	if c.Name != "" && !api.ValidNodeName(c.Name) {
+		return fmt.Errorf("agent: --name %q: use letters, digits, '-', '_' and '.'", c.Name)
+	}
+	if c.TaskRetention < 0 || (c.TaskRetention > 0 && c.TaskRetention < MinTaskRetention) {
+		return fmt.Errorf("agent: --task-retention %s: want 0 (keep) or at least %s", c.TaskRetention, MinTaskRetention)
+	}
+	return nil
+}
+
 // New checks cfg and returns an agent; Run starts it.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Server == "" {
-		return nil, errors.New("agent: --server is required")
-	}
-	c, err := client.New(client.Config{Server: cfg.Server, Timeout: callTimeout})
-	if err != nil {
-		return nil, fmt.Errorf("agent: --server: %w", err)
-	}
-	if cfg.DataDir == "" {
-		return nil, errors.New("agent: --data-dir is required")
-	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -122,8 +134,12 @@ func New(cfg Config) (*Agent, error) {
 		}
 		cfg.Name = h
 	}
-	if !api.ValidNodeName(cfg.Name) {
-		return nil, fmt.Errorf("agent: node name %q: use letters, digits, '-', '_' and '.'", cfg.Name)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := client.New(client.Config{Server: cfg.Server, Timeout: callTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("agent: --server: %w", err)
 	}
 	if cfg.GPUs == nil {
 		cfg.GPUs = gpu.NewNVML()
@@ -143,9 +159,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.SysRoot == "" {
 		cfg.SysRoot = "/sys"
-	}
-	if cfg.TaskRetention < 0 || (cfg.TaskRetention > 0 && cfg.TaskRetention < MinTaskRetention) {
-		return nil, fmt.Errorf("agent: --task-retention %s: want 0 (keep) or at least %s", cfg.TaskRetention, MinTaskRetention)
 	}
 	return &Agent{
 		cfg: cfg, log: cfg.Log.With("node", cfg.Name), server: c,

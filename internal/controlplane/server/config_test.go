@@ -1,0 +1,38 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string // "" for valid
+	}{
+		{"defaults with a data dir", Config{DataDir: "/var/lib/gangway"}, ""},
+		{"external etcd with a checkpoint root", Config{EtcdEndpoints: []string{"http://e:2379"}, CheckpointRoot: "/shared/ckpt"}, ""},
+		{"no data dir", Config{}, "--data-dir is required"},
+		{"external etcd, no checkpoint root", Config{EtcdEndpoints: []string{"http://e:2379"}}, "--checkpoint-root is required"},
+		{"heartbeats too slow for the timeout", Config{DataDir: "d", NodeTimeout: 3 * time.Second, HeartbeatInterval: 2 * time.Second}, "--node-timeout 3s must be at least twice --heartbeat-interval 2s"},
+		{"default timeout against a slow heartbeat", Config{DataDir: "d", HeartbeatInterval: 2 * time.Second}, "--node-timeout 3s"},
+		{"negative retention", Config{DataDir: "d", JobRetention: -time.Hour}, "--job-retention -1h0m0s is negative"},
+		{"negative max finished", Config{DataDir: "d", MaxFinishedJobs: -5}, "--max-finished-jobs -5 is negative"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+			if _, nerr := New(tc.cfg); (nerr == nil) != (err == nil) {
+				t.Errorf("New and Validate disagree: %v vs %v", nerr, err)
+			}
+		})
+	}
+}
