@@ -92,46 +92,46 @@ func (s *DeploymentSpec) Default() {
 
 // Validate checks a defaulted deployment spec.
 func (s *DeploymentSpec) Validate() error {
-	var fe fieldErrs
+	var fe FieldErrors
 	if !validIdent(s.Name) {
-		fe.add("spec.name", "%q: use letters, digits, '-', '_' and '.' (at most 63)", s.Name)
+		fe.Add("spec.name", "%q: use letters, digits, '-', '_' and '.' (at most 63)", s.Name)
 	}
 	switch s.Engine {
 	case EngineVLLM, EngineTriton, EngineTRTLLM, EngineSim:
 	case "":
 		if len(s.Command) == 0 {
-			fe.add("spec.engine", "missing: give vllm, triton, trtllm or sim, or a command")
+			fe.Add("spec.engine", "missing: give vllm, triton, trtllm or sim, or a command")
 		}
 	default:
-		fe.add("spec.engine", "%q: want vllm, triton, trtllm or sim", s.Engine)
+		fe.Add("spec.engine", "%q: want vllm, triton, trtllm or sim", s.Engine)
 	}
 	if s.Model == "" {
-		fe.add("spec.model", "missing")
+		fe.Add("spec.model", "missing")
 	}
 	if s.GPUsPerReplica < 1 || s.GPUsPerReplica > MaxGPUsPerRank {
-		fe.add("spec.gpusPerReplica", "must be 1..%d (got %d)", MaxGPUsPerRank, s.GPUsPerReplica)
+		fe.Add("spec.gpusPerReplica", "must be 1..%d (got %d)", MaxGPUsPerRank, s.GPUsPerReplica)
 	}
 	switch s.Quantization {
 	case "bf16", "fp16", "fp8", "int8", "int4":
 	default:
-		fe.add("spec.quantization", "%q: want bf16, fp16, fp8, int8 or int4", s.Quantization)
+		fe.Add("spec.quantization", "%q: want bf16, fp16, fp8, int8 or int4", s.Quantization)
 	}
 	if s.Replicas < 0 || s.MinReplicas < 0 || s.MaxReplicas < 0 {
-		fe.add("spec.replicas", "replica counts must not be negative")
+		fe.Add("spec.replicas", "replica counts must not be negative")
 	}
 	if s.MaxReplicas < s.MinReplicas {
-		fe.add("spec.maxReplicas", "%d is below minReplicas %d", s.MaxReplicas, s.MinReplicas)
+		fe.Add("spec.maxReplicas", "%d is below minReplicas %d", s.MaxReplicas, s.MinReplicas)
 	}
 	if !s.Autoscale && (s.Replicas < s.MinReplicas || s.Replicas > s.MaxReplicas) {
-		fe.add("spec.replicas", "%d is outside [minReplicas %d, maxReplicas %d]", s.Replicas, s.MinReplicas, s.MaxReplicas)
+		fe.Add("spec.replicas", "%d is outside [minReplicas %d, maxReplicas %d]", s.Replicas, s.MinReplicas, s.MaxReplicas)
 	}
 	if s.ScaleToZeroAfter < 0 {
-		fe.add("spec.scaleToZeroAfter", "%v must not be negative", s.ScaleToZeroAfter.D())
+		fe.Add("spec.scaleToZeroAfter", "%v must not be negative", s.ScaleToZeroAfter.D())
 	}
 	if s.ReadinessPath != "" && s.ReadinessPath[0] != '/' {
-		fe.add("spec.readinessPath", "%q must start with /", s.ReadinessPath)
+		fe.Add("spec.readinessPath", "%q must start with /", s.ReadinessPath)
 	}
-	return fe.err()
+	return fe.Err()
 }
 
 // DecodeDeploymentSpec parses, defaults and validates a deployment spec

@@ -26,23 +26,23 @@ func (q *QueueSpec) Default() {
 
 // Validate checks a defaulted queue spec.
 func (q *QueueSpec) Validate() error {
-	var fe fieldErrs
+	var fe FieldErrors
 	if !validIdent(q.Name) {
-		fe.add("name", "%q: use letters, digits, '-', '_' and '.' (at most 63)", q.Name)
+		fe.Add("name", "%q: use letters, digits, '-', '_' and '.' (at most 63)", q.Name)
 	}
 	if q.Cohort != "" && !validIdent(q.Cohort) {
-		fe.add("cohort", "%q: use letters, digits, '-', '_' and '.'", q.Cohort)
+		fe.Add("cohort", "%q: use letters, digits, '-', '_' and '.'", q.Cohort)
 	}
 	if q.GuaranteeGPUs < 0 {
-		fe.add("guaranteeGPUs", "must not be negative (got %d)", q.GuaranteeGPUs)
+		fe.Add("guaranteeGPUs", "must not be negative (got %d)", q.GuaranteeGPUs)
 	}
 	if q.BorrowLimitGPUs != nil && *q.BorrowLimitGPUs < 0 {
-		fe.add("borrowLimitGPUs", "must not be negative (got %d)", *q.BorrowLimitGPUs)
+		fe.Add("borrowLimitGPUs", "must not be negative (got %d)", *q.BorrowLimitGPUs)
 	}
 	if q.Weight <= 0 || q.Weight > 1e6 {
-		fe.add("weight", "must be in (0, 1e6] (got %g)", q.Weight)
+		fe.Add("weight", "must be in (0, 1e6] (got %g)", q.Weight)
 	}
-	return fe.err()
+	return fe.Err()
 }
 
 // DecodeQueueSpec parses, defaults and validates a queue strictly.

@@ -52,13 +52,18 @@ func (e *ValidationError) Error() string {
 // Unwrap lets errors.Is(err, ErrInvalid) work.
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
-type fieldErrs []*FieldError
+// FieldErrors collects what is wrong with a request, field by field, for
+// checks that report every field at once; ErrorForField is the one-field
+// form.
+type FieldErrors []*FieldError
 
-func (fe *fieldErrs) add(field, format string, args ...any) {
+// Add records that field is wrong, as format says.
+func (fe *FieldErrors) Add(field, format string, args ...any) {
 	*fe = append(*fe, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (fe fieldErrs) err() error {
+// Err is a *ValidationError with the fields, or nil if there are none.
+func (fe FieldErrors) Err() error {
 	if len(fe) == 0 {
 		return nil
 	}
@@ -76,105 +81,105 @@ const (
 // Validate checks a defaulted spec. It returns a *ValidationError naming
 // every wrong field, or nil.
 func (s *JobSpec) Validate() error {
-	var fe fieldErrs
+	var fe FieldErrors
 	if len(s.Name) > maxNameLen {
-		fe.add("spec.name", "longer than %d characters", maxNameLen)
+		fe.Add("spec.name", "longer than %d characters", maxNameLen)
 	}
 	if s.Queue != "" && !validIdent(s.Queue) {
-		fe.add("spec.queue", "%q: use letters, digits, '-', '_' and '.' only", s.Queue)
+		fe.Add("spec.queue", "%q: use letters, digits, '-', '_' and '.' only", s.Queue)
 	}
 	switch s.Output {
 	case "", OutputKeep, OutputDiscard:
 	default:
-		fe.add("spec.output", "%q: want keep (a log file per stream) or discard (to /dev/null)", s.Output)
+		fe.Add("spec.output", "%q: want keep (a log file per stream) or discard (to /dev/null)", s.Output)
 	}
 	if s.Array != "" {
 		if _, err := ParseArray(s.Array); err != nil {
-			fe.add("spec.array", "%s", err)
+			fe.Add("spec.array", "%s", err)
 		}
 		if s.Owner != "" {
-			fe.add("spec.array", "a deployment's replicas are not an array")
+			fe.Add("spec.array", "a deployment's replicas are not an array")
 		}
 	}
 	switch {
 	case s.Ranks < 1:
-		fe.add("spec.ranks", "must be at least 1 (got %d)", s.Ranks)
+		fe.Add("spec.ranks", "must be at least 1 (got %d)", s.Ranks)
 	case s.Ranks > MaxRanks:
-		fe.add("spec.ranks", "at most %d (got %d)", MaxRanks, s.Ranks)
+		fe.Add("spec.ranks", "at most %d (got %d)", MaxRanks, s.Ranks)
 	}
 	switch {
 	case s.GPUsPerRank < 1:
-		fe.add("spec.gpusPerRank", "must be at least 1 (got %d)", max(s.GPUsPerRank, 0))
+		fe.Add("spec.gpusPerRank", "must be at least 1 (got %d)", max(s.GPUsPerRank, 0))
 	case s.GPUsPerRank > MaxGPUsPerRank:
-		fe.add("spec.gpusPerRank", "at most %d (got %d)", MaxGPUsPerRank, s.GPUsPerRank)
+		fe.Add("spec.gpusPerRank", "at most %d (got %d)", MaxGPUsPerRank, s.GPUsPerRank)
 	}
 	if s.RanksPerNode < 0 {
-		fe.add("spec.ranksPerNode", "must not be negative (got %d)", s.RanksPerNode)
+		fe.Add("spec.ranksPerNode", "must not be negative (got %d)", s.RanksPerNode)
 	} else if s.RanksPerNode > 0 && s.Ranks > 0 && s.Ranks%s.RanksPerNode != 0 {
-		fe.add("spec.ranksPerNode", "%d does not divide ranks (%d)", s.RanksPerNode, s.Ranks)
+		fe.Add("spec.ranksPerNode", "%d does not divide ranks (%d)", s.RanksPerNode, s.Ranks)
 	}
 	if len(s.Command) == 0 || s.Command[0] == "" {
-		fe.add("spec.command", "missing: give the program to run, e.g. [\"python3\", \"train.py\"]")
+		fe.Add("spec.command", "missing: give the program to run, e.g. [\"python3\", \"train.py\"]")
 	}
 	for k := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			fe.add("spec.env", "invalid variable name %q", k)
+			fe.Add("spec.env", "invalid variable name %q", k)
 		}
 	}
 	if s.MaxRestarts != nil && *s.MaxRestarts < 0 {
-		fe.add("spec.maxRestarts", "must not be negative (got %d)", *s.MaxRestarts)
+		fe.Add("spec.maxRestarts", "must not be negative (got %d)", *s.MaxRestarts)
 	}
 	if s.RestartBackoff < 0 {
-		fe.add("spec.restartBackoff", "must not be negative")
+		fe.Add("spec.restartBackoff", "must not be negative")
 	}
 	if s.HangTimeout < 0 {
-		fe.add("spec.hangTimeout", "must not be negative")
+		fe.Add("spec.hangTimeout", "must not be negative")
 	}
 	if s.TerminationGracePeriod < 0 {
-		fe.add("spec.terminationGracePeriod", "must not be negative")
+		fe.Add("spec.terminationGracePeriod", "must not be negative")
 	}
 	if s.CheckpointDir != "" && !strings.HasPrefix(s.CheckpointDir, "/") {
-		fe.add("spec.checkpointDir", "%q must be an absolute path", s.CheckpointDir)
+		fe.Add("spec.checkpointDir", "%q must be an absolute path", s.CheckpointDir)
 	}
 	switch s.Launch {
 	case "", LaunchPerRank, LaunchPerNode, LaunchTorchrun, LaunchDeepSpeed:
 	default:
-		fe.add("spec.launch", "%q: want per-rank, per-node, torchrun or deepspeed", s.Launch)
+		fe.Add("spec.launch", "%q: want per-rank, per-node, torchrun or deepspeed", s.Launch)
 	}
 	if s.Launch.PerNode() && s.Launch != LaunchPerNode && len(s.Command) > 0 && LauncherIndex(s.Command) < 0 {
-		fe.add("spec.command", "launch %s needs the command to start with %s (or python -m its module)", s.Launch, s.Launch)
+		fe.Add("spec.command", "launch %s needs the command to start with %s (or python -m its module)", s.Launch, s.Launch)
 	}
 	if p := s.Parallelism; p != nil {
 		if p.TP < 0 || p.PP < 0 || p.DP < 0 {
-			fe.add("spec.parallelism", "sizes must not be negative")
+			fe.Add("spec.parallelism", "sizes must not be negative")
 		}
 		if p.Auto && (p.TP > 0 || p.PP > 0 || p.DP > 0) {
-			fe.add("spec.parallelism", "auto and explicit tp/pp/dp together; give one or the other")
+			fe.Add("spec.parallelism", "auto and explicit tp/pp/dp together; give one or the other")
 		}
 		if p.Auto && (s.Model == nil || s.Model.Name == "") {
-			fe.add("spec.model.name", "parallelism: auto needs a model to plan for")
+			fe.Add("spec.model.name", "parallelism: auto needs a model to plan for")
 		}
 		if !p.Auto && s.Ranks > 0 {
 			tp, pp := max(p.TP, 1), max(p.PP, 1)
 			switch {
 			case s.Ranks%(tp*pp) != 0:
-				fe.add("spec.parallelism", "tp %d × pp %d does not divide ranks (%d)", tp, pp, s.Ranks)
+				fe.Add("spec.parallelism", "tp %d × pp %d does not divide ranks (%d)", tp, pp, s.Ranks)
 			case p.DP > 0 && tp*pp*p.DP != s.Ranks:
-				fe.add("spec.parallelism", "tp %d × pp %d × dp %d = %d, but ranks is %d", tp, pp, p.DP, tp*pp*p.DP, s.Ranks)
+				fe.Add("spec.parallelism", "tp %d × pp %d × dp %d = %d, but ranks is %d", tp, pp, p.DP, tp*pp*p.DP, s.Ranks)
 			}
 		}
 		switch p.Order {
 		case "", "tp-pp-dp", "tp-dp-pp", "tp-cp-ep-pp-dp", "tp-cp-ep-dp-pp":
 		default:
-			fe.add("spec.parallelism.order", "%q: want tp-pp-dp or tp-dp-pp", p.Order)
+			fe.Add("spec.parallelism.order", "%q: want tp-pp-dp or tp-dp-pp", p.Order)
 		}
 	}
 	if m := s.Model; m != nil {
 		if m.Name == "" {
-			fe.add("spec.model.name", "missing")
+			fe.Add("spec.model.name", "missing")
 		}
 		if m.Seq < 0 || m.GlobalBatch < 0 {
-			fe.add("spec.model", "seq and globalBatch must not be negative")
+			fe.Add("spec.model", "seq and globalBatch must not be negative")
 		}
 	}
 	if t := s.Topology; t != nil {
@@ -182,39 +187,39 @@ func (s *JobSpec) Validate() error {
 			switch v {
 			case "", "nvlink-domain", "leaf", "spine":
 			default:
-				fe.add(field, "%q: want nvlink-domain, leaf or spine", v)
+				fe.Add(field, "%q: want nvlink-domain, leaf or spine", v)
 			}
 		}
 	}
 	if s.TimeLimit < 0 {
-		fe.add("spec.timeLimit", "must not be negative")
+		fe.Add("spec.timeLimit", "must not be negative")
 	}
 	if s.PreemptionGracePeriod < 0 {
-		fe.add("spec.preemptionGracePeriod", "must not be negative")
+		fe.Add("spec.preemptionGracePeriod", "must not be negative")
 	}
 	switch s.CheckpointSignal {
 	case "", "SIGUSR1", "SIGUSR2", "SIGINT", "SIGTERM", "SIGHUP":
 	default:
-		fe.add("spec.checkpointSignal", "%q: want SIGUSR1, SIGUSR2, SIGINT, SIGTERM or SIGHUP", s.CheckpointSignal)
+		fe.Add("spec.checkpointSignal", "%q: want SIGUSR1, SIGUSR2, SIGINT, SIGTERM or SIGHUP", s.CheckpointSignal)
 	}
 	if s.GPUMilli < 0 || s.GPUMilli >= 1000 {
-		fe.add("spec.gpuMilli", "must be 1..999 thousandths of a GPU (got %d); ask for whole GPUs with gpusPerRank", s.GPUMilli)
+		fe.Add("spec.gpuMilli", "must be 1..999 thousandths of a GPU (got %d); ask for whole GPUs with gpusPerRank", s.GPUMilli)
 	}
 	if (s.GPUMilli > 0 || s.MIGProfile != "") && s.GPUsPerRank > 1 {
-		fe.add("spec.gpusPerRank", "a fractional rank (gpuMilli or migProfile) takes part of one GPU; drop gpusPerRank")
+		fe.Add("spec.gpusPerRank", "a fractional rank (gpuMilli or migProfile) takes part of one GPU; drop gpusPerRank")
 	}
 	if s.GPUMilli > 0 && s.MIGProfile != "" {
-		fe.add("spec.migProfile", "give gpuMilli or migProfile, not both")
+		fe.Add("spec.migProfile", "give gpuMilli or migProfile, not both")
 	}
 	if r := s.Resources; r != nil {
 		if r.MemoryBytes < 0 {
-			fe.add("spec.resources.memoryBytes", "must not be negative")
+			fe.Add("spec.resources.memoryBytes", "must not be negative")
 		}
 		if r.CPUMillis < 0 {
-			fe.add("spec.resources.cpuMillis", "must not be negative")
+			fe.Add("spec.resources.cpuMillis", "must not be negative")
 		}
 	}
-	return fe.err()
+	return fe.Err()
 }
 
 func validIdent(s string) bool {

@@ -20,9 +20,7 @@ func admitParallelism(spec *api.JobSpec, nodes []*api.Node, cat *planner.Catalog
 		return nil
 	}
 	model, domain := clusterShape(spec, nodes)
-	reject := func(field, format string, a ...any) error {
-		return &api.ValidationError{Fields: []*api.FieldError{{Field: field, Msg: fmt.Sprintf(format, a...)}}}
-	}
+	reject := api.ErrorForField
 	if !par.Auto && domain > 0 && max(par.TP, 1)*spec.GPUsPerRank > domain {
 		return reject("spec.parallelism.tp", "a tensor-parallel group of %d GPUs exceeds the NVLink domain of %d GPUs; TP traffic would cross the network", max(par.TP, 1)*spec.GPUsPerRank, domain)
 	}

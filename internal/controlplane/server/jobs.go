@@ -123,25 +123,25 @@ func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.Jo
 // ?limit=N only the newest N (by submission).
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var fields []*api.FieldError
+	var fields api.FieldErrors
 	live := false
 	switch v := q.Get("live"); v {
 	case "", "0", "false":
 	case "1", "true":
 		live = true
 	default:
-		fields = append(fields, &api.FieldError{Field: "live", Msg: fmt.Sprintf("%q: want true or false", v)})
+		fields.Add("live", "%q: want true or false", v)
 	}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			fields = append(fields, &api.FieldError{Field: "limit", Msg: fmt.Sprintf("%q: want a positive integer", v)})
+			fields.Add("limit", "%q: want a positive integer", v)
 		}
 		limit = n
 	}
-	if len(fields) > 0 {
-		writeError(w, http.StatusBadRequest, &api.ValidationError{Fields: fields})
+	if err := fields.Err(); err != nil {
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	if err := s.blockingIndex(r, store.JobsPrefix); err != nil {
