@@ -57,17 +57,7 @@ var seq int
 
 func start(t *testing.T, s *Supervisor, script string) (*Handle, string) {
 	t.Helper()
-	seq++
-	dir := filepath.Join(t.TempDir(), "task")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.Start(Spec{Key: "j/1/" + strconv.Itoa(seq), Command: []string{"sh", "-c", script},
-		Env: []string{"PATH=" + os.Getenv("PATH"), "X=42"}, Dir: dir, StateDir: dir})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	return h, dir
+	return startBounded(t, s, script, 0, 0)
 }
 
 func wait(t *testing.T, h *Handle) Exit {

@@ -123,10 +123,12 @@ type supervisor struct {
 	devnull *os.File // read-only: every rank's stdin
 	sink    *os.File // write-only /dev/null: discarded output
 	paths   pathCache
+	copier  *copier // copies kept output; its goroutine runs for serve's life
 
 	mu        sync.Mutex // guards everything below
 	recs      map[string]*record
-	byPID     map[int]*record // live children
+	byPID     map[int]*record      // live children
+	outputs   map[int][]*logStream // the live children's kept output, by pid
 	conns     map[*sconn]bool
 	journal   *os.File
 	jsize     int64
@@ -191,7 +193,11 @@ func serve(dir string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, byPID: map[int]*record{}, conns: map[*sconn]bool{},
+	cp, err := newCopier()
+	if err != nil {
+		return err
+	}
+	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, copier: cp, byPID: map[int]*record{}, outputs: map[int][]*logStream{}, conns: map[*sconn]bool{},
 		quietFrom: time.Now(), ln: ln, retired: make(chan struct{}), build: buildID("/proc/self/exe")}
 	if s.recs, err = readJournal(dir); err != nil {
 		return err
@@ -212,8 +218,9 @@ func serve(dir string, logw io.Writer) error {
 	fmt.Fprintf(logw, "%s supervisor %d serving %s (%d tasks from the journal)\n", time.Now().Format(time.RFC3339), os.Getpid(), dir, len(s.recs))
 
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.accept(ln) }()
+	go func() { defer wg.Done(); cp.run() }()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	why := "no ranks and no agent"
@@ -232,6 +239,7 @@ func serve(dir string, logw io.Writer) error {
 		}
 	}
 	ln.Close()
+	cp.stop()
 	wg.Wait()
 	fmt.Fprintf(logw, "%s supervisor %d exiting: %s\n", time.Now().Format(time.RFC3339), os.Getpid(), why)
 	return s.journal.Close()
@@ -405,48 +413,58 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 			"--cpu-millis", strconv.FormatInt(ws.CPUMillis, 10), "--"}, argv...)
 		path = exe
 	}
-	open := func(path, what string) (*os.File, error) {
+	// Kept output goes through a pipe per stream into rotating files (see
+	// logcap.go); discarded output straight to /dev/null, at no cost.
+	fds := [3]int{int(s.devnull.Fd()), int(s.sink.Fd()), int(s.sink.Fd())}
+	var logs []*logStream
+	closeLogs := func() {
+		for _, l := range logs {
+			s.copier.drop(l)
+			l.close()
+		}
+	}
+	defer func() {
+		for i := 1; i < 3; i++ {
+			if fds[i] != int(s.sink.Fd()) {
+				syscall.Close(fds[i]) // the rank has its copy, or never started
+			}
+		}
+	}()
+	for i, path := range []string{ws.Stdout, ws.Stderr} {
 		if path == "" {
-			return s.sink, nil
+			continue
 		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		ls, w, err := newLogStream(path, ws.LogFileBytes, ws.LogFiles, int(s.sink.Fd()), s.log)
+		if err == nil {
+			logs, fds[i+1] = append(logs, ls), w
+			err = s.copier.add(ls)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			closeLogs()
+			return State{}, fmt.Errorf("%s: %w", [2]string{"stdout", "stderr"}[i], err)
 		}
-		return f, nil
-	}
-	stdout, err := open(ws.Stdout, "stdout")
-	if err != nil {
-		return State{}, err
-	}
-	if stdout != s.sink {
-		defer stdout.Close()
-	}
-	stderr, err := open(ws.Stderr, "stderr")
-	if err != nil {
-		return State{}, err
-	}
-	if stderr != s.sink {
-		defer stderr.Close()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.exiting {
+		closeLogs()
 		return State{}, fmt.Errorf("start %s: the supervisor is exiting", key)
 	}
 	if r := s.recs[key]; r != nil && !r.Exited {
+		closeLogs()
 		return State{}, fmt.Errorf("start %s: already running as pid %d", key, r.State.PID)
 	}
 	// Under the lock from fork to record, so the reaper finds the pid.
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   ws.Dir,
 		Env:   ws.Env,
-		Files: []uintptr{s.devnull.Fd(), stdout.Fd(), stderr.Fd()},
+		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
 		// A session of its own: one signal to the group reaches the rank
 		// and everything it started, and nothing else.
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
+		closeLogs()
 		return State{}, fmt.Errorf("start %s: %w", ws.Argv[0], err)
 	}
 	// The start tick (against pid reuse, for a later supervisor adopting
@@ -454,6 +472,9 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 	// need it, and reading /proc here cost a tenth of a start.
 	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}}
 	s.recs[key] = r
+	if len(logs) > 0 {
+		s.outputs[pid] = logs
+	}
 	s.byPID[pid] = r
 	st := r.State
 	s.appendLocked(entry{Key: key, State: &st})
@@ -478,6 +499,14 @@ func (s *supervisor) reap() {
 		// Whatever the rank left in its group dies with it, so that
 		// "exited" means nothing of the rank runs.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		// An exit reported means the rank's output is on disk: what the
+		// pipes still hold is copied first.
+		for _, l := range s.outputs[pid] {
+			if l.pump(pumpBudget) {
+				s.copier.drop(l)
+			}
+		}
+		delete(s.outputs, pid)
 		s.exitedLocked(r, exitFromStatus(ws))
 		s.mu.Unlock()
 	}

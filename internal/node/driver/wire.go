@@ -34,11 +34,15 @@ type wireSpec struct {
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	// Stdout and Stderr are log files to append to; "" is /dev/null.
-	Stdout      string `json:"stdout,omitempty"`
-	Stderr      string `json:"stderr,omitempty"`
-	MemoryBytes int64  `json:"memoryBytes,omitempty"`
-	CPUMillis   int64  `json:"cpuMillis,omitempty"`
-	Cgroup      string `json:"cgroup,omitempty"`
+	// Each keeps at most LogFiles files of LogFileBytes (0: the node's
+	// defaults, DefaultLogFiles of DefaultLogFileBytes).
+	Stdout       string `json:"stdout,omitempty"`
+	Stderr       string `json:"stderr,omitempty"`
+	LogFileBytes int64  `json:"logFileBytes,omitempty"`
+	LogFiles     int    `json:"logFiles,omitempty"`
+	MemoryBytes  int64  `json:"memoryBytes,omitempty"`
+	CPUMillis    int64  `json:"cpuMillis,omitempty"`
+	Cgroup       string `json:"cgroup,omitempty"`
 }
 
 // reply answers a request (ID set) or tells of an exit (Event "exit").
@@ -57,9 +61,11 @@ type reply struct {
 }
 
 // protocolVersion is what this build's supervisor speaks: 1 added hello
-// and retire. A later field a supervisor of an older version would ignore
-// must check the version first.
-const protocolVersion = 1
+// and retire; 2 bounds kept output (logFileBytes, logFiles: a supervisor
+// of version 1 ignores them and appends without bound until the agent
+// replaces it, as it replaces any other build once idle). A later field a
+// supervisor of an older version would ignore must check the version first.
+const protocolVersion = 2
 
 // unknownOp starts a supervisor's answer to an op it does not know, in
 // every build: how an agent tells a supervisor from before an op.
