@@ -29,9 +29,13 @@
 // disk only by how often it looks. A rank that outruns the copier blocks
 // on its full pipe (64 KiB), as under any container runtime; a full disk
 // never blocks it: output that cannot be written is dropped. Discarded
-// output goes to /dev/null with no pipe. The pipes' read ends die with the
-// supervisor: a rank that writes after its supervisor died gets SIGPIPE,
-// and a later supervisor does not re-attach them.
+// output goes to /dev/null with no pipe. The bounds hold while no agent
+// runs, and across a supervisor's death: the rank holds its pipes' read
+// ends too (as fds 3 and 4, never read), so while no supervisor runs its
+// writes fill the pipe and wait rather than die of SIGPIPE, and the next
+// supervisor opens the pipes again through /proc/PID/fd/1 and 2 (the
+// journal holds the files, bounds and pipe inodes). A rank that closes
+// fds 3 and 4 and writes while no supervisor runs gets SIGPIPE.
 //
 // It imports the standard library, golang.org/x/sys and
 // internal/base/fastjson.

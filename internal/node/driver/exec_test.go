@@ -206,17 +206,15 @@ func TestReattachAfterAgentRestart(t *testing.T) {
 	}
 }
 
-func TestSupervisorDeathIsSurvived(t *testing.T) {
-	s, dir := newSup(t)
-	gate := filepath.Join(t.TempDir(), "go")
-	h, _ := start(t, s, "while [ ! -e "+gate+" ]; do sleep 0.05; done; exit 0")
+// killSupervisor kills the supervisor of dir and waits for its client to
+// start a new one.
+func killSupervisor(t *testing.T, dir string) {
+	t.Helper()
 	old := supervisorPID(t, dir)
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, old, 5*time.Second)
-	// The rank lives on; the client starts a new supervisor, which watches
-	// it from the journal.
 	deadline := time.Now().Add(10 * time.Second)
 	for supervisorPID(t, dir) == old {
 		if time.Now().After(deadline) {
@@ -224,6 +222,15 @@ func TestSupervisorDeathIsSurvived(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func TestSupervisorDeathIsSurvived(t *testing.T) {
+	s, dir := newSup(t)
+	gate := filepath.Join(t.TempDir(), "go")
+	h, _ := start(t, s, "while [ ! -e "+gate+" ]; do sleep 0.05; done; exit 0")
+	// The rank lives on; the client starts a new supervisor, which watches
+	// it from the journal.
+	killSupervisor(t, dir)
 	if syscall.Kill(h.PID(), 0) != nil {
 		t.Fatal("the rank died with its supervisor")
 	}

@@ -62,14 +62,8 @@ type logStream struct {
 // (creating) the current file. It returns the pipe's write end for the
 // rank, which the caller closes once the rank is started.
 func newLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.Writer) (*logStream, int, error) {
-	if maxBytes <= 0 {
-		maxBytes = DefaultLogFileBytes
-	}
-	if maxFiles <= 0 {
-		maxFiles = DefaultLogFiles
-	}
-	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, sink: sink, log: log, pipe: -1, file: -1}
-	if err := ls.open(false); err != nil {
+	ls, err := openLogStream(path, maxBytes, maxFiles, sink, log)
+	if err != nil {
 		return nil, -1, err
 	}
 	var p [2]int
@@ -88,6 +82,52 @@ func newLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.Wr
 		return nil, -1, fmt.Errorf("pipe for %s: %w", path, err)
 	}
 	return ls, p[1], nil
+}
+
+// adoptLogStream takes over the copying of a live rank's stream fd (1 or
+// 2) that an earlier supervisor started, when that fd is still the pipe
+// with inode ino: /proc gives a new read end of it.
+func adoptLogStream(pid, fd int, ino uint64, path string, maxBytes int64, maxFiles int, sink int, log io.Writer) (*logStream, error) {
+	r, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("adopt fd %d of %d: %w", fd, pid, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(r, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || st.Ino != ino {
+		unix.Close(r)
+		return nil, fmt.Errorf("adopt fd %d of %d: no longer the pipe the rank was started with", fd, pid)
+	}
+	ls, err := openLogStream(path, maxBytes, maxFiles, sink, log)
+	if err != nil {
+		unix.Close(r)
+		return nil, err
+	}
+	ls.pipe, ls.key = r, int32(r)
+	return ls, nil
+}
+
+// openLogStream is a stream of path, its current file open, without a pipe.
+func openLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.Writer) (*logStream, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultLogFileBytes
+	}
+	if maxFiles <= 0 {
+		maxFiles = DefaultLogFiles
+	}
+	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, sink: sink, log: log, pipe: -1, file: -1}
+	if err := ls.open(false); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// pipeInode is the inode of the stream's pipe, which names it in /proc.
+func (ls *logStream) pipeInode() uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(ls.pipe, &st) != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // open opens the current file, appending to what it holds, or, with

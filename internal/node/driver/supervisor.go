@@ -206,6 +206,9 @@ func serve(dir string, logw io.Writer) error {
 		if !r.Exited {
 			if alive(r.State) {
 				r.watched = true
+				if r.logs != nil {
+					s.adoptLogs(r)
+				}
 			} else {
 				r.Exited, r.Exit = true, unknownExit
 			}
@@ -454,11 +457,27 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 		closeLogs()
 		return State{}, fmt.Errorf("start %s: already running as pid %d", key, r.State.PID)
 	}
+	files := []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}
+	var conf *logConf
+	if len(logs) > 0 {
+		// The rank also holds its pipes' read ends (fds 3 and 4), so
+		// that, while no supervisor runs, its writes fill the pipe and
+		// wait for the next one instead of killing it with SIGPIPE.
+		conf = &logConf{Paths: [2]string{ws.Stdout, ws.Stderr}, FileBytes: ws.LogFileBytes, Files: ws.LogFiles}
+		k := 0
+		for i, p := range conf.Paths {
+			if p != "" {
+				conf.Inodes[i] = logs[k].pipeInode()
+				files = append(files, uintptr(logs[k].pipe))
+				k++
+			}
+		}
+	}
 	// Under the lock from fork to record, so the reaper finds the pid.
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   ws.Dir,
 		Env:   ws.Env,
-		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])},
+		Files: files,
 		// A session of its own: one signal to the group reaches the rank
 		// and everything it started, and nothing else.
 		Sys: &syscall.SysProcAttr{Setsid: true},
@@ -470,14 +489,14 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 	// The start tick (against pid reuse, for a later supervisor adopting
 	// the rank) is read on the next tick: most ranks that end sooner never
 	// need it, and reading /proc here cost a tenth of a start.
-	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}}
+	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}, logs: conf}
 	s.recs[key] = r
 	if len(logs) > 0 {
 		s.outputs[pid] = logs
 	}
 	s.byPID[pid] = r
 	st := r.State
-	s.appendLocked(entry{Key: key, State: &st})
+	s.appendLocked(entry{Key: key, State: &st, Logs: conf})
 	return r.State, nil
 }
 
@@ -499,14 +518,7 @@ func (s *supervisor) reap() {
 		// Whatever the rank left in its group dies with it, so that
 		// "exited" means nothing of the rank runs.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		// An exit reported means the rank's output is on disk: what the
-		// pipes still hold is copied first.
-		for _, l := range s.outputs[pid] {
-			if l.pump(pumpBudget) {
-				s.copier.drop(l)
-			}
-		}
-		delete(s.outputs, pid)
+		s.drainLocked(pid)
 		s.exitedLocked(r, exitFromStatus(ws))
 		s.mu.Unlock()
 	}
@@ -536,8 +548,43 @@ func (s *supervisor) pollWatched() {
 	for _, r := range s.recs {
 		if r.watched && !r.Exited && !alive(r.State) {
 			_ = syscall.Kill(-r.State.PID, syscall.SIGKILL)
+			s.drainLocked(r.State.PID)
 			s.exitedLocked(r, unknownExit)
 		}
+	}
+}
+
+// drainLocked copies what an ended rank's pipes still hold: an exit
+// reported means the rank's output is on disk.
+func (s *supervisor) drainLocked(pid int) {
+	for _, l := range s.outputs[pid] {
+		if l.pump(pumpBudget) {
+			s.copier.drop(l)
+		}
+	}
+	delete(s.outputs, pid)
+}
+
+// adoptLogs takes over copying the output of a rank an earlier supervisor
+// started. A stream it cannot take (the rank replaced its fd 1 or 2) is
+// left alone: whatever holds it decides.
+func (s *supervisor) adoptLogs(r *record) {
+	c := r.logs
+	for i, path := range c.Paths {
+		if path == "" {
+			continue
+		}
+		ls, err := adoptLogStream(r.State.PID, i+1, c.Inodes[i], path, c.FileBytes, c.Files, int(s.sink.Fd()), s.log)
+		if err == nil {
+			if err = s.copier.add(ls); err != nil {
+				ls.close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(s.log, "%s %s: %v\n", time.Now().Format(time.RFC3339), r.Key, err)
+			continue
+		}
+		s.outputs[r.State.PID] = append(s.outputs[r.State.PID], ls)
 	}
 }
 

@@ -97,6 +97,19 @@ type record struct {
 	// watched: not the supervisor's child (left by an earlier supervisor),
 	// so its exit is noticed by polling and its status is unknown.
 	watched bool
+	// logs is how the rank's kept output is copied, for a later
+	// supervisor to take over; nil when it is discarded.
+	logs *logConf
+}
+
+// logConf is what a supervisor needs to take over the copying of a live
+// rank's output: the files, their bounds, and the pipes' inodes (so as
+// not to take a pipe the rank has since put on its fd 1 or 2 instead).
+type logConf struct {
+	Paths     [2]string `json:"p"`
+	Inodes    [2]uint64 `json:"i"`
+	FileBytes int64     `json:"b,omitempty"`
+	Files     int       `json:"n,omitempty"`
 }
 
 // maxMessage bounds one line (a rank's environment can be large).
@@ -152,6 +165,9 @@ type entry struct {
 	State *State `json:"s,omitempty"`
 	Exit  *Exit  `json:"x,omitempty"`
 	Gone  bool   `json:"g,omitempty"`
+	// Logs comes with a start's State (and is kept by a later State of
+	// the same start).
+	Logs *logConf `json:"l,omitempty"`
 }
 
 // readJournal returns the records the journal in dir holds, by key.
@@ -173,7 +189,11 @@ func readJournal(dir string) (map[string]*record, error) {
 		case e.Gone:
 			delete(out, e.Key)
 		case e.State != nil:
-			out[e.Key] = &record{Key: e.Key, State: *e.State}
+			logs := e.Logs
+			if old := out[e.Key]; old != nil && logs == nil && old.State.PID == e.State.PID {
+				logs = old.logs
+			}
+			out[e.Key] = &record{Key: e.Key, State: *e.State, logs: logs}
 		case e.Exit != nil:
 			if r := out[e.Key]; r != nil {
 				r.Exited, r.Exit = true, *e.Exit
@@ -189,7 +209,7 @@ func writeJournal(dir string, recs map[string]*record) (*os.File, int64, error) 
 	var buf bytes.Buffer
 	for _, r := range recs {
 		st := r.State
-		buf.Write(encodeLine(entry{Key: r.Key, State: &st}))
+		buf.Write(encodeLine(entry{Key: r.Key, State: &st, Logs: r.logs}))
 		if r.Exited {
 			x := r.Exit
 			buf.Write(encodeLine(entry{Key: r.Key, Exit: &x}))
