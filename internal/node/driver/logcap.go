@@ -55,7 +55,8 @@ type logStream struct {
 	pipe     int        // the read end, non-blocking; -1 once closed
 	file     int        // the current file; -1 when not open
 	size     int64      // bytes in the current file
-	dropping bool       // writing failed (a full disk): output goes to sink
+	dropping bool       // writing failed (a full disk): the next chunk goes to sink
+	failing  bool       // the last write failed: said in the log once
 }
 
 // newLogStream makes the pipe a rank writes path's stream into and opens
@@ -173,13 +174,15 @@ func (ls *logStream) pump(budget int64) (eof bool) {
 			moved, err = unix.Splice(ls.pipe, nil, ls.file, nil, int(n), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			if err == nil {
 				ls.size += moved
+				ls.failing = false
 			} else if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
 				// The disk is full, or the file system refuses: the rank
-				// must not block on it, so its output is dropped until a
-				// write succeeds again (tried at the next rotation or the
-				// next chunk after a dropped one).
-				fmt.Fprintf(ls.log, "%s %s: %v; dropping output until writes succeed\n", time.Now().Format(time.RFC3339), ls.path, err)
-				ls.dropping = true
+				// must not block on it, so this chunk is dropped and the
+				// next one tries the file again. Said once per streak.
+				if !ls.failing {
+					fmt.Fprintf(ls.log, "%s %s: %v; dropping output until writes succeed\n", time.Now().Format(time.RFC3339), ls.path, err)
+				}
+				ls.dropping, ls.failing = true, true
 				continue
 			}
 		} else {

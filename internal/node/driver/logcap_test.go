@@ -205,3 +205,40 @@ func TestSupervisorDeathKeepsBoundingLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwritableLogDropsOutputWithoutBlockingTheRank copies into a log
+// that refuses every write (/dev/full, as a full disk): the writer is not
+// held up beyond the pipe, and the failure is logged once.
+func TestUnwritableLogDropsOutputWithoutBlockingTheRank(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stdout.log")
+	if err := os.Symlink("/dev/full", path); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var log bytes.Buffer
+	ls, w, err := newLogStream(path, 1<<20, 2, int(sink.Fd()), &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := os.NewFile(uintptr(w), "pipe")
+	wrote := make(chan error, 1)
+	go func() {
+		// Sixteen times the pipe: it ends only if the copier drains.
+		_, err := wf.Write(make([]byte, 1<<20))
+		wf.Close()
+		wrote <- err
+	}()
+	for !ls.pump(pumpBudget) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	if n := strings.Count(log.String(), "dropping output"); n != 1 {
+		t.Errorf("the supervisor's log says %d times that it drops output; want once:\n%s", n, log.String())
+	}
+}
