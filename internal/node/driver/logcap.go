@@ -22,8 +22,8 @@ import (
 // files with splice(2), in the kernel: see the package doc for why.
 //
 // A rotation renames the files under an exclusive flock(2) of the task
-// directory; readers (ReadLog) list and open them under a shared one, so
-// they never see a rotation half done.
+// directory; readers (OpenLog, LogReader.Next) list and open them under a
+// shared one, so they never see a rotation half done.
 
 // The node's bounds, for ranks whose job sets none (kubelet's defaults).
 const (
@@ -273,7 +273,8 @@ func lockDir(dir string, how int) (func(), error) {
 
 // copier is the supervisor's one goroutine that copies every rank's kept
 // output: an epoll set of the pipes' read ends, so that a rank costs no
-// goroutine of its own. Run owns the goroutine; stop ends it.
+// goroutine of its own. serve runs run in a goroutine, and after stop
+// waits for it.
 type copier struct {
 	epfd int
 	wake int // an eventfd in the set: stop writes it
