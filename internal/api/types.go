@@ -85,6 +85,9 @@ type JobSpec struct {
 	// (default: a log file each, for gangway logs) or "discard" (both to
 	// /dev/null, as sbatch -o /dev/null; for jobs that log elsewhere).
 	Output string `json:"output,omitempty"`
+	// Logs bounds what each rank's kept stdout and stderr leave on the
+	// node's disk. Absent: the node's bounds (5 files of 10 MiB).
+	Logs *LogSpec `json:"logs,omitempty"`
 	// Array submits one job per index, as Slurm's --array does:
 	// "0-999", "1,3,5-9", "0-15:4", with "%N" to run at most N at once.
 	// Each task gets GANGWAY_ARRAY_TASK_ID; see ParseArray.
@@ -96,6 +99,23 @@ type TopologySpec struct {
 	Required  string `json:"required,omitempty"`
 	Preferred string `json:"preferred,omitempty"`
 }
+
+// LogSpec bounds one rank's kept output: each stream keeps its current
+// file and rotated ones, at most MaxFiles files of at most MaxFileBytes,
+// the oldest dropped (as kubelet's container-log-max-size and -max-files).
+// A zero field takes the node's default (10 MiB, 5 files).
+type LogSpec struct {
+	MaxFileBytes int64 `json:"maxFileBytes,omitempty"`
+	MaxFiles     int   `json:"maxFiles,omitempty"`
+}
+
+// Limits of a LogSpec: up to 100 GiB per stream, and files no smaller
+// than 1 KiB (smaller ones would rotate at every few writes).
+const (
+	MinLogFileBytes = 1 << 10
+	MaxLogFileBytes = 1 << 30
+	MaxLogFiles     = 100
+)
 
 // Output modes.
 const (
@@ -514,6 +534,8 @@ type Assignment struct {
 	Files map[string]string `json:"files,omitempty"`
 	// DiscardOutput sends stdout and stderr to /dev/null (spec.output).
 	DiscardOutput bool `json:"discardOutput,omitempty"`
+	// Logs bounds kept output (spec.logs); nil: the node's bounds.
+	Logs *LogSpec `json:"logs,omitempty"`
 }
 
 // TaskKey names one rank of one attempt: "job/attempt/rank".
@@ -636,6 +658,10 @@ func (j *Job) Clone() *Job {
 	if j.Spec.Resources != nil {
 		r := *j.Spec.Resources
 		c.Spec.Resources = &r
+	}
+	if j.Spec.Logs != nil {
+		l := *j.Spec.Logs
+		c.Spec.Logs = &l
 	}
 	c.Status.Attempts = make([]Attempt, len(j.Status.Attempts))
 	for i, a := range j.Status.Attempts {

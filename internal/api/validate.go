@@ -219,7 +219,21 @@ func (s *JobSpec) Validate() error {
 			fe.Add("spec.resources.cpuMillis", "must not be negative")
 		}
 	}
+	s.Logs.validate(&fe)
 	return fe.Err()
+}
+
+// validate checks spec.logs; nil (the node's bounds) is valid.
+func (l *LogSpec) validate(fe *FieldErrors) {
+	if l == nil {
+		return
+	}
+	if l.MaxFileBytes != 0 && (l.MaxFileBytes < MinLogFileBytes || l.MaxFileBytes > MaxLogFileBytes) {
+		fe.Add("spec.logs.maxFileBytes", "must be %d (1 KiB) to %d (1 GiB) (got %d)", MinLogFileBytes, MaxLogFileBytes, l.MaxFileBytes)
+	}
+	if l.MaxFiles < 0 || l.MaxFiles > MaxLogFiles {
+		fe.Add("spec.logs.maxFiles", "must be 1 to %d (got %d)", MaxLogFiles, l.MaxFiles)
+	}
 }
 
 func validIdent(s string) bool {

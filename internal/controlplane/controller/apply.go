@@ -382,6 +382,7 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 			CheckpointD: ckdir,
 			// No log files to create for output nobody reads.
 			DiscardOutput: m.Spec.Output == api.OutputDiscard,
+			Logs:          m.Spec.Logs,
 		}
 	}
 	return asg

@@ -6,10 +6,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/node/driver"
 )
 
 func (a *Agent) handler() http.Handler {
@@ -19,8 +19,9 @@ func (a *Agent) handler() http.Handler {
 	return mux
 }
 
-// serveLogs streams a rank's stdout or stderr; with follow=1 it keeps
-// streaming until the rank has exited and the file is drained.
+// serveLogs streams what a rank's stdout or stderr retains, the rotated
+// files oldest first; with follow=1 it keeps streaming, across rotations,
+// until the rank has exited and the log is drained.
 func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	key := q.Get("task")
@@ -37,7 +38,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("stream %q: want stdout or stderr", stream), http.StatusBadRequest)
 		return
 	}
-	f, err := os.Open(filepath.Join(a.taskDir(key), stream+".log"))
+	f, err := driver.OpenLog(a.taskDir(key), stream)
 	if errors.Is(err, os.ErrNotExist) {
 		http.Error(w, fmt.Sprintf("no %s log for %s on node %s", stream, key, a.cfg.Name), http.StatusNotFound)
 		return
@@ -65,8 +66,21 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		if err != nil && err != io.EOF {
 			return
 		}
-		if !follow || a.taskFinished(key) {
+		if !follow {
+			return // what was retained when the request came
+		}
+		// Across a rotation: the rest of the file just read, then the
+		// files written since.
+		if more, err := f.Next(); err != nil {
+			return
+		} else if more {
+			continue
+		}
+		if a.taskFinished(key) {
 			// Read once more: the rank may have written before exiting.
+			if more, _ := f.Next(); more {
+				continue
+			}
 			if n, _ := f.Read(buf); n > 0 {
 				_, _ = w.Write(buf[:n])
 				continue

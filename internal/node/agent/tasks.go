@@ -232,6 +232,9 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	if asg.Resources != nil {
 		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
 	}
+	if asg.Logs != nil {
+		spec.LogFileBytes, spec.LogFiles = asg.Logs.MaxFileBytes, asg.Logs.MaxFiles
+	}
 	h, err := a.drv.Start(spec)
 	if err != nil {
 		fail(err)

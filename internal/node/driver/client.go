@@ -392,6 +392,7 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 		MemoryBytes: spec.MemoryBytes, CPUMillis: spec.CPUMillis, Cgroup: spec.CgroupName}
 	if !spec.DiscardOutput {
 		ws.Stdout, ws.Stderr = filepath.Join(spec.StateDir, "stdout.log"), filepath.Join(spec.StateDir, "stderr.log")
+		ws.LogFileBytes, ws.LogFiles = spec.LogFileBytes, spec.LogFiles
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -57,17 +57,7 @@ var seq int
 
 func start(t *testing.T, s *Supervisor, script string) (*Handle, string) {
 	t.Helper()
-	seq++
-	dir := filepath.Join(t.TempDir(), "task")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.Start(Spec{Key: "j/1/" + strconv.Itoa(seq), Command: []string{"sh", "-c", script},
-		Env: []string{"PATH=" + os.Getenv("PATH"), "X=42"}, Dir: dir, StateDir: dir})
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	return h, dir
+	return startBounded(t, s, script, 0, 0)
 }
 
 func wait(t *testing.T, h *Handle) Exit {
@@ -216,17 +206,15 @@ func TestReattachAfterAgentRestart(t *testing.T) {
 	}
 }
 
-func TestSupervisorDeathIsSurvived(t *testing.T) {
-	s, dir := newSup(t)
-	gate := filepath.Join(t.TempDir(), "go")
-	h, _ := start(t, s, "while [ ! -e "+gate+" ]; do sleep 0.05; done; exit 0")
+// killSupervisor kills the supervisor of dir and waits for its client to
+// start a new one.
+func killSupervisor(t *testing.T, dir string) {
+	t.Helper()
 	old := supervisorPID(t, dir)
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, old, 5*time.Second)
-	// The rank lives on; the client starts a new supervisor, which watches
-	// it from the journal.
 	deadline := time.Now().Add(10 * time.Second)
 	for supervisorPID(t, dir) == old {
 		if time.Now().After(deadline) {
@@ -234,6 +222,15 @@ func TestSupervisorDeathIsSurvived(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func TestSupervisorDeathIsSurvived(t *testing.T) {
+	s, dir := newSup(t)
+	gate := filepath.Join(t.TempDir(), "go")
+	h, _ := start(t, s, "while [ ! -e "+gate+" ]; do sleep 0.05; done; exit 0")
+	// The rank lives on; the client starts a new supervisor, which watches
+	// it from the journal.
+	killSupervisor(t, dir)
 	if syscall.Kill(h.PID(), 0) != nil {
 		t.Fatal("the rank died with its supervisor")
 	}

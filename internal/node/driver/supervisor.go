@@ -123,10 +123,12 @@ type supervisor struct {
 	devnull *os.File // read-only: every rank's stdin
 	sink    *os.File // write-only /dev/null: discarded output
 	paths   pathCache
+	copier  *copier // copies kept output; its goroutine runs for serve's life
 
 	mu        sync.Mutex // guards everything below
 	recs      map[string]*record
-	byPID     map[int]*record // live children
+	byPID     map[int]*record      // live children
+	outputs   map[int][]*logStream // the live children's kept output, by pid
 	conns     map[*sconn]bool
 	journal   *os.File
 	jsize     int64
@@ -191,7 +193,11 @@ func serve(dir string, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, byPID: map[int]*record{}, conns: map[*sconn]bool{},
+	cp, err := newCopier()
+	if err != nil {
+		return err
+	}
+	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, copier: cp, byPID: map[int]*record{}, outputs: map[int][]*logStream{}, conns: map[*sconn]bool{},
 		quietFrom: time.Now(), ln: ln, retired: make(chan struct{}), build: buildID("/proc/self/exe")}
 	if s.recs, err = readJournal(dir); err != nil {
 		return err
@@ -200,6 +206,9 @@ func serve(dir string, logw io.Writer) error {
 		if !r.Exited {
 			if alive(r.State) {
 				r.watched = true
+				if r.logs != nil {
+					s.adoptLogs(r)
+				}
 			} else {
 				r.Exited, r.Exit = true, unknownExit
 			}
@@ -212,8 +221,9 @@ func serve(dir string, logw io.Writer) error {
 	fmt.Fprintf(logw, "%s supervisor %d serving %s (%d tasks from the journal)\n", time.Now().Format(time.RFC3339), os.Getpid(), dir, len(s.recs))
 
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.accept(ln) }()
+	go func() { defer wg.Done(); cp.run() }()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	why := "no ranks and no agent"
@@ -232,6 +242,7 @@ func serve(dir string, logw io.Writer) error {
 		}
 	}
 	ln.Close()
+	cp.stop()
 	wg.Wait()
 	fmt.Fprintf(logw, "%s supervisor %d exiting: %s\n", time.Now().Format(time.RFC3339), os.Getpid(), why)
 	return s.journal.Close()
@@ -405,58 +416,87 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 			"--cpu-millis", strconv.FormatInt(ws.CPUMillis, 10), "--"}, argv...)
 		path = exe
 	}
-	open := func(path, what string) (*os.File, error) {
+	// Kept output goes through a pipe per stream into rotating files (see
+	// logcap.go); discarded output straight to /dev/null, at no cost.
+	fds := [3]int{int(s.devnull.Fd()), int(s.sink.Fd()), int(s.sink.Fd())}
+	var logs []*logStream
+	closeLogs := func() {
+		for _, l := range logs {
+			s.copier.drop(l)
+			l.close()
+		}
+	}
+	defer func() {
+		for i := 1; i < 3; i++ {
+			if fds[i] != int(s.sink.Fd()) {
+				syscall.Close(fds[i]) // the rank has its copy, or never started
+			}
+		}
+	}()
+	for i, path := range []string{ws.Stdout, ws.Stderr} {
 		if path == "" {
-			return s.sink, nil
+			continue
 		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		ls, w, err := newLogStream(path, ws.LogFileBytes, ws.LogFiles, int(s.sink.Fd()), s.log)
+		if err == nil {
+			logs, fds[i+1] = append(logs, ls), w
+			err = s.copier.add(ls)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			closeLogs()
+			return State{}, fmt.Errorf("%s: %w", [2]string{"stdout", "stderr"}[i], err)
 		}
-		return f, nil
-	}
-	stdout, err := open(ws.Stdout, "stdout")
-	if err != nil {
-		return State{}, err
-	}
-	if stdout != s.sink {
-		defer stdout.Close()
-	}
-	stderr, err := open(ws.Stderr, "stderr")
-	if err != nil {
-		return State{}, err
-	}
-	if stderr != s.sink {
-		defer stderr.Close()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.exiting {
+		closeLogs()
 		return State{}, fmt.Errorf("start %s: the supervisor is exiting", key)
 	}
 	if r := s.recs[key]; r != nil && !r.Exited {
+		closeLogs()
 		return State{}, fmt.Errorf("start %s: already running as pid %d", key, r.State.PID)
+	}
+	files := []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2])}
+	var conf *logConf
+	if len(logs) > 0 {
+		// The rank also holds its pipes' read ends (fds 3 and 4), so
+		// that, while no supervisor runs, its writes fill the pipe and
+		// wait for the next one instead of killing it with SIGPIPE.
+		conf = &logConf{Paths: [2]string{ws.Stdout, ws.Stderr}, FileBytes: ws.LogFileBytes, Files: ws.LogFiles}
+		k := 0
+		for i, p := range conf.Paths {
+			if p != "" {
+				conf.Inodes[i] = logs[k].pipeInode()
+				files = append(files, uintptr(logs[k].pipe))
+				k++
+			}
+		}
 	}
 	// Under the lock from fork to record, so the reaper finds the pid.
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   ws.Dir,
 		Env:   ws.Env,
-		Files: []uintptr{s.devnull.Fd(), stdout.Fd(), stderr.Fd()},
+		Files: files,
 		// A session of its own: one signal to the group reaches the rank
 		// and everything it started, and nothing else.
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	})
 	if err != nil {
+		closeLogs()
 		return State{}, fmt.Errorf("start %s: %w", ws.Argv[0], err)
 	}
 	// The start tick (against pid reuse, for a later supervisor adopting
 	// the rank) is read on the next tick: most ranks that end sooner never
 	// need it, and reading /proc here cost a tenth of a start.
-	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}}
+	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}, logs: conf}
 	s.recs[key] = r
+	if len(logs) > 0 {
+		s.outputs[pid] = logs
+	}
 	s.byPID[pid] = r
 	st := r.State
-	s.appendLocked(entry{Key: key, State: &st})
+	s.appendLocked(entry{Key: key, State: &st, Logs: conf})
 	return r.State, nil
 }
 
@@ -478,6 +518,7 @@ func (s *supervisor) reap() {
 		// Whatever the rank left in its group dies with it, so that
 		// "exited" means nothing of the rank runs.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		s.drainLocked(pid)
 		s.exitedLocked(r, exitFromStatus(ws))
 		s.mu.Unlock()
 	}
@@ -507,8 +548,43 @@ func (s *supervisor) pollWatched() {
 	for _, r := range s.recs {
 		if r.watched && !r.Exited && !alive(r.State) {
 			_ = syscall.Kill(-r.State.PID, syscall.SIGKILL)
+			s.drainLocked(r.State.PID)
 			s.exitedLocked(r, unknownExit)
 		}
+	}
+}
+
+// drainLocked copies what an ended rank's pipes still hold: an exit
+// reported means the rank's output is on disk.
+func (s *supervisor) drainLocked(pid int) {
+	for _, l := range s.outputs[pid] {
+		if l.pump(pumpBudget) {
+			s.copier.drop(l)
+		}
+	}
+	delete(s.outputs, pid)
+}
+
+// adoptLogs takes over copying the output of a rank an earlier supervisor
+// started. A stream it cannot take (the rank replaced its fd 1 or 2) is
+// left alone: whatever holds it decides.
+func (s *supervisor) adoptLogs(r *record) {
+	c := r.logs
+	for i, path := range c.Paths {
+		if path == "" {
+			continue
+		}
+		ls, err := adoptLogStream(r.State.PID, i+1, c.Inodes[i], path, c.FileBytes, c.Files, int(s.sink.Fd()), s.log)
+		if err == nil {
+			if err = s.copier.add(ls); err != nil {
+				ls.close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(s.log, "%s %s: %v\n", time.Now().Format(time.RFC3339), r.Key, err)
+			continue
+		}
+		s.outputs[r.State.PID] = append(s.outputs[r.State.PID], ls)
 	}
 }
 

@@ -34,11 +34,15 @@ type wireSpec struct {
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir,omitempty"`
 	// Stdout and Stderr are log files to append to; "" is /dev/null.
-	Stdout      string `json:"stdout,omitempty"`
-	Stderr      string `json:"stderr,omitempty"`
-	MemoryBytes int64  `json:"memoryBytes,omitempty"`
-	CPUMillis   int64  `json:"cpuMillis,omitempty"`
-	Cgroup      string `json:"cgroup,omitempty"`
+	// Each keeps at most LogFiles files of LogFileBytes (0: the node's
+	// defaults, DefaultLogFiles of DefaultLogFileBytes).
+	Stdout       string `json:"stdout,omitempty"`
+	Stderr       string `json:"stderr,omitempty"`
+	LogFileBytes int64  `json:"logFileBytes,omitempty"`
+	LogFiles     int    `json:"logFiles,omitempty"`
+	MemoryBytes  int64  `json:"memoryBytes,omitempty"`
+	CPUMillis    int64  `json:"cpuMillis,omitempty"`
+	Cgroup       string `json:"cgroup,omitempty"`
 }
 
 // reply answers a request (ID set) or tells of an exit (Event "exit").
@@ -57,9 +61,11 @@ type reply struct {
 }
 
 // protocolVersion is what this build's supervisor speaks: 1 added hello
-// and retire. A later field a supervisor of an older version would ignore
-// must check the version first.
-const protocolVersion = 1
+// and retire; 2 bounds kept output (logFileBytes, logFiles: a supervisor
+// of version 1 ignores them and appends without bound until the agent
+// replaces it, as it replaces any other build once idle). A later field a
+// supervisor of an older version would ignore must check the version first.
+const protocolVersion = 2
 
 // unknownOp starts a supervisor's answer to an op it does not know, in
 // every build: how an agent tells a supervisor from before an op.
@@ -91,6 +97,19 @@ type record struct {
 	// watched: not the supervisor's child (left by an earlier supervisor),
 	// so its exit is noticed by polling and its status is unknown.
 	watched bool
+	// logs is how the rank's kept output is copied, for a later
+	// supervisor to take over; nil when it is discarded.
+	logs *logConf
+}
+
+// logConf is what a supervisor needs to take over the copying of a live
+// rank's output: the files, their bounds, and the pipes' inodes (so as
+// not to take a pipe the rank has since put on its fd 1 or 2 instead).
+type logConf struct {
+	Paths     [2]string `json:"p"`
+	Inodes    [2]uint64 `json:"i"`
+	FileBytes int64     `json:"b,omitempty"`
+	Files     int       `json:"n,omitempty"`
 }
 
 // maxMessage bounds one line (a rank's environment can be large).
@@ -146,6 +165,9 @@ type entry struct {
 	State *State `json:"s,omitempty"`
 	Exit  *Exit  `json:"x,omitempty"`
 	Gone  bool   `json:"g,omitempty"`
+	// Logs comes with a start's State (and is kept by a later State of
+	// the same start).
+	Logs *logConf `json:"l,omitempty"`
 }
 
 // readJournal returns the records the journal in dir holds, by key.
@@ -167,7 +189,11 @@ func readJournal(dir string) (map[string]*record, error) {
 		case e.Gone:
 			delete(out, e.Key)
 		case e.State != nil:
-			out[e.Key] = &record{Key: e.Key, State: *e.State}
+			logs := e.Logs
+			if old := out[e.Key]; old != nil && logs == nil && old.State.PID == e.State.PID {
+				logs = old.logs
+			}
+			out[e.Key] = &record{Key: e.Key, State: *e.State, logs: logs}
 		case e.Exit != nil:
 			if r := out[e.Key]; r != nil {
 				r.Exited, r.Exit = true, *e.Exit
@@ -183,7 +209,7 @@ func writeJournal(dir string, recs map[string]*record) (*os.File, int64, error) 
 	var buf bytes.Buffer
 	for _, r := range recs {
 		st := r.State
-		buf.Write(encodeLine(entry{Key: r.Key, State: &st}))
+		buf.Write(encodeLine(entry{Key: r.Key, State: &st, Logs: r.logs}))
 		if r.Exited {
 			x := r.Exit
 			buf.Write(encodeLine(entry{Key: r.Key, Exit: &x}))

@@ -1,0 +1,244 @@
+package driver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startBounded starts sh -c script with its output kept in files of
+// fileBytes, at most files of them (0: the defaults).
+func startBounded(t *testing.T, s *Supervisor, script string, fileBytes int64, files int) (*Handle, string) {
+	t.Helper()
+	seq++
+	dir := filepath.Join(t.TempDir(), "task")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.Start(Spec{Key: "j/1/" + strconv.Itoa(seq), Command: []string{"sh", "-c", script},
+		Env: []string{"PATH=" + os.Getenv("PATH"), "X=42"}, Dir: dir, StateDir: dir, LogFileBytes: fileBytes, LogFiles: files})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return h, dir
+}
+
+// seqOutput is what `seq 1 n` prints.
+func seqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "%d\n", i)
+	}
+	return b.String()
+}
+
+// readAll reads everything dir retains of stream, through OpenLog.
+func readAll(t *testing.T, dir, stream string) string {
+	t.Helper()
+	r, err := OpenLog(dir, stream)
+	if err != nil {
+		t.Fatalf("OpenLog: %v", err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestFloodedLogKeepsItsNewestOutputWithinTheBound(t *testing.T) {
+	s, _ := newSup(t)
+	const n = 100000 // 588,895 bytes: over a hundred times the bound
+	for _, c := range []struct {
+		name      string
+		fileBytes int64
+		files     int
+	}{
+		{"3 files of 1 KiB", 1024, 3},
+		{"one file of 4 KiB", 4096, 1},
+		{"10 files of 333 bytes", 333, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, dir := startBounded(t, s, "seq 1 "+strconv.Itoa(n)+"; seq 1 5 >&2", c.fileBytes, c.files)
+			if e := wait(t, h); e.Code != 0 {
+				t.Fatalf("exit %+v", e)
+			}
+			// The copier splits at the bound, so there is no slack: at most
+			// files × fileBytes, and the current file is never empty after
+			// a rotation's worth of output.
+			names, _ := filepath.Glob(filepath.Join(dir, "stdout.log*"))
+			var total int64
+			for _, name := range names {
+				fi, err := os.Stat(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Size() > c.fileBytes {
+					t.Errorf("%s: %d bytes, over %d", name, fi.Size(), c.fileBytes)
+				}
+				total += fi.Size()
+			}
+			if len(names) > c.files {
+				t.Errorf("%d files %v; want at most %d", len(names), names, c.files)
+			}
+			if max := c.fileBytes * int64(c.files); total > max || total <= max-c.fileBytes {
+				t.Errorf("%d bytes on disk; want (%d, %d]", total, max-c.fileBytes, max)
+			}
+			got, want := readAll(t, dir, "stdout"), seqOutput(n)
+			if int64(len(got)) != total || !strings.HasSuffix(want, got) {
+				t.Errorf("the retained log (%d bytes) is not the newest output: ...%q", len(got), got[max(0, len(got)-40):])
+			}
+			if got := readAll(t, dir, "stderr"); got != seqOutput(5) {
+				t.Errorf("stderr = %q", got)
+			}
+		})
+	}
+}
+
+// TestFollowAcrossRotations follows a log while the rank writes several
+// rotations' worth between the follower's reads: the follower sees every
+// line, in order, once.
+func TestFollowAcrossRotations(t *testing.T) {
+	s, _ := newSup(t)
+	gates := t.TempDir()
+	const steps, per = 6, 300 // ~1.3 KiB a step: five rotations of 256 bytes
+	script := fmt.Sprintf(`i=1; step=1
+while [ $step -le %d ]; do
+	while [ ! -e %s/$step ]; do sleep 0.01; done
+	seq $i $((i+%d-1)); i=$((i+%d)); step=$((step+1))
+done`, steps, gates, per, per)
+	// 40 files of 256 bytes hold more than a step: nothing is dropped
+	// before the follower has read it.
+	h, dir := startBounded(t, s, script, 256, 40)
+	var r *LogReader
+	for {
+		var err error
+		if r, err = OpenLog(dir, "stdout"); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	defer r.Close()
+	var got bytes.Buffer
+	buf := make([]byte, 100) // small reads: the follower lags the rotations
+	follow := func(until int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.HasSuffix(got.String(), "\n"+strconv.Itoa(until)+"\n") {
+			n, err := r.Read(buf)
+			got.Write(buf[:n])
+			if err == io.EOF {
+				if more, err := r.Next(); err != nil {
+					t.Fatal(err)
+				} else if !more {
+					if time.Now().After(deadline) {
+						t.Fatalf("follower stuck after %d bytes", got.Len())
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for step := 1; step <= steps; step++ {
+		if err := os.WriteFile(filepath.Join(gates, strconv.Itoa(step)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		follow(step * per)
+	}
+	wait(t, h)
+	if want := seqOutput(steps * per); got.String() != want {
+		t.Errorf("followed %d bytes; want %d (every line once, in order)", got.Len(), len(want))
+	}
+	if rotated, _ := filepath.Glob(filepath.Join(dir, "stdout.log.*")); len(rotated) < 2*steps {
+		t.Errorf("only %d rotations: the test does not follow across several", len(rotated))
+	}
+}
+
+// TestSupervisorDeathKeepsBoundingLogs kills the supervisor under a rank
+// that writes without pause: the rank lives on (its writes wait in the
+// full pipe, not SIGPIPE), and the next supervisor takes over its output,
+// within the bound and without losing a line.
+func TestSupervisorDeathKeepsBoundingLogs(t *testing.T) {
+	s, dir := newSup(t)
+	gate := filepath.Join(t.TempDir(), "stop")
+	h, tdir := startBounded(t, s, "i=0; while [ ! -e "+gate+" ]; do i=$((i+1)); echo $i; done; echo end", 1024, 3)
+	waitFile(t, filepath.Join(tdir, "stdout.log.2"), "")
+	killSupervisor(t, dir)
+	// The new supervisor copies again: the rotations go on.
+	deadline := time.Now().Add(10 * time.Second)
+	before := readAll(t, tdir, "stdout")
+	for readAll(t, tdir, "stdout") == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the new supervisor does not copy the rank's output")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := wait(t, h); e != unknownExit {
+		t.Fatalf("exit = %+v; want %+v (the rank lived on, watched)", e, unknownExit)
+	}
+	got := readAll(t, tdir, "stdout")
+	if len(got) > 3*1024 || !strings.HasSuffix(got, "\nend\n") {
+		t.Fatalf("%d bytes retained, ending %q; want at most 3072, ending with end", len(got), got[max(0, len(got)-20):])
+	}
+	// Consecutive lines: nothing lost across the hand-over.
+	lines := strings.Split(strings.TrimSuffix(got, "\nend\n"), "\n")[1:] // the first may be cut
+	for i := 1; i < len(lines); i++ {
+		a, _ := strconv.Atoi(lines[i-1])
+		b, _ := strconv.Atoi(lines[i])
+		if b != a+1 {
+			t.Fatalf("line %q follows %q", lines[i], lines[i-1])
+		}
+	}
+}
+
+// TestUnwritableLogDropsOutputWithoutBlockingTheRank copies into a log
+// that refuses every write (/dev/full, as a full disk): the writer is not
+// held up beyond the pipe, and the failure is logged once.
+func TestUnwritableLogDropsOutputWithoutBlockingTheRank(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stdout.log")
+	if err := os.Symlink("/dev/full", path); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	var log bytes.Buffer
+	ls, w, err := newLogStream(path, 1<<20, 2, int(sink.Fd()), &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := os.NewFile(uintptr(w), "pipe")
+	wrote := make(chan error, 1)
+	go func() {
+		// Sixteen times the pipe: it ends only if the copier drains.
+		_, err := wf.Write(make([]byte, 1<<20))
+		wf.Close()
+		wrote <- err
+	}()
+	for !ls.pump(pumpBudget) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	if n := strings.Count(log.String(), "dropping output"); n != 1 {
+		t.Errorf("the supervisor's log says %d times that it drops output; want once:\n%s", n, log.String())
+	}
+}
