@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,15 +17,19 @@ import (
 // agentEnv is one leading server on its embedded etcd, for the agent
 // endpoints' tests.
 type agentEnv struct {
-	t   *testing.T
+	t   testing.TB
 	s   *Server
 	url string
 	ctx context.Context
 }
 
-func startAgentEnv(t *testing.T) *agentEnv {
+func startAgentEnv(t testing.TB) *agentEnv {
 	t.Helper()
-	s := newTestServer(t)
+	// A node outlives the test without heartbeats.
+	s, err := New(Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -143,12 +143,16 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
 		return
 	}
+	// Screened before the beat is recorded: a rank's last status comes
+	// with the acknowledgement that lets its attempt end and its job
+	// leave the cache.
+	refused := s.screenReports(ctx, &hb)
 	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
 	if err := s.storeReports(ctx, &hb); err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{})
+	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Refused: refused})
 }
 
 // putStatuses stores rank statuses: on the leader through the controller's

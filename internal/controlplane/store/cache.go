@@ -359,6 +359,23 @@ func (c *Cache) Node(name string) (*api.Node, bool) {
 	return n, ok
 }
 
+// Revision is the newest store revision the cache has applied; 0 before
+// its first list.
+func (c *Cache) Revision() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rev
+}
+
+// Job returns a job not yet finished as the cache has it, if it does. It
+// is shared: read-only.
+func (c *Cache) Job(id string) (*api.Job, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[id]
+	return j, ok
+}
+
 // NodeCredential returns a node's credential as the cache has it, if it
 // does (see Store.NodeCredential).
 func (c *Cache) NodeCredential(name string) (string, bool) {
