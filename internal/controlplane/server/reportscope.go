@@ -149,7 +149,9 @@ func (s *Server) screenReports(ctx context.Context, hb *api.Heartbeat) int {
 	}
 	sc := reportScope{s: s, node: hb.Node}
 	refused := 0
-	hb.Ranks = keep(hb.Ranks, &refused, func(rs *api.RankStatus) bool { return sc.rank(rs.JobID, rs.Attempt, rs.Rank) })
+	hb.Ranks = keep(hb.Ranks, &refused, func(rs *api.RankStatus) bool {
+		return sc.rank(rs.JobID, rs.Attempt, rs.Rank) || s.storedAlready(hb.Node, *rs)
+	})
 	hb.Progress = keep(hb.Progress, &refused, func(p *api.Progress) bool { return sc.rank(p.JobID, p.Attempt, p.Rank) })
 	hb.ProgressJobs = nil
 	hb.Checkpoints = keep(hb.Checkpoints, &refused, func(c *api.CheckpointReport) bool { return sc.checkpoint(c.JobID, &c.Checkpoint) })
@@ -157,6 +159,18 @@ func (s *Server) screenReports(ctx context.Context, hb *api.Heartbeat) int {
 		s.countRefused(hb.Node, refused)
 	}
 	return refused
+}
+
+// storedAlready reports whether node's rs is the status this server last
+// stored for its rank: an agent repeats a rank's last status until it
+// sees the rank unassigned, and its job may have finished (and left the
+// cache) meanwhile. storeReports skips it; it is no refusal.
+func (s *Server) storedAlready(node string, rs api.RankStatus) bool {
+	rs.Node = node
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.written[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)]
+	return ok && old == rs
 }
 
 // keep filters xs in place to what ok accepts, adding the others to

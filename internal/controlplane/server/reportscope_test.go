@@ -231,3 +231,40 @@ func BenchmarkScreenReports(b *testing.B) {
 		}
 	}
 }
+
+// TestRepeatedStatusOfFinishedJobIsNoRefusal: an agent repeats a rank's
+// last status until it sees the rank unassigned; when the job finished
+// meanwhile, the repeat is no refusal, while any other report of the
+// finished job is one.
+func TestRepeatedStatusOfFinishedJobIsNoRefusal(t *testing.T) {
+	e := startAgentEnv(t)
+	agents := e.twoNodes()
+	j := e.placed(agents["n1"])
+	a := j.Status.Current()
+	last := map[string]api.RankStatus{}
+	for _, p := range a.Placement {
+		last[p.Node] = api.RankStatus{JobID: j.ID, Attempt: a.Number, Rank: p.Rank, State: api.RankExited}
+		hb := api.Heartbeat{Node: p.Node, Ranks: []api.RankStatus{last[p.Node]}}
+		if resp, err := agents[p.Node].Heartbeat(e.ctx, &hb); err != nil || resp.Refused != 0 {
+			t.Fatalf("%s's exit: %+v, %v", p.Node, resp, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	if err := wait.Until(wctx, 5*time.Millisecond, func() (bool, error) {
+		_, live := e.s.cache.Job(j.ID)
+		return !live, nil
+	}); err != nil {
+		t.Fatalf("job never finished: %v", err)
+	}
+	again := api.Heartbeat{Node: "n1", Ranks: []api.RankStatus{last["n1"]}}
+	if resp, err := agents["n1"].Heartbeat(e.ctx, &again); err != nil || resp.Refused != 0 {
+		t.Errorf("repeated last status: %+v, %v; want accepted (and not stored again)", resp, err)
+	}
+	changed := last["n1"]
+	changed.ExitCode = 3
+	other := api.Heartbeat{Node: "n1", Ranks: []api.RankStatus{changed}}
+	if resp, err := agents["n1"].Heartbeat(e.ctx, &other); err != nil || resp.Refused != 1 {
+		t.Errorf("a new status of a finished job: %+v, %v; want refused", resp, err)
+	}
+}
