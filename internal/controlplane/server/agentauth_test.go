@@ -82,6 +82,17 @@ func (e *agentEnv) register(c *client.Client, n api.Node) (string, error) {
 	return resp.NodeSecret, err
 }
 
+// lose marks a node lost, as the controller does when it falls silent.
+func (e *agentEnv) lose(name string) {
+	e.t.Helper()
+	if _, err := e.s.st.ModifyNode(e.ctx, name, func(n *api.Node) error {
+		n.Status.State, n.Status.LostAt = api.NodeLost, time.Now()
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func statusOf(err error) int {
 	var ae *client.APIError
 	if errors.As(err, &ae) {
@@ -165,12 +176,7 @@ func TestHeartbeatDoesNotReviveLostNode(t *testing.T) {
 	if _, err := e.register(old, testNode("n1", "http://127.0.0.1:1", nil)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.st.ModifyNode(e.ctx, "n1", func(n *api.Node) error {
-		n.Status.State, n.Status.LostAt = api.NodeLost, time.Now()
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.lose("n1")
 	for range 3 {
 		resp, err := old.Heartbeat(e.ctx, &api.Heartbeat{Node: "n1"})
 		if err != nil || !resp.Reregister {
@@ -180,6 +186,15 @@ func TestHeartbeatDoesNotReviveLostNode(t *testing.T) {
 	if n, _ := e.s.st.Node(e.ctx, "n1"); n.Status.State != api.NodeLost {
 		t.Fatalf("heartbeats made the lost node %s", n.Status.State)
 	}
+	// Its own agent registers again, keeping its secret, and the node is
+	// ready; lost once more, a new agent claims it.
+	if s, err := e.register(old, testNode("n1", "http://127.0.0.1:1", nil)); err != nil || s != "" {
+		t.Errorf("the holder's registration of its lost node: secret %q, %v; want its own kept", s, err)
+	}
+	if n, _ := e.s.st.Node(e.ctx, "n1"); n.Status.State != api.NodeReady {
+		t.Errorf("re-registered node is %s; want ready", n.Status.State)
+	}
+	e.lose("n1")
 	// A reinstalled node (no secret) claims the lost name.
 	claim := e.client("")
 	if s, err := e.register(claim, testNode("n1", "http://127.0.0.1:2", nil)); err != nil || s == "" {
