@@ -40,31 +40,44 @@ func TestNodeSecretKeptPrivately(t *testing.T) {
 }
 
 // TestHeartbeatRefusedRegistersAgain: a server that refuses the agent's
-// node secret (another agent claimed the node while it was lost) sends the
-// agent back to registering, presenting its secret; the heartbeats carried
-// the secret it was started with.
+// node secret (another agent claimed the node while it was lost), or has
+// the node lost, sends the agent back to registering; its heartbeats
+// carry the secret it was started with.
 func TestHeartbeatRefusedRegistersAgain(t *testing.T) {
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Header.Get(api.NodeSecretHeader))
-		http.Error(w, `{"error":"not this node's"}`, http.StatusForbidden)
-	}))
-	defer srv.Close()
-	c, err := client.New(client.Config{Server: srv.URL, NodeSecret: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseIdleConnections()
-	a := &Agent{cfg: Config{Name: "n1"}, server: c, tasks: map[string]*task{}, kick: make(chan struct{}, 1)}
-	a.lease.HeartbeatInterval = api.Duration(time.Hour)
-	a.log = slog.New(slog.DiscardHandler)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	a.beatUntilReregister(ctx) // returns at the refusal, not after an hour
-	if ctx.Err() != nil {
-		t.Fatal("beatUntilReregister did not return on 403")
-	}
-	if len(got) != 1 || got[0] != "s1" {
-		t.Errorf("heartbeats presented %q; want one with the agent's secret", got)
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"secret refused", http.StatusForbidden, `{"error":"not this node's"}`},
+		{"node lost", http.StatusOK, `{"reregister":true}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got = append(got, r.Header.Get(api.NodeSecretHeader))
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			c, err := client.New(client.Config{Server: srv.URL, NodeSecret: "s1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseIdleConnections()
+			a := &Agent{cfg: Config{Name: "n1"}, server: c, tasks: map[string]*task{}, kick: make(chan struct{}, 1)}
+			a.lease.HeartbeatInterval = api.Duration(time.Hour)
+			a.log = slog.New(slog.DiscardHandler)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			a.beatUntilReregister(ctx) // returns at the answer, not after an hour
+			if ctx.Err() != nil {
+				t.Fatal("beatUntilReregister did not return")
+			}
+			if len(got) != 1 || got[0] != "s1" {
+				t.Errorf("heartbeats presented %q; want one with the agent's secret", got)
+			}
+		})
 	}
 }
