@@ -11,6 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// nodeAuthPrefix holds each node's credential (the hash of its secret),
+// apart from the node so that no reader of nodes (the API, the scheduler's
+// view) ever holds it.
+const nodeAuthPrefix = Root + "nodeauth/"
+
+func nodeAuthKey(n string) string { return nodeAuthPrefix + n }
+
 // Node reads one node.
 func (s *Store) Node(ctx context.Context, name string) (*api.Node, error) {
 	resp, err := s.c.Get(ctx, nodeKey(name))

@@ -31,18 +31,14 @@ var (
 
 // Key layout. Everything lives under one prefix so a cache can watch it all.
 const (
-	Root        = "/gangway/"
-	jobsPrefix  = Root + "jobs/"
-	nodesPrefix = Root + "nodes/"
-	// nodeAuthPrefix holds each node's credential (the hash of its
-	// secret), apart from the node so that no reader of nodes (the API,
-	// the scheduler's view) ever holds it.
-	nodeAuthPrefix = Root + "nodeauth/"
-	assignPrefix   = Root + "assign/"
-	ranksPrefix    = Root + "ranks/"
-	ckptPrefix     = Root + "ckpt/"
-	progPrefix     = Root + "progress/"
-	seqJobs        = Root + "seq/jobs"
+	Root         = "/gangway/"
+	jobsPrefix   = Root + "jobs/"
+	nodesPrefix  = Root + "nodes/"
+	assignPrefix = Root + "assign/"
+	ranksPrefix  = Root + "ranks/"
+	ckptPrefix   = Root + "ckpt/"
+	progPrefix   = Root + "progress/"
+	seqJobs      = Root + "seq/jobs"
 )
 
 // Store is typed access to gangway's state. Safe for concurrent use.
@@ -104,11 +100,10 @@ const (
 	NodesPrefix = nodesPrefix
 )
 
-func jobKey(id string) string     { return jobsPrefix + id }
-func nodeKey(n string) string     { return nodesPrefix + n }
-func nodeAuthKey(n string) string { return nodeAuthPrefix + n }
-func rankKey(k string) string     { return ranksPrefix + k }
-func progKey(job string) string   { return progPrefix + job }
+func jobKey(id string) string   { return jobsPrefix + id }
+func nodeKey(n string) string   { return nodesPrefix + n }
+func rankKey(k string) string   { return ranksPrefix + k }
+func progKey(job string) string { return progPrefix + job }
 func ckptKey(job string, step int64) string {
 	return fmt.Sprintf("%s%s/%020d", ckptPrefix, job, step)
 }
