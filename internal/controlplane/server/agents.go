@@ -146,7 +146,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	// Screened before the beat is recorded: a rank's last status comes
 	// with the acknowledgement that lets its attempt end and its job
 	// leave the cache.
-	refused := s.screenReports(ctx, &hb)
+	refused, err := s.screenReports(ctx, &hb)
+	if err != nil {
+		writeError(w, statusFor(err), err) // 503: the wait timed out
+		return
+	}
 	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
 	if err := s.storeReports(ctx, &hb); err != nil {
 		writeError(w, statusFor(err), err)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -137,15 +138,20 @@ func onNode(a *api.Attempt, node string) bool {
 
 // screenReports drops from hb, in place, the reports its node may not make
 // (see above), and returns how many it dropped, having counted and (at
-// most once per node per refusalLogEvery) logged them.
-func (s *Server) screenReports(ctx context.Context, hb *api.Heartbeat) int {
+// most once per node per refusalLogEvery) logged them. It fails, dropping
+// nothing, while the cache has not listed the store yet (a server just
+// started): the agent then keeps its reports for the next heartbeat.
+func (s *Server) screenReports(ctx context.Context, hb *api.Heartbeat) (int, error) {
 	if len(hb.Ranks)+len(hb.Checkpoints)+len(hb.Progress) == 0 {
-		return 0
+		return 0, nil
 	}
 	if want := max(hb.AckRevision, 1); s.cache.Revision() < want {
 		wctx, cancel := context.WithTimeout(ctx, cacheCatchUp)
-		_ = s.cache.WaitRevision(wctx, want) // on timeout, judge by what the cache has
+		err := s.cache.WaitRevision(wctx, want) // on timeout, judge by what the cache has
 		cancel()
+		if err != nil && s.cache.Revision() == 0 {
+			return 0, fmt.Errorf("screen reports: the server's cache is not listed yet: %w", err)
+		}
 	}
 	sc := reportScope{s: s, node: hb.Node}
 	refused := 0
@@ -158,7 +164,7 @@ func (s *Server) screenReports(ctx context.Context, hb *api.Heartbeat) int {
 	if refused > 0 {
 		s.countRefused(hb.Node, refused)
 	}
-	return refused
+	return refused, nil
 }
 
 // storedAlready reports whether node's rs is the status this server last

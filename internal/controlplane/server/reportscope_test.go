@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -226,7 +227,7 @@ func BenchmarkScreenReports(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		hb := api.Heartbeat{Node: "n1", Ranks: ranks, Progress: prog}
-		if e.s.screenReports(e.ctx, &hb) != 0 {
+		if n, err := e.s.screenReports(e.ctx, &hb); n != 0 || err != nil {
 			b.Fatal("refused the node's own reports")
 		}
 	}
@@ -266,5 +267,17 @@ func TestRepeatedStatusOfFinishedJobIsNoRefusal(t *testing.T) {
 	other := api.Heartbeat{Node: "n1", Ranks: []api.RankStatus{changed}}
 	if resp, err := agents["n1"].Heartbeat(e.ctx, &other); err != nil || resp.Refused != 1 {
 		t.Errorf("a new status of a finished job: %+v, %v; want refused", resp, err)
+	}
+}
+
+// TestScreenWaitsForTheCacheList: a server whose cache has not listed the
+// store yet (just started) refuses nothing: it fails the heartbeat, and
+// the agent keeps its reports for the next one.
+func TestScreenWaitsForTheCacheList(t *testing.T) {
+	s := &Server{cache: store.NewCache(nil, slog.New(slog.DiscardHandler)), written: map[string]api.RankStatus{}}
+	hb := api.Heartbeat{Node: "n1", Ranks: []api.RankStatus{{JobID: "1", Attempt: 1, State: api.RankRunning}}}
+	n, err := s.screenReports(context.Background(), &hb)
+	if err == nil || n != 0 || len(hb.Ranks) != 1 || s.RefusedReports() != 0 {
+		t.Errorf("screen before the cache listed: %d refused, %v, %d ranks left; want an error and nothing refused", n, err, len(hb.Ranks))
 	}
 }
