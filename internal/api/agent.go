@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// NodeSecretHeader carries a node's secret on every agent request
+// (registration, heartbeat, assignment poll). The secret is the node's
+// identity until nodes have certificates: the server issues it on a node's
+// first registration (RegisterResponse.NodeSecret), keeps only its hash,
+// and refuses a request naming the node without it.
+const NodeSecretHeader = "X-Gangway-Node-Secret"
+
 // RegisterRequest is sent by an agent when it starts and whenever the
 // server has forgotten it.
 type RegisterRequest struct {
@@ -21,6 +28,11 @@ type RegisterResponse struct {
 	FenceAfter Duration `json:"fenceAfter"`
 	// CheckpointRoot is the default parent of job checkpoint directories.
 	CheckpointRoot string `json:"checkpointRoot"`
+	// NodeSecret is set when the server issued the node a new secret (its
+	// first registration, or a lost node claimed by a new agent): the
+	// agent keeps it and sends it in NodeSecretHeader from then on. Empty
+	// when the secret the agent presented stays valid.
+	NodeSecret string `json:"nodeSecret,omitempty"`
 }
 
 // Heartbeat is the agent's periodic, level-triggered report: everything it
@@ -46,8 +58,16 @@ type CheckpointReport struct {
 
 // HeartbeatResponse tells the agent whether it must register again.
 type HeartbeatResponse struct {
-	// Reregister is true when the server has no record of the node.
+	// Reregister is true when the server has no record of the node, or
+	// has it lost: the agent registers again (with its secret) before its
+	// heartbeats count.
 	Reregister bool `json:"reregister,omitempty"`
+	// Refused counts the reports of this heartbeat the server refused and
+	// did not store: rank statuses, progress and checkpoints of ranks not
+	// assigned to this node, of jobs it does not know, and checkpoints
+	// outside the job's checkpoint directory. A correct agent sees it
+	// nonzero only in races (a job that finished meanwhile).
+	Refused int `json:"refused,omitempty"`
 }
 
 // AssignmentList is a node's desired ranks at a store revision.

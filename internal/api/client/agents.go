@@ -11,9 +11,16 @@ import (
 
 // Register tells the server a node is up, with its GPUs, and returns the
 // timing contract (heartbeat interval, fence lease) the agent must keep.
+// When the server issues the node a new secret (resp.NodeSecret), the
+// client presents it from then on; an agent also keeps it on disk so that
+// it can register again after a restart.
 func (c *Client) Register(ctx context.Context, req *api.RegisterRequest) (api.RegisterResponse, error) {
 	var resp api.RegisterResponse
-	return resp, c.postJSON(ctx, "/v1/agent/register", req, &resp)
+	err := c.postJSON(ctx, "/v1/agent/register", req, &resp)
+	if err == nil && resp.NodeSecret != "" {
+		c.SetNodeSecret(resp.NodeSecret)
+	}
+	return resp, err
 }
 
 // Heartbeat sends an agent's report: its ranks' statuses, new checkpoints

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -70,6 +71,10 @@ type Config struct {
 	RetryBackoff time.Duration
 	// UserAgent names the caller; "" sends "gangway/<version>".
 	UserAgent string
+	// NodeSecret is an agent's node secret, sent in api.NodeSecretHeader
+	// with every request; "" sends none until Register issues one (see
+	// Client.Register).
+	NodeSecret string
 }
 
 // Client calls one server's /v1 API. It is safe for concurrent use; make
@@ -83,6 +88,9 @@ type Client struct {
 	// ua is the User-Agent header's value, shared by every request so that
 	// setting it allocates nothing.
 	ua []string
+	// secret is the node secret header's value, nil for none; replaced
+	// whole (never edited) when Register issues a new one.
+	secret atomic.Pointer[[]string]
 }
 
 // New checks cfg and returns a client. It starts nothing: the transport
@@ -129,7 +137,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.UserAgent == "" {
 		c.ua[0] = "gangway/" + version.Version
 	}
+	c.SetNodeSecret(cfg.NodeSecret)
 	return c, nil
+}
+
+// SetNodeSecret makes every later request present secret as the node's
+// ("" presents none).
+func (c *Client) SetNodeSecret(secret string) {
+	if secret == "" {
+		c.secret.Store(nil)
+		return
+	}
+	c.secret.Store(&[]string{secret})
 }
 
 // Server is the base URL the client calls.
@@ -223,6 +242,9 @@ func (c *Client) newRequest(ctx context.Context, r *request) (*http.Request, err
 		return nil, err
 	}
 	req.Header["User-Agent"] = c.ua
+	if s := c.secret.Load(); s != nil {
+		req.Header[api.NodeSecretHeader] = *s
+	}
 	if r.body != nil {
 		req.Header["Content-Type"] = r.contentType
 	}

@@ -47,6 +47,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	now := time.Now()
+	var secret string // a new secret to hand the agent, if it gets one
 	for {
 		old, err := s.st.Node(ctx, n.Name)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -55,12 +56,34 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		}
 		reg := n
 		reg.Status = api.NodeStatus{State: api.NodeReady, RegisteredAt: now}
+		cred := ""
 		if old != nil {
 			// Keep what operators set.
 			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
 			reg.ModRevision = old.ModRevision
+			cur, err := s.st.NodeCredential(ctx, n.Name)
+			if err != nil {
+				writeError(w, statusFor(err), err)
+				return
+			}
+			switch {
+			case presents(r, cur):
+				cred = cur
+			case cur != "" && old.Status.State != api.NodeLost:
+				// Only its holder replaces a live node's registration (its
+				// address, agent URL and launch environment).
+				s.log.Warn("registration refused: node secret does not match", "node", n.Name, "remote", r.RemoteAddr)
+				writeError(w, http.StatusForbidden, fmt.Errorf("register node %s: %w", n.Name, errNodeSecret))
+				return
+			}
+			// A node without a credential (registered before nodes had
+			// secrets) or a lost one goes to whoever registers it now; see
+			// nodeauth.go.
 		}
-		err = s.st.PutNode(ctx, &reg)
+		if cred == "" {
+			secret, cred = newNodeSecret()
+		}
+		err = s.st.RegisterNode(ctx, &reg, cred)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
@@ -71,13 +94,14 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		break
 	}
 	s.liveness().Beat(n.Name, 0, now)
-	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs))
+	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs), "new_secret", secret != "")
 	writeJSON(w, r, http.StatusOK, api.RegisterResponse{
 		HeartbeatInterval: api.Duration(s.cfg.HeartbeatInterval),
 		// Fence a heartbeat before the server could declare the node lost,
 		// so its ranks are dead before any replacement starts.
 		FenceAfter:     api.Duration(s.cfg.NodeTimeout - s.cfg.HeartbeatInterval),
 		CheckpointRoot: s.cfg.CheckpointRoot,
+		NodeSecret:     secret,
 	})
 }
 
@@ -102,10 +126,29 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
+	switch err := s.authenticateNode(ctx, r, hb.Node); {
+	case errors.Is(err, errNoCredential):
+		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		return
+	case errors.Is(err, errNodeSecret):
+		writeError(w, http.StatusForbidden, fmt.Errorf("heartbeat for node %s: %w", hb.Node, err))
+		return
+	case err != nil:
+		writeError(w, statusFor(err), err)
+		return
+	}
 	if n.Status.State == api.NodeLost {
 		// A lost node that speaks again re-registers; its old work was
 		// fenced on its side and reassigned on ours.
 		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
+		return
+	}
+	// Screened before the beat is recorded: a rank's last status comes
+	// with the acknowledgement that lets its attempt end and its job
+	// leave the cache.
+	refused, err := s.screenReports(ctx, &hb)
+	if err != nil {
+		writeError(w, statusFor(err), err) // 503: the wait timed out
 		return
 	}
 	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
@@ -113,7 +156,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{})
+	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Refused: refused})
 }
 
 // putStatuses stores rank statuses: on the leader through the controller's
@@ -189,6 +232,14 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	node := q.Get("node")
 	if node == "" {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("node", "missing"))
+		return
+	}
+	switch err := s.authenticateNode(r.Context(), r, node); {
+	case errors.Is(err, errNoCredential), errors.Is(err, errNodeSecret):
+		writeError(w, http.StatusForbidden, fmt.Errorf("assignments of node %s: %w", node, err))
+		return
+	case err != nil:
+		writeError(w, statusFor(err), err)
 		return
 	}
 	after, wait, err := blockingParams(r)

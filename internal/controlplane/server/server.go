@@ -11,8 +11,8 @@
 // types are internal/api's; Go callers use internal/api/client.
 //
 // It imports api, base/fastjson, controlplane/controller,
-// controlplane/store, inference/autoscale, inference/gateway, planner and
-// topology.
+// controlplane/store, inference/autoscale, inference/gateway, launch,
+// planner and topology.
 package server
 
 import (
@@ -140,6 +140,9 @@ type Server struct {
 	statuses statusBatcher
 	leader   bool
 	ctl      *controller.Controller // the running controller while leader
+
+	// refused counts the reports agents may not make (reportscope.go).
+	refused refusals
 
 	capMu    sync.Mutex // guards capNodes and capAt
 	capNodes []*api.Node

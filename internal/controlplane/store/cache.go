@@ -39,6 +39,7 @@ type Cache struct {
 	progress map[string]*api.Progress              // newest per job
 	nodes    map[string]*api.Node                  //
 	nodesGen int64                                 // bumped on every node change
+	creds    map[string]string                     // node → credential (store.RegisterNode)
 	deploys  map[string]*api.Deployment            //
 	queues   map[string]*api.Queue                 //
 	assign   map[string]map[string]cachedAssign    // node → task key → assignment
@@ -67,6 +68,7 @@ func (c *Cache) reset() {
 	c.progress = map[string]*api.Progress{}
 	c.nodes = map[string]*api.Node{}
 	c.nodesGen++
+	c.creds = map[string]string{}
 	c.deploys = map[string]*api.Deployment{}
 	c.queues = map[string]*api.Queue{}
 	c.assign = map[string]map[string]cachedAssign{}
@@ -249,6 +251,12 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			n.ModRevision = modRev
 			c.nodes[name] = &n
 		}
+	case strings.HasPrefix(key, nodeAuthPrefix):
+		if del {
+			delete(c.creds, key[len(nodeAuthPrefix):])
+			return
+		}
+		c.creds[key[len(nodeAuthPrefix):]] = string(val)
 	case strings.HasPrefix(key, assignPrefix):
 		rest := key[len(assignPrefix):]
 		i := strings.IndexByte(rest, '/')
@@ -349,6 +357,32 @@ func (c *Cache) Node(name string) (*api.Node, bool) {
 	defer c.mu.Unlock()
 	n, ok := c.nodes[name]
 	return n, ok
+}
+
+// Revision is the newest store revision the cache has applied; 0 before
+// its first list.
+func (c *Cache) Revision() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rev
+}
+
+// Job returns a job not yet finished as the cache has it, if it does. It
+// is shared: read-only.
+func (c *Cache) Job(id string) (*api.Job, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[id]
+	return j, ok
+}
+
+// NodeCredential returns a node's credential as the cache has it, if it
+// does (see Store.NodeCredential).
+func (c *Cache) NodeCredential(name string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cred, ok := c.creds[name]
+	return cred, ok
 }
 
 // cachedAssign is one assignment as stored, and the revision it was

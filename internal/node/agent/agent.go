@@ -137,7 +137,11 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c, err := client.New(client.Config{Server: cfg.Server, Timeout: callTimeout})
+	secret, err := readNodeSecret(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(client.Config{Server: cfg.Server, Timeout: callTimeout, NodeSecret: secret})
 	if err != nil {
 		return nil, fmt.Errorf("agent: --server: %w", err)
 	}
@@ -348,6 +352,13 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
+	if resp.NodeSecret != "" {
+		// The client presents it from now on; kept on disk, it lets this
+		// node register again after the agent restarts.
+		if err := writeNodeSecret(a.cfg.DataDir, resp.NodeSecret); err != nil {
+			a.log.Error("node secret not kept: after a restart this agent cannot register its node until the server has it lost", "err", err)
+		}
+	}
 	a.mu.Lock()
 	a.lease = resp
 	a.registered = true
@@ -470,6 +481,14 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 			return
 		}
 		switch {
+		case isForbidden(err):
+			// Another agent holds this node's registration (it claimed
+			// the name while this node was lost): register again, which
+			// the server refuses until that one is lost in turn; the
+			// fence meanwhile kills what this agent runs.
+			a.log.Warn("server refuses this agent's node secret; registering again", "err", err)
+			a.checkFence()
+			return
 		case err != nil:
 			a.log.Debug("heartbeat failed", "err", err)
 			a.checkFence()
