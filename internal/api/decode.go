@@ -34,11 +34,14 @@ func DecodeJobSpec(data []byte) (JobSpec, error) {
 	return s, nil
 }
 
-// DecodeStrict decodes YAML or JSON into v with unknown fields rejected.
-// Errors are *ValidationError with line and column.
+// DecodeStrict decodes YAML or JSON into v with unknown fields rejected,
+// after CheckShape. Errors are *ValidationError with line and column.
 func DecodeStrict(data []byte, v any) error { return decodeStrict(data, v) }
 
 func decodeStrict(data []byte, v any) error {
+	if err := CheckShape(data); err != nil {
+		return err
+	}
 	// The quick path decodes into a copy of *v (its initial value kept),
 	// which replaces *v only when the quick path vouches for it.
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
