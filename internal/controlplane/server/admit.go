@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -111,4 +112,22 @@ func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain in
 		}
 	}
 	return model, domain
+}
+
+// admitCheckpointDir refuses a spec's checkpointDir that is not strictly
+// under a root the server allows (Config.CheckpointDirRoots): agents
+// create it and retention deletes in it, so "/etc" must not be one. api's validation
+// has already made it absolute and clean.
+func admitCheckpointDir(spec *api.JobSpec, roots []string) error {
+	dir := spec.CheckpointDir
+	if dir == "" {
+		return nil
+	}
+	for _, r := range roots {
+		r = filepath.Clean(r)
+		if rel, err := filepath.Rel(r, filepath.Clean(dir)); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return api.ErrorForField("spec.checkpointDir", "%q is outside the server's checkpoint roots (%s)", dir, strings.Join(roots, ", "))
 }

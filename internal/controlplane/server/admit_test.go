@@ -72,3 +72,27 @@ func TestAdmitParallelism(t *testing.T) {
 		})
 	}
 }
+
+func TestAdmitCheckpointDir(t *testing.T) {
+	roots := []string{"/data/checkpoints", "/shared/ckpt/"}
+	for _, c := range []struct {
+		dir string
+		ok  bool
+	}{
+		{"", true},
+		{"/data/checkpoints/llama", true},
+		{"/shared/ckpt/a/b", true},
+		{"/etc", false},
+		{"/data/checkpoints", false}, // the root itself holds every job's
+		{"/data/checkpointsX/y", false},
+		{"/", false},
+	} {
+		err := admitCheckpointDir(&api.JobSpec{CheckpointDir: c.dir}, roots)
+		if c.ok != (err == nil) {
+			t.Errorf("checkpointDir %q: %v; want admitted %v", c.dir, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "spec.checkpointDir") {
+			t.Errorf("checkpointDir %q: %v; want the field named", c.dir, err)
+		}
+	}
+}

@@ -44,3 +44,19 @@ func TestBodyCapUnderTransactionLimit(t *testing.T) {
 		t.Errorf("maxBody %d is more than a quarter of the store's transaction limit %d", maxBody, store.MaxRequestBytes)
 	}
 }
+
+// TestCheckpointDirOutsideRootsRefused: a job may not name /etc as its
+// checkpoint directory; one under the server's checkpoint root passes
+// this check (and goes on to the store, absent here).
+func TestCheckpointDirOutsideRootsRefused(t *testing.T) {
+	s := newTestServer(t)
+	h := s.Handler()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/jobs", strings.NewReader("ranks: 1\ncommand: [x]\ncheckpointDir: /etc\n")))
+	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "spec.checkpointDir") {
+		t.Errorf("checkpointDir /etc: %d %s; want 422 naming spec.checkpointDir", w.Code, w.Body)
+	}
+	if len(s.cfg.CheckpointDirRoots) != 1 || s.cfg.CheckpointDirRoots[0] != s.cfg.CheckpointRoot {
+		t.Errorf("CheckpointDirRoots = %q; want the checkpoint root %q alone", s.cfg.CheckpointDirRoots, s.cfg.CheckpointRoot)
+	}
+}
