@@ -85,16 +85,14 @@ func checkText(fe *FieldErrors, field, s string) {
 // checkArgs checks a command line: each argument's text and size, and the
 // total.
 func checkArgs(fe *FieldErrors, field string, args []string) {
-	total := 0
 	for i, a := range args {
 		f := field + "[" + strconv.Itoa(i) + "]"
 		if len(a) > MaxArgBytes {
 			fe.Add(f, "%d bytes; at most %d (Linux's limit on one argument)", len(a), MaxArgBytes)
 		}
 		checkText(fe, f, a)
-		total += len(a) + 1
 	}
-	if total > MaxCommandBytes {
+	if total := argsBytes(args); total > MaxCommandBytes {
 		fe.Add(field, "%d bytes in all; at most %d", total, MaxCommandBytes)
 	}
 }
@@ -103,10 +101,8 @@ func checkArgs(fe *FieldErrors, field string, args []string) {
 // text and sizes, and that it leaves the launch contract and the loader
 // alone.
 func checkEnv(fe *FieldErrors, field string, env map[string]string) {
-	total := 0
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		v := env[k]
-		total += len(k) + len(v) + 2
 		switch {
 		case k == "" || strings.ContainsRune(k, '=') || strings.IndexFunc(k, isControl) >= 0:
 			fe.Add(field, "invalid variable name %q", k)
@@ -121,9 +117,33 @@ func checkEnv(fe *FieldErrors, field string, env map[string]string) {
 		}
 		checkText(fe, field+"."+k, v)
 	}
-	if total > MaxEnvBytes {
+	if total := envBytes(env); total > MaxEnvBytes {
 		fe.Add(field, "%d bytes in all; at most %d", total, MaxEnvBytes)
 	}
+}
+
+// ProcessBytes is what the spec adds to each process it starts: its
+// command and env, as checkArgs and checkEnv count them. Every rank's
+// assignment carries a copy, and the store writes a gang's in one
+// transaction.
+func (s *JobSpec) ProcessBytes() int {
+	return argsBytes(s.Command) + envBytes(s.Env)
+}
+
+func argsBytes(args []string) int {
+	n := 0
+	for _, a := range args {
+		n += len(a) + 1
+	}
+	return n
+}
+
+func envBytes(env map[string]string) int {
+	n := 0
+	for k, v := range env {
+		n += len(k) + len(v) + 2
+	}
+	return n
 }
 
 // checkLabels checks a label selector's keys and values as names.

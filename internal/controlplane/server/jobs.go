@@ -33,6 +33,10 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}
+	if err := admitSize(&spec); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
 	nodes, err := s.capacityNodes(r.Context())
 	if err != nil {
 		writeError(w, statusFor(err), err)
