@@ -28,6 +28,8 @@ func TestUnsafeValuesRefused(t *testing.T) {
 		{"a bidi override in a name", func(s *JobSpec) { s.Name = "a\u202eb" }, "spec.name", "U+202E"},
 		{"bytes that are not UTF-8 in a name", func(s *JobSpec) { s.Name = "a\x9bb" }, "spec.name", "not UTF-8"},
 		{"an escape in a model name", func(s *JobSpec) { s.Model = &ModelRef{Name: "m\x1b"} }, "spec.model.name", "U+001B"},
+		{"an escape in a MIG profile", func(s *JobSpec) { s.MIGProfile = "1g\x1b" }, "spec.migProfile", "U+001B"},
+		{"an escape in an owner", func(s *JobSpec) { s.Owner = "deployment/\x1b" }, "spec.owner", "U+001B"},
 		{"a control in a node selector value", func(s *JobSpec) { s.NodeSelector = map[string]string{"leaf": "l\x001"} }, "spec.nodeSelector.leaf", "U+0000"},
 		{"NUL in an argument", func(s *JobSpec) { s.Command = []string{"sh", "-c", "a\x00b"} }, "spec.command[2]", "U+0000 at byte 1"},
 		{"an escape in an argument", func(s *JobSpec) { s.Command = []string{"echo", "\x1b]0;x\x07"} }, "spec.command[1]", "U+001B"},

@@ -214,6 +214,8 @@ func (s *JobSpec) Validate() error {
 	if s.GPUMilli > 0 && s.MIGProfile != "" {
 		fe.Add("spec.migProfile", "give gpuMilli or migProfile, not both")
 	}
+	checkName(&fe, "spec.migProfile", s.MIGProfile)
+	checkName(&fe, "spec.owner", s.Owner)
 	if r := s.Resources; r != nil {
 		if r.MemoryBytes < 0 {
 			fe.Add("spec.resources.memoryBytes", "must not be negative")
