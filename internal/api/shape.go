@@ -19,8 +19,10 @@ const (
 )
 
 // CheckShape refuses a JSON or YAML document that nests deeper than
-// MaxDepth, holds more than MaxValues values, or uses an alias (*name: one
-// alias can stand for a document many times its size). It reads the bytes
+// MaxDepth, holds more than MaxValues values, or uses an anchor, alias or
+// tag (one alias can stand for a document many times its size, and goccy
+// nests a tagged empty value over the lines that follow; a spec needs
+// none of them). It reads the bytes
 // once, as a YAML lexer would, counting conservatively: where it cannot
 // tell, it counts a level or value more, never one less. The error is a
 // *ValidationError with the line and column where the limit was passed.
@@ -38,8 +40,8 @@ func CheckNesting(data []byte) error {
 	return s.run()
 }
 
-// shapeScan is CheckShape's state. block holds the columns of the open
-// block levels (at most MaxDepth+1 are kept); flow counts the open [ and {.
+// shapeScan is CheckShape's state. block holds the open block levels (see
+// level; at most MaxDepth+1 are kept); flow counts the open [ and {.
 type shapeScan struct {
 	data      []byte
 	maxValues int // 0: no bound
@@ -56,6 +58,9 @@ type shapeScan struct {
 	// token was a quoted scalar or a closed flow collection, after which
 	// ':' is a value indicator even without a blank.
 	expect, adjacent bool
+	// valueCol is the column where the last value began; lineKeys counts
+	// the block value indicators (':') on this line.
+	valueCol, lineKeys int
 
 	// deepest is the most levels seen; overLine and overCol where
 	// MaxDepth was first passed (overLine 0: never); capped says the block
@@ -67,6 +72,20 @@ type shapeScan struct {
 }
 
 func (s *shapeScan) run() error {
+	// Neither YAML nor JSON allows raw control characters but tab and line
+	// breaks (a string holds them escaped); decoders differ on what they
+	// make of them.
+	for i, c := range s.data {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+			s.i = i
+			for j := range i {
+				if s.data[j] == '\n' {
+					s.line, s.lineStart = s.line+1, j+1
+				}
+			}
+			return s.fail(fmt.Sprintf("the document holds the control character %U; write it escaped (\\u%04x) in a quoted string", rune(c), c))
+		}
+	}
 	s.startLine()
 	for s.i < len(s.data) {
 		c := s.data[s.i]
@@ -123,13 +142,15 @@ func (s *shapeScan) token(c byte) error {
 		case c == ',' && s.flow > 0:
 			s.i++
 			return nil
-		case c == '*':
-			return s.fail("aliases (*name) are not accepted; write the value out")
-		case c == '&' || c == '!':
-			s.property()
-			return nil
-		case (c == '-' || c == '?') && s.flow == 0 && s.blankAt(1):
+		case c == '*' || c == '&' || c == '!':
+			return s.fail("anchors (&name), aliases (*name) and tags (!tag) are not accepted; write the value out")
+		case (c == '?' || c == ':') && s.flow == 0 && s.blankAt(1):
+			return s.fail("complex keys (? key, then : value on a line of its own) are not accepted; write key: value")
+		case c == '-' && s.flow == 0 && s.blankAt(1):
 			s.value()
+			if col := s.i - s.lineStart; s.top() == 2*col {
+				s.level(2*col + 1) // a sequence under a key: "key:\n- a"
+			}
 			s.push(s.contentColumn())
 			s.i++
 			return nil
@@ -146,6 +167,14 @@ func (s *shapeScan) token(c byte) error {
 	switch {
 	case c == ':' && (s.blankAt(1) || adjacent || s.flow > 0 && isFlowIndicator(s.peek(1))):
 		s.expect = true
+		if s.flow == 0 {
+			// A second key on one line ("a: b: c") is taken by goccy as
+			// a mapping nested at that key.
+			if s.lineKeys > 0 {
+				s.push(s.valueCol)
+			}
+			s.lineKeys++
+		}
 	case s.flow > 0 && (c == '[' || c == '{'):
 		return s.open()
 	case s.flow > 0 && (c == ']' || c == '}'):
@@ -172,7 +201,8 @@ func (s *shapeScan) startLine() {
 		return // blank or comment only: changes nothing
 	}
 	indent := j - s.i
-	if !s.expect && indent > s.top() && s.nblock > 0 {
+	s.lineKeys = 0
+	if !s.expect && 2*indent > s.top() && s.nblock > 0 {
 		// A more indented line after a plain scalar continues it.
 		s.i = j
 		return
@@ -192,24 +222,30 @@ func (s *shapeScan) startLine() {
 	s.expect, s.adjacent = true, false
 }
 
-// push closes the block levels deeper than col and opens col if it is
-// deeper than the innermost.
-func (s *shapeScan) push(col int) {
-	for s.nblock > 0 && s.top() > col {
+// push closes the block levels deeper than column col and opens one at
+// col if it is deeper than the innermost.
+func (s *shapeScan) push(col int) { s.level(2 * col) }
+
+// level is push for a level kept as 2×column, or 2×column+1 for one that
+// shares its column with the level before (a sequence under a key, which
+// the next line at that column closes).
+func (s *shapeScan) level(l int) {
+	for s.nblock > 0 && s.top() > l {
 		s.nblock--
 	}
-	if s.nblock > 0 && s.top() == col {
+	if s.nblock > 0 && s.top() == l {
 		return
 	}
 	if s.nblock == len(s.block) {
 		s.capped = true
 		return
 	}
-	s.block[s.nblock] = col
+	s.block[s.nblock] = l
 	s.nblock++
 	s.deeper()
 }
 
+// top is the innermost level (2×column, see level), -1 if none.
 func (s *shapeScan) top() int {
 	if s.nblock == 0 {
 		return -1
@@ -246,6 +282,7 @@ func (s *shapeScan) deeper() {
 // value counts a value, and notes where the count first passed the
 // bound.
 func (s *shapeScan) value() {
+	s.valueCol = s.i - s.lineStart
 	s.values++
 	if s.maxValues > 0 && s.values > s.maxValues && s.manyLine == 0 {
 		s.manyLine, s.manyCol = s.line, s.i-s.lineStart+1
@@ -269,13 +306,6 @@ func (s *shapeScan) quoted(q byte) {
 			s.line++
 			s.lineStart = s.i + 1
 		}
-		s.i++
-	}
-}
-
-// property skips an anchor (&name) or a tag (!tag); a value follows.
-func (s *shapeScan) property() {
-	for s.i < len(s.data) && !blank(s.data[s.i]) && !(s.flow > 0 && isFlowIndicator(s.data[s.i])) {
 		s.i++
 	}
 }
@@ -305,7 +335,7 @@ func (s *shapeScan) blockScalar() error {
 			if content < 0 {
 				content = j - s.i
 			}
-			if j-s.i < content || content <= parent {
+			if j-s.i < content || 2*content <= parent {
 				break // the scalar has ended; this line is structure
 			}
 		}
@@ -318,7 +348,7 @@ func (s *shapeScan) blockScalar() error {
 }
 
 // contentColumn is the column of the first value after the indicator at
-// s.i (- or ?) on its line, or the next column if none follows.
+// s.i (-) on its line, or the next column if none follows.
 func (s *shapeScan) contentColumn() int {
 	k := s.i + 1
 	for k < len(s.data) && s.data[k] == ' ' {
