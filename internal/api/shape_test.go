@@ -82,16 +82,37 @@ func TestDeepBodyNeverDecoded(t *testing.T) {
 		"yaml": []byte("ranks: 1\ncommand:\n  - " + strings.Repeat("[", 100_000)),
 		"flat": []byte("ranks: 1\ncommand:\n" + strings.Repeat("- 1\n", 100_000)),
 	} {
-		t.Run(name, func(t *testing.T) {
-			var err error
-			allocated := testenv.BytesAllocated(func() { _, err = DecodeJobSpec(body) })
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most") {
-				t.Fatalf("DecodeJobSpec = %v; want the shape refused", err)
-			}
-			if allocated > 1<<20 {
-				t.Errorf("refusing it allocated %d bytes; want under 1 MiB (did a decoder run?)", allocated)
-			}
-		})
+		t.Run(name, func(t *testing.T) { refusedCheaply(t, body, "at most") })
+	}
+}
+
+// refusedCheaply checks that DecodeJobSpec refuses body, saying want,
+// having allocated under 1 MiB: no decoder ran.
+func refusedCheaply(t *testing.T, body []byte, want string) {
+	t.Helper()
+	var err error
+	allocated := testenv.BytesAllocated(func() { _, err = DecodeJobSpec(body) })
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("DecodeJobSpec = %v; want it refused, saying %q", err, want)
+	}
+	if allocated > 1<<20 {
+		t.Errorf("refusing it allocated %d bytes; want under 1 MiB (did a decoder run?)", allocated)
+	}
+}
+
+// TestBigYAMLNeverDecoded: goccy/go-yaml allocates 30 to 60 bytes a
+// byte, so a document over MaxYAMLBytes is refused before it runs (a 2 MiB
+// one cost over 100 MB); JSON as big that the quick path takes passes.
+func TestBigYAMLNeverDecoded(t *testing.T) {
+	arg := strings.Repeat("x", 100<<10)
+	refusedCheaply(t, []byte("ranks: 1\ncommand:\n"+strings.Repeat("  - "+arg+"\n", 20)), "bytes of YAML")
+	js := `{"ranks": 1, "command": ["x"` + strings.Repeat(`, "`+arg+`"`, 7) + `]}`
+	if _, err := DecodeJobSpec([]byte(js)); err != nil {
+		t.Errorf("DecodeJobSpec(700 KiB of JSON) = %v; want it decoded", err)
+	}
+	js = `{"ranks": 1, "command": ["x"` + strings.Repeat(`, "`+arg+`"`, 9) + `], "env": {"A": "` + arg + `", "B": "` + arg + `"}}`
+	if _, err := DecodeJobSpec([]byte(js)); len(js) <= MaxYAMLBytes || err != nil {
+		t.Errorf("DecodeJobSpec(%d bytes of JSON) = %v; want it decoded by the quick path", len(js), err)
 	}
 }
 
