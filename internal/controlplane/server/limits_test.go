@@ -45,16 +45,21 @@ func TestBodyCapUnderTransactionLimit(t *testing.T) {
 	}
 }
 
-// TestCheckpointDirOutsideRootsRefused: a job may not name /etc as its
-// checkpoint directory; one under the server's checkpoint root passes
-// this check (and goes on to the store, absent here).
-func TestCheckpointDirOutsideRootsRefused(t *testing.T) {
+// TestAdmissionRefusesBeforeTheStore: a checkpointDir outside the
+// server's roots, and a command too big to copy into every rank, are
+// refused (422, naming the field) before the store is read (absent here).
+func TestAdmissionRefusesBeforeTheStore(t *testing.T) {
 	s := newTestServer(t)
 	h := s.Handler()
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/jobs", strings.NewReader("ranks: 1\ncommand: [x]\ncheckpointDir: /etc\n")))
-	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "spec.checkpointDir") {
-		t.Errorf("checkpointDir /etc: %d %s; want 422 naming spec.checkpointDir", w.Code, w.Body)
+	for _, c := range []struct{ body, field string }{
+		{"ranks: 1\ncommand: [x]\ncheckpointDir: /etc\n", "spec.checkpointDir"},
+		{`{"ranks": 1024, "command": ["sh", "-c", "` + strings.Repeat("x", 100<<10) + `"]}`, "spec.command"},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/jobs", strings.NewReader(c.body)))
+		if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), `"field":"`+c.field+`"`) {
+			t.Errorf("%.40s: %d %.300s; want 422 naming %s", c.body, w.Code, w.Body, c.field)
+		}
 	}
 	if len(s.cfg.CheckpointDirRoots) != 1 || s.cfg.CheckpointDirRoots[0] != s.cfg.CheckpointRoot {
 		t.Errorf("CheckpointDirRoots = %q; want the checkpoint root %q alone", s.cfg.CheckpointDirRoots, s.cfg.CheckpointRoot)
