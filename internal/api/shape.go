@@ -1,6 +1,9 @@
 package api
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // This file holds CheckShape, the scan every body passes before a decoder
 // sees it. goccy/go-yaml builds the whole document before it checks
@@ -58,6 +61,11 @@ type shapeScan struct {
 	// token was a quoted scalar or a closed flow collection, after which
 	// ':' is a value indicator even without a blank.
 	expect, adjacent bool
+	// seqs and pairs have a bit for each of the first 64 flow levels:
+	// the level is a sequence ([), and the entry now read at that level
+	// is a key: value pair, which makes a mapping of its own ("[a: b]"
+	// nests two levels).
+	seqs, pairs uint64
 	// valueCol is the column where the last value began; lineKeys counts
 	// the block value indicators (':') on this line.
 	valueCol, lineKeys int
@@ -140,6 +148,7 @@ func (s *shapeScan) token(c byte) error {
 			s.close()
 			return nil
 		case c == ',' && s.flow > 0:
+			s.endPair()
 			s.i++
 			return nil
 		case c == '*' || c == '&' || c == '!':
@@ -167,6 +176,7 @@ func (s *shapeScan) token(c byte) error {
 	switch {
 	case c == ':' && (s.blankAt(1) || adjacent || s.flow > 0 && isFlowIndicator(s.peek(1))):
 		s.expect = true
+		s.beginPair()
 		if s.flow == 0 {
 			// A second key on one line ("a: b: c") is taken by goccy as
 			// a mapping nested at that key.
@@ -181,6 +191,7 @@ func (s *shapeScan) token(c byte) error {
 		s.close()
 		return nil
 	case s.flow > 0 && c == ',':
+		s.endPair()
 		s.expect = true
 	}
 	s.i++
@@ -256,6 +267,13 @@ func (s *shapeScan) top() int {
 func (s *shapeScan) open() error {
 	s.value()
 	s.flow++
+	if s.flow <= 64 {
+		if s.data[s.i] == '[' {
+			s.seqs |= 1 << (s.flow - 1)
+		} else {
+			s.seqs &^= 1 << (s.flow - 1)
+		}
+	}
 	s.deeper()
 	s.i++
 	s.expect, s.adjacent = true, false
@@ -263,14 +281,34 @@ func (s *shapeScan) open() error {
 }
 
 func (s *shapeScan) close() {
+	s.endPair()
 	s.flow--
 	s.i++
 	s.expect, s.adjacent = false, true
 }
 
+// beginPair notes a ':' inside a flow sequence: its entry is a mapping.
+func (s *shapeScan) beginPair() {
+	if s.flow == 0 || s.flow > 64 {
+		return
+	}
+	bit := uint64(1) << (s.flow - 1)
+	if s.seqs&bit != 0 && s.pairs&bit == 0 {
+		s.pairs |= bit
+		s.deeper()
+	}
+}
+
+// endPair ends the entry of the innermost flow level.
+func (s *shapeScan) endPair() {
+	if s.flow > 0 && s.flow <= 64 {
+		s.pairs &^= 1 << (s.flow - 1)
+	}
+}
+
 // deeper notes the depth now, and where it first passed MaxDepth.
 func (s *shapeScan) deeper() {
-	d := s.nblock + s.flow
+	d := s.nblock + s.flow + bits.OnesCount64(s.pairs)
 	if d > s.deepest {
 		s.deepest = d
 	}

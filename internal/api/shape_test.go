@@ -46,6 +46,8 @@ func TestCheckShape(t *testing.T) {
 		{name: "keys after keys on one line count", in: strings.Repeat("a: ", 70) + "b\n", errHas: "more than 64 levels deep"},
 		{name: "complex keys are refused", in: "? [a]\n: b\n", errHas: "complex keys", line: 1},
 		{name: "a line opening with a value is refused", in: "0\n: 0\n", errHas: "complex keys", line: 2},
+		{name: "pairs in flow sequences count", in: strings.Repeat("[a: ", 40) + "b", errHas: "nests 81 levels deep"},
+		{name: "pairs in flow mappings do not", in: "env: {" + strings.Repeat("a: b, ", 100) + "}\n"},
 		{name: "comments are skipped", in: "# [[[[[[[[\nranks: 1 # {{{{\n"},
 		{name: "crlf", in: "ranks: 1\r\ncommand:\r\n  - a\r\n"},
 	}
