@@ -108,6 +108,12 @@ func (s *DeploymentSpec) Validate() error {
 	if s.Model == "" {
 		fe.Add("spec.model", "missing")
 	}
+	checkName(&fe, "spec.model", s.Model)
+	checkName(&fe, "spec.servedModelName", s.ServedModelName)
+	checkArgs(&fe, "spec.command", s.Command)
+	checkArgs(&fe, "spec.extraArgs", s.ExtraArgs)
+	checkEnv(&fe, "spec.env", s.Env)
+	checkLabels(&fe, "spec.nodeSelector", s.NodeSelector)
 	if s.GPUsPerReplica < 1 || s.GPUsPerReplica > MaxGPUsPerRank {
 		fe.Add("spec.gpusPerReplica", "must be 1..%d (got %d)", MaxGPUsPerRank, s.GPUsPerReplica)
 	}
@@ -131,6 +137,7 @@ func (s *DeploymentSpec) Validate() error {
 	if s.ReadinessPath != "" && s.ReadinessPath[0] != '/' {
 		fe.Add("spec.readinessPath", "%q must start with /", s.ReadinessPath)
 	}
+	checkName(&fe, "spec.readinessPath", s.ReadinessPath)
 	return fe.Err()
 }
 

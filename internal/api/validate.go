@@ -85,6 +85,7 @@ func (s *JobSpec) Validate() error {
 	if len(s.Name) > maxNameLen {
 		fe.Add("spec.name", "longer than %d characters", maxNameLen)
 	}
+	checkName(&fe, "spec.name", s.Name)
 	if s.Queue != "" && !validIdent(s.Queue) {
 		fe.Add("spec.queue", "%q: use letters, digits, '-', '_' and '.' only", s.Queue)
 	}
@@ -121,11 +122,12 @@ func (s *JobSpec) Validate() error {
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		fe.Add("spec.command", "missing: give the program to run, e.g. [\"python3\", \"train.py\"]")
 	}
-	for k := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			fe.Add("spec.env", "invalid variable name %q", k)
-		}
+	checkArgs(&fe, "spec.command", s.Command)
+	checkEnv(&fe, "spec.env", s.Env)
+	if s.WorkingDir != "" {
+		checkAbsDir(&fe, "spec.workingDir", s.WorkingDir)
 	}
+	checkLabels(&fe, "spec.nodeSelector", s.NodeSelector)
 	if s.MaxRestarts != nil && *s.MaxRestarts < 0 {
 		fe.Add("spec.maxRestarts", "must not be negative (got %d)", *s.MaxRestarts)
 	}
@@ -138,8 +140,8 @@ func (s *JobSpec) Validate() error {
 	if s.TerminationGracePeriod < 0 {
 		fe.Add("spec.terminationGracePeriod", "must not be negative")
 	}
-	if s.CheckpointDir != "" && !strings.HasPrefix(s.CheckpointDir, "/") {
-		fe.Add("spec.checkpointDir", "%q must be an absolute path", s.CheckpointDir)
+	if s.CheckpointDir != "" {
+		checkAbsDir(&fe, "spec.checkpointDir", s.CheckpointDir)
 	}
 	switch s.Launch {
 	case "", LaunchPerRank, LaunchPerNode, LaunchTorchrun, LaunchDeepSpeed:
@@ -178,6 +180,7 @@ func (s *JobSpec) Validate() error {
 		if m.Name == "" {
 			fe.Add("spec.model.name", "missing")
 		}
+		checkName(&fe, "spec.model.name", m.Name)
 		if m.Seq < 0 || m.GlobalBatch < 0 {
 			fe.Add("spec.model", "seq and globalBatch must not be negative")
 		}
@@ -211,6 +214,8 @@ func (s *JobSpec) Validate() error {
 	if s.GPUMilli > 0 && s.MIGProfile != "" {
 		fe.Add("spec.migProfile", "give gpuMilli or migProfile, not both")
 	}
+	checkName(&fe, "spec.migProfile", s.MIGProfile)
+	checkName(&fe, "spec.owner", s.Owner)
 	if r := s.Resources; r != nil {
 		if r.MemoryBytes < 0 {
 			fe.Add("spec.resources.memoryBytes", "must not be negative")

@@ -73,8 +73,10 @@ func joinInts(v []int) string {
 }
 
 // Env returns the process's environment: gangway's variables, then the
-// node's launch env (NCCL), then the user's spec.env, so a user may
-// override anything deliberately.
+// node's launch env (NCCL), then the user's spec.env, which may tune the
+// node's NCCL settings but set none of gangway's (validation refuses the
+// names api.LaunchEnv and api.LaunchEnvPrefixes give; a test holds Env
+// to them).
 func Env(in Input) map[string]string {
 	a := in.Attempt
 	p := a.Placement[in.Rank]

@@ -133,3 +133,21 @@ func TestCheckpointDir(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvIsTheContract: every variable Env sets, in every mode, is one
+// api.InLaunchContract names, so that a spec's env is refused any of them
+// (the node's NCCL settings aside, which a user may tune).
+func TestEnvIsTheContract(t *testing.T) {
+	a := testAttempt()
+	a.Placement[2].Milli, a.Placement[3].MIGProfile = 250, "1g.10gb"
+	for _, launch := range []api.LaunchMode{api.LaunchPerRank, api.LaunchPerNode} {
+		j := &api.Job{ID: "12", Spec: api.JobSpec{Launch: launch}, Array: &api.ArrayTask{ID: "10", Index: 1, Count: 2}}
+		for rank := range a.Placement {
+			for k := range Env(Input{Job: j, Attempt: a, Rank: rank, Nodes: testNodes}) {
+				if _, fromNode := testNodes[a.Placement[rank].Node].LaunchEnv[k]; !fromNode && !api.InLaunchContract(k) {
+					t.Errorf("%s rank %d: Env sets %s, which api.LaunchEnv does not name", launch, rank, k)
+				}
+			}
+		}
+	}
+}

@@ -1,7 +1,7 @@
 // Package testenv holds what tests share: set-up for tests that start
 // subprocesses, the goroutines an embedded etcd leaves behind for the leak
 // checks of those that start one, and the path of the project's shared
-// data. Only tests import it.
+// data, and a count of the bytes a call allocates. Only tests import it.
 //
 // It imports the standard library and go.uber.org/goleak.
 package testenv
@@ -9,6 +9,7 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -56,4 +57,16 @@ func SharedData(t testing.TB, rel string) string {
 		}
 		dir = parent
 	}
+}
+
+// BytesAllocated is how many bytes f allocated on the heap: for tests that
+// a path stays cheap (a refusal that must not run a decoder), bounded by
+// bytes rather than by the clock.
+func BytesAllocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -2,10 +2,12 @@ package server
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/planner"
 	"github.com/gangway/gangway/internal/topology"
 )
@@ -111,4 +113,55 @@ func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain in
 		}
 	}
 	return model, domain
+}
+
+// admitCheckpointDir refuses a spec's checkpointDir that is not strictly
+// under a root the server allows (Config.CheckpointDirRoots): agents
+// create it and retention deletes in it, so "/etc" must not be one. api's validation
+// has already made it absolute and clean.
+func admitCheckpointDir(spec *api.JobSpec, roots []string) error {
+	dir := spec.CheckpointDir
+	if dir == "" {
+		return nil
+	}
+	for _, r := range roots {
+		r = filepath.Clean(r)
+		if rel, err := filepath.Rel(r, filepath.Clean(dir)); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return nil
+		}
+	}
+	return api.ErrorForField("spec.checkpointDir", "%q is outside the server's checkpoint roots (%s)", dir, strings.Join(roots, ", "))
+}
+
+// Budgets for what a spec's command and env cost the store: a gang's
+// assignments (a copy per rank) are written in one transaction, and an
+// array's tasks (a copy of the spec each) in transactions of up to 128.
+const (
+	maxStartBytes      = store.MaxRequestBytes / 2
+	maxArrayTaskBytes  = maxStartBytes / 128
+	maxArrayTotalBytes = 2 * store.MaxRequestBytes
+)
+
+// admitSize refuses a spec whose command and env, copied into every rank
+// or every array task, would not fit the store's transactions: the job
+// could never start, and each try would build the transaction again.
+func admitSize(spec *api.JobSpec) error {
+	per := spec.ProcessBytes()
+	if total := per * spec.Ranks; total > maxStartBytes {
+		return api.ErrorForField("spec.command", "with spec.env, %d bytes for each of %d ranks is %d bytes to start the gang; at most %d: put long arguments and values in a file", per, spec.Ranks, total, maxStartBytes)
+	}
+	if spec.Array == "" {
+		return nil
+	}
+	a, err := api.ParseArray(spec.Array)
+	if err != nil {
+		return nil // validation has refused it
+	}
+	switch tasks := len(a.Indices); {
+	case tasks > 1 && per > maxArrayTaskBytes:
+		return api.ErrorForField("spec.command", "with spec.env, %d bytes for each array task; at most %d: put long arguments and values in a file", per, maxArrayTaskBytes)
+	case per*tasks > maxArrayTotalBytes:
+		return api.ErrorForField("spec.array", "%d tasks × %d bytes of command and env is %d bytes; at most %d", tasks, per, per*tasks, maxArrayTotalBytes)
+	}
+	return nil
 }

@@ -72,3 +72,52 @@ func TestAdmitParallelism(t *testing.T) {
 		})
 	}
 }
+
+func TestAdmitCheckpointDir(t *testing.T) {
+	roots := []string{"/data/checkpoints", "/shared/ckpt/"}
+	for _, c := range []struct {
+		dir string
+		ok  bool
+	}{
+		{"", true},
+		{"/data/checkpoints/llama", true},
+		{"/shared/ckpt/a/b", true},
+		{"/etc", false},
+		{"/data/checkpoints", false}, // the root itself holds every job's
+		{"/data/checkpointsX/y", false},
+		{"/", false},
+	} {
+		err := admitCheckpointDir(&api.JobSpec{CheckpointDir: c.dir}, roots)
+		if c.ok != (err == nil) {
+			t.Errorf("checkpointDir %q: %v; want admitted %v", c.dir, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "spec.checkpointDir") {
+			t.Errorf("checkpointDir %q: %v; want the field named", c.dir, err)
+		}
+	}
+}
+
+// TestAdmitSize: a command and env copied into every rank or array task
+// must fit the store's transactions.
+func TestAdmitSize(t *testing.T) {
+	arg := strings.Repeat("a", 100<<10-1) // 100 KiB with its NUL
+	tests := []struct {
+		name   string
+		spec   api.JobSpec
+		errHas string // "" means admitted
+	}{
+		{"a typical gang", api.JobSpec{Ranks: 1024, Command: []string{"python3", "train.py"}, Env: map[string]string{"NCCL_DEBUG": "INFO"}}, ""},
+		{"a big script on few ranks", api.JobSpec{Ranks: 8, Command: []string{"sh", "-c", arg}}, ""},
+		{"a big script on 1024 ranks", api.JobSpec{Ranks: 1024, Command: []string{"sh", "-c", arg}}, "spec.command: with spec.env"},
+		{"a big env on 1024 ranks", api.JobSpec{Ranks: 1024, Command: []string{"x"}, Env: map[string]string{"A": arg}}, "to start the gang"},
+		{"a typical array", api.JobSpec{Ranks: 1, Array: "0-9999", Command: []string{"python3", "sweep.py", "--lr=0.1"}}, ""},
+		{"a big script in an array", api.JobSpec{Ranks: 1, Array: "0-1", Command: []string{"sh", "-c", arg + arg}}, "each array task"},
+		{"an array too big in all", api.JobSpec{Ranks: 1, Array: "0-9999", Command: []string{"sh", "-c", arg[:10<<10]}}, "spec.array: 10000 tasks"},
+	}
+	for _, tt := range tests {
+		err := admitSize(&tt.spec)
+		if tt.errHas == "" && err != nil || tt.errHas != "" && (err == nil || !strings.Contains(err.Error(), tt.errHas)) {
+			t.Errorf("%s: admitSize = %v; want %q", tt.name, err, tt.errHas)
+		}
+	}
+}

@@ -15,7 +15,9 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
-// maxBody bounds request bodies.
+// maxBody bounds request bodies: well below the store's limit on one
+// transaction (store.MaxRequestBytes), which a spec must fit with its
+// job's status.
 const maxBody = 4 << 20
 
 // Handler returns the HTTP API.
@@ -99,10 +101,17 @@ func decodeBody[T any](w http.ResponseWriter, r *http.Request, decode func([]byt
 	return v, true
 }
 
+// readBody reads a request body of at most maxBody bytes and refuses one
+// nested too deep for a decoder (api.CheckNesting) before any decoder sees
+// it: every endpoint that decodes a body reads it here. Specs also pass
+// api.CheckShape's bound on values when decoded.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return nil, api.ErrorForField("", "reading body: %s", err)
+	}
+	if err := api.CheckNesting(b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -29,6 +29,14 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if err := admitCheckpointDir(&spec, s.cfg.CheckpointDirRoots); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	if err := admitSize(&spec); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
 	nodes, err := s.capacityNodes(r.Context())
 	if err != nil {
 		writeError(w, statusFor(err), err)

@@ -67,6 +67,10 @@ type Config struct {
 	// CheckpointRoot is the shared parent of default checkpoint dirs.
 	// Default DataDir/checkpoints.
 	CheckpointRoot string
+	// CheckpointDirRoots are the directories a spec's own checkpointDir
+	// must lie under (agents create it, and retention deletes in it).
+	// Default CheckpointRoot alone, made absolute.
+	CheckpointDirRoots []string
 	// JobRetention and MaxFinishedJobs bound the finished jobs the store
 	// keeps: by age, and by count (the oldest go first). 0 keeps them.
 	JobRetention    time.Duration
@@ -89,6 +93,13 @@ func (c *Config) applyDefaults() {
 	}
 	if c.CheckpointRoot == "" && c.DataDir != "" {
 		c.CheckpointRoot = filepath.Join(c.DataDir, "checkpoints")
+	}
+	if len(c.CheckpointDirRoots) == 0 && c.CheckpointRoot != "" {
+		root, err := filepath.Abs(c.CheckpointRoot)
+		if err != nil {
+			root = c.CheckpointRoot // no working directory: compared as given
+		}
+		c.CheckpointDirRoots = []string{root}
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
