@@ -157,12 +157,6 @@ func TestDocumentedSpecsValidate(t *testing.T) {
 			} else {
 				_, err = DecodeJobSpec(m[1])
 			}
-			var ve *ValidationError
-			if errors.As(err, &ve) && len(ve.Fields) == 1 && ve.Fields[0].Field == "spec.parallelism" {
-				// The README's example asks tp 8 × pp 4 of 16 ranks, refused
-				// before this check existed; its other fields must pass.
-				continue
-			}
 			if err != nil {
 				t.Errorf("%s: spec %d: %v\n%s", doc, n, err, m[1])
 			}

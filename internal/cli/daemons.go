@@ -54,6 +54,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	nodeTimeout := fs.Duration("node-timeout", 3*time.Second, "a node that misses heartbeats this long is lost")
 	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
+	var ckDirRoots stringList
+	fs.Var(&ckDirRoots, "checkpoint-dir-root", "a directory under which a job's own checkpointDir may lie (repeatable; default: --checkpoint-root alone)")
 	var topoFiles stringList
 	fs.Var(&topoFiles, "topology-file", "Slurm topology.conf (tree or block form) describing leaves, spines and NVLink blocks (repeatable)")
 	gwListen := fs.String("gateway-listen", "", "also serve the OpenAI API for every deployment here (e.g. :8080)")
@@ -89,6 +91,12 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
+	}
+	for _, r := range ckDirRoots {
+		if !filepath.IsAbs(r) {
+			return cfg, nil, fail(e, fmt.Errorf("--checkpoint-dir-root %q: want an absolute path", r)), false
+		}
+		cfg.CheckpointDirRoots = append(cfg.CheckpointDirRoots, filepath.Clean(r))
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, nil, fail(e, err), false

@@ -131,6 +131,7 @@ func TestServerCommandNamesBadFlags(t *testing.T) {
 		{[]string{"--topology-file", bad}, []string{"--topology-file", bad}},
 		{[]string{"--job-retention", "-1h"}, []string{"--job-retention", "negative"}},
 		{[]string{"--max-finished-jobs", "-5"}, []string{"--max-finished-jobs", "negative"}},
+		{[]string{"--checkpoint-dir-root", "shared/ckpt"}, []string{"--checkpoint-dir-root", "absolute"}},
 		{[]string{"--job-archive", filepath.Join(bad, "jobs.jsonl")}, []string{"--job-archive", "not a directory"}},
 	} {
 		var out bytes.Buffer
