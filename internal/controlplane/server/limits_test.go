@@ -54,6 +54,7 @@ func TestAdmissionRefusesBeforeTheStore(t *testing.T) {
 	for _, c := range []struct{ body, field string }{
 		{"ranks: 1\ncommand: [x]\ncheckpointDir: /etc\n", "spec.checkpointDir"},
 		{`{"ranks": 1024, "command": ["sh", "-c", "` + strings.Repeat("x", 100<<10) + `"]}`, "spec.command"},
+		{"ranks: 1\ncommand: [x]\nowner: deployment/llama\n", "spec.owner"}, // a user's job posing as a replica
 	} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/jobs", strings.NewReader(c.body)))
