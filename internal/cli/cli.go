@@ -19,7 +19,6 @@ import (
 	"strings"
 
 	"github.com/gangway/gangway/internal/api/client"
-	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/base/version"
 	"github.com/gangway/gangway/internal/cli/infcli"
@@ -132,18 +131,6 @@ func serverFlag(fs *flag.FlagSet, e *Env) *string {
 		def = "http://127.0.0.1:7070"
 	}
 	return fs.String("server", def, "gangway server URL")
-}
-
-func outputFlag(fs *flag.FlagSet) *string {
-	return fs.String("o", "table", "output format: table, json or yaml")
-}
-
-func checkOutput(e *Env, o string) bool {
-	if _, err := cmdkit.ParseFormat(o); err != nil {
-		fmt.Fprintf(e.Stderr, "gangway: %v\n", err)
-		return false
-	}
-	return true
 }
 
 // fail prints err for a person and returns exit status 1.

@@ -8,7 +8,7 @@ import (
 )
 
 // TestDemoRejectsBadFlags: a mistyped scenario or format is refused before
-// anything starts, with the choices named.
+// anything starts (or any server is asked), with the choices named.
 func TestDemoRejectsBadFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -17,6 +17,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 	}{
 		{"unknown scenario", []string{"demo", "--scenario", "meteor"}, `--scenario "meteor": want one of node-loss`},
 		{"unknown format", []string{"demo", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
+		{"a user command's unknown format", []string{"get", "jobs", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

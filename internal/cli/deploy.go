@@ -15,13 +15,10 @@ import (
 func runDeploy(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "deploy", "DEPLOYMENT.yaml")
 	srv := serverFlag(fs, e)
-	out := outputFlag(fs)
+	out := cmdkit.OutputFlag(fs)
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
-	}
-	if !checkOutput(e, *out) {
-		return 2
 	}
 	if len(pos) != 1 {
 		fs.Usage()

@@ -19,14 +19,14 @@ import (
 )
 
 // printAs writes v as json or yaml (the table forms are each command's).
-func printAs(e *Env, format string, v any) error {
-	return cmdkit.Print(e.Stdout, cmdkit.Format(format), v, nil)
+func printAs(e *Env, format cmdkit.Format, v any) error {
+	return cmdkit.Print(e.Stdout, format, v, nil)
 }
 
 func runSubmit(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "submit", "JOB.yaml | [flags] -- COMMAND [ARGS...]")
 	srv := serverFlag(fs, e)
-	out := outputFlag(fs)
+	out := cmdkit.OutputFlag(fs)
 	name := fs.String("name", "", "job name")
 	queue := fs.String("queue", "", "queue (default \"default\")")
 	prio := fs.Int("priority", 0, "priority; higher runs first")
@@ -38,9 +38,6 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
-	}
-	if !checkOutput(e, *out) {
-		return 2
 	}
 	var body []byte
 	switch {
@@ -121,7 +118,7 @@ func exitOn(e *Env, err error) int {
 func runGet(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
 	srv := serverFlag(fs, e)
-	out := outputFlag(fs)
+	out := cmdkit.OutputFlag(fs)
 	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
 	limit := fs.Int("limit", 0, "jobs: only the newest N")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
@@ -134,9 +131,6 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 	}
 	if (*live || *limit > 0) && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job")) {
 		fmt.Fprintln(e.Stderr, "gangway get: --live and --limit apply to the job list (gangway get jobs)")
-		return 2
-	}
-	if !checkOutput(e, *out) {
 		return 2
 	}
 	c, err := newClient(*srv)
@@ -196,7 +190,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 
 // getKind prints one object by name (pos[1]) or all of them, as a table or
 // in the -o format.
-func getKind[T any](ctx context.Context, e *Env, out string, pos []string, one func(context.Context, string) (T, error),
+func getKind[T any](ctx context.Context, e *Env, out cmdkit.Format, pos []string, one func(context.Context, string) (T, error),
 	all func() ([]T, error), table func(io.Writer, []T)) int {
 	var items []T
 	if len(pos) == 2 {
@@ -302,13 +296,10 @@ func truncate(s string, n int) string {
 func runDescribe(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "describe", "job ID | node NAME")
 	srv := serverFlag(fs, e)
-	out := outputFlag(fs)
+	out := cmdkit.OutputFlag(fs)
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
-	}
-	if !checkOutput(e, *out) {
-		return 2
 	}
 	if len(pos) != 2 {
 		fs.Usage()

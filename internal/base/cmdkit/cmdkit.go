@@ -29,6 +29,9 @@ const (
 	YAML  Format = "yaml"
 )
 
+// errFormat says which formats there are.
+var errFormat = errors.New("want table, json or yaml")
+
 // ParseFormat reads a -o value. "text", which some commands used to take,
 // is read as table.
 func ParseFormat(s string) (Format, error) {
@@ -40,7 +43,7 @@ func ParseFormat(s string) (Format, error) {
 	case YAML:
 		return YAML, nil
 	}
-	return "", fmt.Errorf("-o %q: want table, json or yaml", s)
+	return "", fmt.Errorf("-o %q: %w", s, errFormat)
 }
 
 // String implements flag.Value.
@@ -50,7 +53,7 @@ func (f *Format) String() string { return string(*f) }
 func (f *Format) Set(s string) error {
 	v, err := ParseFormat(s)
 	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("-o %q: ", s)))
+		return errFormat // the flag package names the flag and the value
 	}
 	*f = v
 	return nil
