@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gangway/gangway/internal/base/testenv"
 )
 
 // devVectors loads shared/data/planner/dev-vectors.json, found by walking up
@@ -11,7 +13,7 @@ import (
 // the repository (or inside it). Tests skip when it is absent.
 func devVectors(t testing.TB) []Vector {
 	t.Helper()
-	path := findSharedData(t, filepath.Join("planner", "dev-vectors.json"))
+	path := testenv.SharedData(t, filepath.Join("planner", "dev-vectors.json"))
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read %s: %v", path, err)
@@ -21,27 +23,4 @@ func devVectors(t testing.TB) []Vector {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	return vs
-}
-
-func findSharedData(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		for _, cand := range []string{
-			filepath.Join(dir, "shared", "data", rel),
-			filepath.Join(dir, "..", "shared", "data", rel),
-		} {
-			if _, err := os.Stat(cand); err == nil {
-				return cand
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skipf("shared/data/%s not found above the working directory (expected at /work/shared/data/%s)", rel, rel)
-		}
-		dir = parent
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/planner"
 	"github.com/goccy/go-yaml"
 )
@@ -27,26 +28,7 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // devVectorsPath finds shared/data/planner/dev-vectors.json above the
 // working directory, or skips.
 func devVectorsPath(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		for _, c := range []string{
-			filepath.Join(dir, "shared", "data", "planner", "dev-vectors.json"),
-			filepath.Join(dir, "..", "shared", "data", "planner", "dev-vectors.json"),
-		} {
-			if _, err := os.Stat(c); err == nil {
-				return c
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared/data/planner/dev-vectors.json not found above the working directory (expected /work/shared/data/planner/dev-vectors.json)")
-		}
-		dir = parent
-	}
+	return testenv.SharedData(t, filepath.Join("planner", "dev-vectors.json"))
 }
 
 var search = []string{"--model", "llama3-70b", "--gpus", "1024", "--gpu", "H100", "--seq", "8192", "--global-batch", "1024"}
