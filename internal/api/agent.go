@@ -45,9 +45,7 @@ type Heartbeat struct {
 	Ranks       []RankStatus       `json:"ranks,omitempty"`
 	Checkpoints []CheckpointReport `json:"checkpoints,omitempty"`
 	Progress    []Progress         `json:"progress,omitempty"`
-	// ProgressJob names the job of each Progress entry (parallel slice).
-	ProgressJobs []string  `json:"progressJobs,omitempty"`
-	SentAt       time.Time `json:"sentAt"`
+	SentAt      time.Time          `json:"sentAt"`
 }
 
 // CheckpointReport says a rank's agent saw a committed checkpoint.

@@ -234,7 +234,7 @@ func (s *JobSpec) Default() {
 		s.GPUsPerRank = 1
 	}
 	if s.MaxRestarts == nil {
-		n := s.RestartLimit()
+		n := DefaultMaxRestarts
 		s.MaxRestarts = &n
 	}
 	if s.RestartBackoff == 0 {

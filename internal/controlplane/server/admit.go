@@ -115,6 +115,17 @@ func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain in
 	return model, domain
 }
 
+// admitOwner refuses a user's spec.owner: only the deployment controller
+// sets it, on the replicas it makes (through the store, not this API), and
+// a user's job claiming a deployment would be scaled, replaced and routed
+// to as its replica.
+func admitOwner(spec *api.JobSpec) error {
+	if spec.Owner != "" {
+		return api.ErrorForField("spec.owner", "%q: set by gangway for a deployment's replicas; remove it", spec.Owner)
+	}
+	return nil
+}
+
 // admitCheckpointDir refuses a spec's checkpointDir that is not strictly
 // under a root the server allows (Config.CheckpointDirRoots): agents
 // create it and retention deletes in it, so "/etc" must not be one. api's validation
@@ -125,12 +136,17 @@ func admitCheckpointDir(spec *api.JobSpec, roots []string) error {
 		return nil
 	}
 	for _, r := range roots {
-		r = filepath.Clean(r)
-		if rel, err := filepath.Rel(r, filepath.Clean(dir)); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+		if under(filepath.Clean(dir), filepath.Clean(r)) {
 			return nil
 		}
 	}
-	return api.ErrorForField("spec.checkpointDir", "%q is outside the server's checkpoint roots (%s)", dir, strings.Join(roots, ", "))
+	return api.ErrorForField("spec.checkpointDir", "%q must lie strictly under one of the server's checkpoint roots (%s); give the job a directory of its own below one", dir, strings.Join(roots, ", "))
+}
+
+// under reports whether the clean path p lies strictly below the clean
+// directory dir.
+func under(p, dir string) bool {
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
 }
 
 // Budgets for what a spec's command and env cost the store: a gang's

@@ -38,7 +38,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	n := req.Node
 	if !api.ValidNodeName(n.Name) {
-		writeError(w, http.StatusBadRequest, api.ErrorForField("node.name", "%q: use letters, digits, '-', '_' and '.'", n.Name))
+		writeError(w, http.StatusBadRequest, api.ErrorForField("node.name", "%q: use letters, digits, '-', '_' and '.' (at most 63)", n.Name))
 		return
 	}
 	if n.Address == "" {
@@ -204,8 +204,7 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 	s.mu.Lock()
 	for _, rs := range hb.Ranks {
 		rs.Node = hb.Node
-		k := api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)
-		if old, ok := s.written[k]; ok && old == rs {
+		if s.writtenLocked(rs) {
 			continue
 		}
 		changed = append(changed, rs)

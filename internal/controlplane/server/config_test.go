@@ -1,6 +1,7 @@
 package server
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,5 +35,20 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("New and Validate disagree: %v vs %v", nerr, err)
 			}
 		})
+	}
+}
+
+// TestRelativeDataDirGivesAbsoluteCheckpointRoot: agents in other
+// directories and the report screen (which accepts only checkpoints under
+// the job's absolute directory) need the default root absolute, or every
+// checkpoint of a server started with --data-dir data is refused.
+func TestRelativeDataDirGivesAbsoluteCheckpointRoot(t *testing.T) {
+	s, err := New(Config{DataDir: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.Abs("data/checkpoints")
+	if s.cfg.CheckpointRoot != want || len(s.cfg.CheckpointDirRoots) != 1 || s.cfg.CheckpointDirRoots[0] != want {
+		t.Errorf("CheckpointRoot %q, CheckpointDirRoots %q; want %q for both", s.cfg.CheckpointRoot, s.cfg.CheckpointDirRoots, want)
 	}
 }

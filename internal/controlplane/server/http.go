@@ -90,7 +90,7 @@ var errConflict = errors.New("conflict")
 // decodeBody reads the request body and decodes it with decode; on failure
 // it has written the error response and ok is false.
 func decodeBody[T any](w http.ResponseWriter, r *http.Request, decode func([]byte) (T, error)) (v T, ok bool) {
-	b, err := readBody(w, r)
+	b, err := readRaw(w, r) // the spec decoders run api.CheckShape first
 	if err == nil {
 		v, err = decode(b)
 	}
@@ -101,14 +101,28 @@ func decodeBody[T any](w http.ResponseWriter, r *http.Request, decode func([]byt
 	return v, true
 }
 
-// readBody reads a request body of at most maxBody bytes and refuses one
-// nested too deep for a decoder (api.CheckNesting) before any decoder sees
-// it: every endpoint that decodes a body reads it here. Specs also pass
-// api.CheckShape's bound on values when decoded.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readRaw reads a request body of at most maxBody bytes.
+func readRaw(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, api.ErrorForField("", "the body is over %d bytes", tooBig.Limit)
+	}
 	if err != nil {
 		return nil, api.ErrorForField("", "reading body: %s", err)
+	}
+	return b, nil
+}
+
+// readBody is readRaw for the bodies decoded with encoding/json or
+// fastjson (the agents'): it refuses one nested too deep for a decoder
+// (api.CheckNesting) before any decoder sees it. Specs go through
+// decodeBody, whose decoders run api.CheckShape, the same scan with a
+// bound on values.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := readRaw(w, r)
+	if err != nil {
+		return nil, err
 	}
 	if err := api.CheckNesting(b); err != nil {
 		return nil, err

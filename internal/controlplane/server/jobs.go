@@ -29,11 +29,8 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if spec.Owner != "" {
-		// Only the deployment controller sets it, on the replicas it makes
-		// (through the store, not this API): a user's job claiming a
-		// deployment would be scaled, replaced and routed to as its replica.
-		writeError(w, http.StatusUnprocessableEntity, api.ErrorForField("spec.owner", "%q: set by gangway for a deployment's replicas; remove it", spec.Owner))
+	if err := admitOwner(&spec); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}
 	if err := admitCheckpointDir(&spec, s.cfg.CheckpointDirRoots); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,8 +121,7 @@ func (sc *reportScope) checkpoint(id string, ck *api.Checkpoint) bool {
 	}
 	dir := filepath.Clean(launch.CheckpointDir(j, sc.s.cfg.CheckpointRoot))
 	p := ck.Path
-	return filepath.IsAbs(p) && filepath.IsAbs(dir) && filepath.Clean(p) == p &&
-		strings.HasPrefix(p, dir+string(filepath.Separator))
+	return filepath.IsAbs(p) && filepath.IsAbs(dir) && filepath.Clean(p) == p && under(p, dir)
 }
 
 // onNode reports whether attempt a places any rank on node.
@@ -159,7 +157,6 @@ func (s *Server) screenReports(ctx context.Context, hb *api.Heartbeat) (int, err
 		return sc.rank(rs.JobID, rs.Attempt, rs.Rank) || s.storedAlready(hb.Node, *rs)
 	})
 	hb.Progress = keep(hb.Progress, &refused, func(p *api.Progress) bool { return sc.rank(p.JobID, p.Attempt, p.Rank) })
-	hb.ProgressJobs = nil
 	hb.Checkpoints = keep(hb.Checkpoints, &refused, func(c *api.CheckpointReport) bool { return sc.checkpoint(c.JobID, &c.Checkpoint) })
 	if refused > 0 {
 		s.countRefused(hb.Node, refused)
@@ -175,6 +172,12 @@ func (s *Server) storedAlready(node string, rs api.RankStatus) bool {
 	rs.Node = node
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.writtenLocked(rs)
+}
+
+// writtenLocked reports whether rs (its Node set) is the status last
+// stored for its rank. s.mu must be held.
+func (s *Server) writtenLocked(rs api.RankStatus) bool {
 	old, ok := s.written[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)]
 	return ok && old == rs
 }

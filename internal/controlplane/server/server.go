@@ -94,12 +94,13 @@ func (c *Config) applyDefaults() {
 	if c.CheckpointRoot == "" && c.DataDir != "" {
 		c.CheckpointRoot = filepath.Join(c.DataDir, "checkpoints")
 	}
+	// Absolute, as agents in other directories and the report screen
+	// (which compares absolute paths) need it.
+	if abs, err := filepath.Abs(c.CheckpointRoot); err == nil && c.CheckpointRoot != "" {
+		c.CheckpointRoot = abs
+	}
 	if len(c.CheckpointDirRoots) == 0 && c.CheckpointRoot != "" {
-		root, err := filepath.Abs(c.CheckpointRoot)
-		if err != nil {
-			root = c.CheckpointRoot // no working directory: compared as given
-		}
-		c.CheckpointDirRoots = []string{root}
+		c.CheckpointDirRoots = []string{c.CheckpointRoot}
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

@@ -117,7 +117,7 @@ func (c Config) Validate() error {
 		return errors.New("agent: --data-dir is required")
 	}
 	if c.Name != "" && !api.ValidNodeName(c.Name) {
-		return fmt.Errorf("agent: --name %q: use letters, digits, '-', '_' and '.'", c.Name)
+		return fmt.Errorf("agent: --name %q: use letters, digits, '-', '_' and '.' (at most 63)", c.Name)
 	}
 	if c.TaskRetention < 0 || (c.TaskRetention > 0 && c.TaskRetention < MinTaskRetention) {
 		return fmt.Errorf("agent: --task-retention %s: want 0 (keep) or at least %s", c.TaskRetention, MinTaskRetention)
@@ -497,6 +497,12 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 			a.log.Info("server asks to register again")
 			return
 		default:
+			if resp.Refused > 0 {
+				// Not ours to store (another node's rank, a job gone, a
+				// checkpoint outside its directory): say so where the
+				// node's operator looks.
+				a.log.Warn("the server refused reports of this heartbeat", "refused", resp.Refused)
+			}
 			a.reported(hb)
 		}
 		select {
