@@ -52,6 +52,7 @@ type logStream struct {
 	log      io.Writer // the supervisor's log
 
 	mu       sync.Mutex // guards everything below
+	epfd     int        // the copier's epoll set the pipe is in; -1 if none
 	pipe     int        // the read end, non-blocking; -1 once closed
 	file     int        // the current file; -1 when not open
 	size     int64      // bytes in the current file
@@ -115,7 +116,7 @@ func openLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.W
 	if maxFiles <= 0 {
 		maxFiles = DefaultLogFiles
 	}
-	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, sink: sink, log: log, pipe: -1, file: -1}
+	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, sink: sink, log: log, epfd: -1, pipe: -1, file: -1}
 	if err := ls.open(false); err != nil {
 		return nil, err
 	}
@@ -241,6 +242,14 @@ func (ls *logStream) close() {
 
 func (ls *logStream) closeLocked() {
 	if ls.pipe >= 0 {
+		// Out of the epoll set first: the rank holds the same pipe as fd
+		// 3 or 4, so closing ours alone would leave it there, and a pipe
+		// whose writer closed (exec >file) reports a hang-up on every
+		// wait: the copier would spin for the rank's whole life.
+		if ls.epfd >= 0 {
+			unix.EpollCtl(ls.epfd, unix.EPOLL_CTL_DEL, ls.pipe, nil)
+			ls.epfd = -1
+		}
 		unix.Close(ls.pipe)
 		ls.pipe = -1
 	}
@@ -313,6 +322,9 @@ func (c *copier) add(ls *logStream) error {
 		c.mu.Unlock()
 		return fmt.Errorf("epoll: %w", err)
 	}
+	ls.mu.Lock()
+	ls.epfd = c.epfd
+	ls.mu.Unlock()
 	return nil
 }
 

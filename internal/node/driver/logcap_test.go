@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startBounded starts sh -c script with its output kept in files of
@@ -240,5 +242,48 @@ func TestUnwritableLogDropsOutputWithoutBlockingTheRank(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "dropping output"); n != 1 {
 		t.Errorf("the supervisor's log says %d times that it drops output; want once:\n%s", n, log.String())
+	}
+}
+
+// TestClosedStreamLeavesTheEpollSet: a rank that closes its stdout
+// (exec >file) while it lives keeps the pipe's read end open as fd 3 or 4,
+// so closing the copier's end alone would leave the pipe in the epoll set,
+// reporting a hang-up on every wait: the copier would spin for the rank's
+// whole life.
+func TestClosedStreamLeavesTheEpollSet(t *testing.T) {
+	sink, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	c, err := newCopier() // not run: the test waits on its epoll set itself
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(c.wake)
+	defer unix.Close(c.epfd)
+	ls, w, err := newLogStream(filepath.Join(t.TempDir(), "stdout.log"), 1<<20, 2, int(sink.Fd()), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rankHeld, err := unix.Dup(int(ls.key)) // the rank's fd 3
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rankHeld)
+	if err := c.add(ls); err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(w, []byte("hi\n"))
+	unix.Close(w) // the rank's exec >file
+	for !ls.pump(pumpBudget) {
+	}
+	evs := make([]unix.EpollEvent, 4)
+	n, err := unix.EpollWait(c.epfd, evs, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("the epoll set still reports %d event(s) (events %#x) for a closed stream: the copier would spin", n, evs[0].Events)
 	}
 }
