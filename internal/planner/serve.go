@@ -98,7 +98,7 @@ func Serve(req ServeRequest) ServeEstimate {
 func (req ServeRequest) Replica(tp int) hardware.Config {
 	req = req.withDefaults()
 	return hardware.Config{Model: req.Model, GPU: req.GPU, TP: tp, Quant: req.Precision,
-		KVCacheFP8: req.KVPrecision == FP8, GPUMemoryUtilization: req.MemoryUtilization,
+		KVCacheFP8: req.KVPrecision.BytesPerParam() == 1, GPUMemoryUtilization: req.MemoryUtilization,
 		MaxModelLen: req.MaxSeq}.WithDefaults()
 }
 

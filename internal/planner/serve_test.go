@@ -90,3 +90,29 @@ func TestParsePrecision(t *testing.T) {
 		t.Error("fp4 accepted")
 	}
 }
+
+// TestServeKVPrecisionSizesTheCache: a 1-byte KV cache (fp8 or int8)
+// holds twice the tokens of a bf16 one in the same memory, and the
+// estimate's bytes per token say the same as its capacity.
+func TestServeKVPrecisionSizesTheCache(t *testing.T) {
+	cat := DefaultCatalog()
+	m, _ := cat.Model("llama3-70b")
+	h100 := mustGPU(t, "H100")
+	tokens := func(kv Precision) (int64, int64) {
+		est := Serve(ServeRequest{Model: m, GPU: h100, KVPrecision: kv})
+		for _, o := range est.Options {
+			if o.TP == 4 {
+				return o.KVCapacityTokens, est.KVBytesPerToken
+			}
+		}
+		t.Fatalf("%s: no TP 4 option", kv)
+		return 0, 0
+	}
+	bf, bfPer := tokens(BF16)
+	for _, kv := range []Precision{FP8, INT8} {
+		got, per := tokens(kv)
+		if per*2 != bfPer || got < 2*bf-32 || got > 2*bf+32 {
+			t.Errorf("%s KV cache: %d tokens at %d B each; want about twice bf16's %d tokens at half its %d B", kv, got, per, bf, bfPer)
+		}
+	}
+}
