@@ -53,7 +53,7 @@ func mustConfig(model, gpu string, tp int, quant string) hardware.Config {
 }
 
 // CapacityFromConfig derives a replica's capacity from its engine config
-// with enginesim's memory and roofline model.
+// with internal/hardware's memory and roofline model.
 func CapacityFromConfig(c hardware.Config) Capacity {
 	c = c.WithDefaults()
 	cp := c.Capacity()
@@ -582,7 +582,7 @@ func RequestFor(tokens []uint32, maxTokens int) *Request {
 }
 
 // BlockBytes is the prompt text one block of the prefix index covers
-// when the gateway hashes text: BlockSize tokens of enginesim's
+// when the gateway hashes text: BlockSize tokens of the shared
 // tokenizer (openai.BytesPerToken bytes each).
 const BlockBytes = BlockSize * openai.BytesPerToken
 
