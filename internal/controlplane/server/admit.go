@@ -140,7 +140,7 @@ func admitCheckpointDir(spec *api.JobSpec, roots []string) error {
 			return nil
 		}
 	}
-	return api.ErrorForField("spec.checkpointDir", "%q must lie strictly under one of the server's checkpoint roots (%s); give the job a directory of its own below one", dir, strings.Join(roots, ", "))
+	return api.ErrorForField("spec.checkpointDir", "%q must lie strictly under one of the server's checkpoint roots (%s, set with gangway server --checkpoint-root and --checkpoint-dir-root); give the job a directory of its own below one", dir, strings.Join(roots, ", "))
 }
 
 // under reports whether the clean path p lies strictly below the clean
