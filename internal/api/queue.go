@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // QueueSpec is a tenant's line: a guarantee of GPUs, how much more it may
 // borrow from its cohort, and its weight in fair share.
@@ -15,6 +18,32 @@ type QueueSpec struct {
 	BorrowLimitGPUs *int `json:"borrowLimitGPUs,omitempty"`
 	// Weight is the queue's share in fair share. Default 1.
 	Weight float64 `json:"weight,omitempty"`
+	// Users and Groups may submit to the queue; both empty: every user.
+	// Admins always may.
+	Users  []string `json:"users,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	// AllowRoot lets users whose account is root (uid 0) run jobs here.
+	AllowRoot bool `json:"allowRoot,omitempty"`
+}
+
+// Admits reports whether a user in groups may submit to the queue.
+func (q *QueueSpec) Admits(user string, groups []string) bool {
+	if len(q.Users) == 0 && len(q.Groups) == 0 {
+		return true
+	}
+	for _, u := range q.Users {
+		if u == user {
+			return true
+		}
+	}
+	for _, g := range q.Groups {
+		for _, h := range groups {
+			if g == h {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Default fills zero fields.
@@ -38,6 +67,19 @@ func (q *QueueSpec) Validate() error {
 	}
 	if q.BorrowLimitGPUs != nil && *q.BorrowLimitGPUs < 0 {
 		fe.Add("borrowLimitGPUs", "must not be negative (got %d)", *q.BorrowLimitGPUs)
+	}
+	for i, u := range q.Users {
+		if !validIdent(u) {
+			fe.Add(fmt.Sprintf("users[%d]", i), "%q: use letters, digits, '-', '_' and '.'", u)
+		}
+	}
+	for i, g := range q.Groups {
+		if !validIdent(g) {
+			fe.Add(fmt.Sprintf("groups[%d]", i), "%q: use letters, digits, '-', '_' and '.'", g)
+		}
+	}
+	if len(q.Users)+len(q.Groups) > 10000 {
+		fe.Add("users", "at most 10000 users and groups together")
 	}
 	if q.Weight <= 0 || q.Weight > 1e6 {
 		fe.Add("weight", "must be in (0, 1e6] (got %g)", q.Weight)

@@ -122,6 +122,30 @@ func checkEnv(fe *FieldErrors, field string, env map[string]string) {
 	}
 }
 
+// MaxSecretEnv bounds spec.secretEnv's entries.
+const MaxSecretEnv = 64
+
+// checkSecretEnv checks spec.secretEnv: variable names as spec.env's, not
+// also in spec.env, and file names that stay in the user's secrets
+// directory (one path element: no '/', no "..").
+func checkSecretEnv(fe *FieldErrors, s *JobSpec) {
+	if len(s.SecretEnv) > MaxSecretEnv {
+		fe.Add("spec.secretEnv", "at most %d variables (got %d)", MaxSecretEnv, len(s.SecretEnv))
+	}
+	names := make(map[string]string, len(s.SecretEnv))
+	for _, k := range slices.Sorted(maps.Keys(s.SecretEnv)) {
+		names[k] = ""
+		f := s.SecretEnv[k]
+		switch {
+		case f == "" || f == "." || f == ".." || strings.ContainsRune(f, '/') || strings.IndexFunc(f, isControl) >= 0 || len(f) > maxNameLen:
+			fe.Add("spec.secretEnv."+k, "%q: name a file in your secrets directory on the server (one name, no '/' or '..')", f)
+		case s.Env[k] != "":
+			fe.Add("spec.secretEnv."+k, "also set in spec.env; give it in one place")
+		}
+	}
+	checkEnv(fe, "spec.secretEnv", names)
+}
+
 // ProcessBytes is what the spec adds to each process it starts: its
 // command and env, as checkArgs and checkEnv count them. Every rank's
 // assignment carries a copy, and the store writes a gang's in one

@@ -63,6 +63,17 @@ type JobSpec struct {
 	// Owner names what created the job ("deployment/NAME"); empty for
 	// jobs users submit.
 	Owner string `json:"owner,omitempty"`
+	// User is who submitted the job; set by the server from the caller's
+	// credentials, never by the spec.
+	User string `json:"user,omitempty"`
+	// RunAs is the Unix account the ranks run under; set by the server from
+	// the caller's credentials. Nil: the agent's own (an admin's job).
+	RunAs *RunAs `json:"runAs,omitempty"`
+	// SecretEnv adds variables whose values the server reads, when it
+	// starts each attempt, from files under its --secrets-dir (the
+	// submitting user's directory there): NAME: file. The values never sit
+	// in the spec, and only agents see them.
+	SecretEnv map[string]string `json:"secretEnv,omitempty"`
 	// Topology constrains how far the gang may spread: required and
 	// preferred levels (nvlink-domain, leaf, spine).
 	Topology *TopologySpec `json:"topology,omitempty"`
@@ -536,6 +547,8 @@ type Assignment struct {
 	DiscardOutput bool `json:"discardOutput,omitempty"`
 	// Logs bounds kept output (spec.logs); nil: the node's bounds.
 	Logs *LogSpec `json:"logs,omitempty"`
+	// RunAs is the account the rank runs under; nil: the agent's own.
+	RunAs *RunAs `json:"runAs,omitempty"`
 }
 
 // TaskKey names one rank of one attempt: "job/attempt/rank".

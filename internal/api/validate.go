@@ -124,6 +124,7 @@ func (s *JobSpec) Validate() error {
 	}
 	checkArgs(&fe, "spec.command", s.Command)
 	checkEnv(&fe, "spec.env", s.Env)
+	checkSecretEnv(&fe, s)
 	if s.WorkingDir != "" {
 		checkAbsDir(&fe, "spec.workingDir", s.WorkingDir)
 	}
