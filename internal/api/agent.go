@@ -7,13 +7,6 @@ import (
 	"time"
 )
 
-// NodeSecretHeader carries a node's secret on every agent request
-// (registration, heartbeat, assignment poll). The secret is the node's
-// identity until nodes have certificates: the server issues it on a node's
-// first registration (RegisterResponse.NodeSecret), keeps only its hash,
-// and refuses a request naming the node without it.
-const NodeSecretHeader = "X-Gangway-Node-Secret"
-
 // RegisterRequest is sent by an agent when it starts and whenever the
 // server has forgotten it.
 type RegisterRequest struct {
@@ -28,11 +21,6 @@ type RegisterResponse struct {
 	FenceAfter Duration `json:"fenceAfter"`
 	// CheckpointRoot is the default parent of job checkpoint directories.
 	CheckpointRoot string `json:"checkpointRoot"`
-	// NodeSecret is set when the server issued the node a new secret (its
-	// first registration, or a lost node claimed by a new agent): the
-	// agent keeps it and sends it in NodeSecretHeader from then on. Empty
-	// when the secret the agent presented stays valid.
-	NodeSecret string `json:"nodeSecret,omitempty"`
 }
 
 // Heartbeat is the agent's periodic, level-triggered report: everything it

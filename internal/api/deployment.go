@@ -163,6 +163,10 @@ type Deployment struct {
 	Generation int64            `json:"generation"`
 	Status     DeploymentStatus `json:"status"`
 	CreatedAt  time.Time        `json:"createdAt"`
+	// User is who applied the deployment first: its owner. RunAs is the
+	// account its replicas run under. Both set by the server.
+	User  string `json:"user,omitempty"`
+	RunAs *RunAs `json:"runAs,omitempty"`
 	// ModRevision: see Job.ModRevision.
 	ModRevision int64 `json:"modRevision,omitempty"`
 }

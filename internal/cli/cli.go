@@ -9,6 +9,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,9 +18,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cpuprof"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/version"
 	"github.com/gangway/gangway/internal/cli/infcli"
 	"github.com/gangway/gangway/internal/cli/plancli"
@@ -113,24 +116,100 @@ Commands:
 		fmt.Fprintf(w, "  %-9s %-32s %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, `
-User commands take --server URL (default $GANGWAY_SERVER or http://127.0.0.1:7070)
-and -o table|json|yaml. Run "gangway COMMAND -h" for a command's flags.
+User commands take --server URL, --token and --ca-file (default: $GANGWAY_SERVER,
+$GANGWAY_TOKEN, $GANGWAY_CA_FILE, else the client config ~/.config/gangway/config
+that "gangway server" writes on its first start) and -o table|json|yaml.
+Run "gangway COMMAND -h" for a command's flags.
 `)
 }
 
-// newClient is the API client of a user command for the --server URL. It
-// shares the process's default transport, so that a command leaves no
-// pool of its own behind when it returns (Main runs many in one test).
-func newClient(server string) (*client.Client, error) {
-	return client.New(client.Config{Server: server, Transport: http.DefaultTransport})
+// conn is how a command reaches the server: its --server, --token,
+// --context and --ca-file, each over its environment variable
+// ($GANGWAY_SERVER, $GANGWAY_TOKEN, $GANGWAY_CONTEXT, $GANGWAY_CA_FILE),
+// each over the client config's context ($GANGWAY_CONFIG, else
+// ~/.config/gangway/config), which `gangway server` writes on its first
+// start.
+type conn struct {
+	e                              *Env
+	server, token, context, caFile *string
 }
 
-func serverFlag(fs *flag.FlagSet, e *Env) *string {
-	def := e.Getenv("GANGWAY_SERVER")
-	if def == "" {
-		def = "http://127.0.0.1:7070"
+func serverFlag(fs *flag.FlagSet, e *Env) *conn {
+	return &conn{e: e,
+		server:  fs.String("server", "", "gangway server URL (default $GANGWAY_SERVER, the client config's context, or "+client.DefaultServer+")"),
+		token:   fs.String("token", "", "bearer token (default $GANGWAY_TOKEN or the client config's)"),
+		context: fs.String("context", "", "client config context to use (default $GANGWAY_CONTEXT or the config's current one)"),
+		caFile:  fs.String("ca-file", "", "PEM file of the cluster CA to trust (default $GANGWAY_CA_FILE or the client config's)"),
 	}
-	return fs.String("server", def, "gangway server URL")
+}
+
+// config resolves the command's client configuration.
+func (c *conn) config() (client.Config, error) {
+	or := func(flag *string, env string) string {
+		if *flag != "" {
+			return *flag
+		}
+		return c.e.Getenv(env)
+	}
+	cfg, err := client.ConfigFor(client.DefaultConfigPath(c.e.Getenv), client.Resolve{
+		Context: or(c.context, "GANGWAY_CONTEXT"), Server: or(c.server, "GANGWAY_SERVER"),
+		Token: or(c.token, "GANGWAY_TOKEN"), CAFile: or(c.caFile, "GANGWAY_CA_FILE"),
+	})
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Server = strings.TrimRight(cfg.Server, "/")
+	return cfg, nil
+}
+
+// client is the API client of a user command. It shares the process's
+// connections when it can, so that a command leaves no pool of its own
+// behind when it returns (Main runs many in one test).
+func (c *conn) client() (*client.Client, error) {
+	cfg, err := c.config()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(cfg)
+}
+
+// newClient makes a client for cfg, on a transport shared by every
+// client with the same CA file.
+func newClient(cfg client.Config) (*client.Client, error) {
+	tr, err := sharedTransport(cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Transport = tr
+	return client.New(cfg)
+}
+
+var (
+	transportsMu sync.Mutex
+	transports   = map[string]*http.Transport{}
+)
+
+// sharedTransport is one transport per CA file for the whole process.
+func sharedTransport(caFile string) (*http.Transport, error) {
+	transportsMu.Lock()
+	defer transportsMu.Unlock()
+	if t := transports[caFile]; t != nil {
+		return t, nil
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("CA file: %w", err)
+		}
+		pool, err := pki.PoolFromPEM(b)
+		if err != nil {
+			return nil, fmt.Errorf("CA file %s: %w", caFile, err)
+		}
+		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	transports[caFile] = t
+	return t, nil
 }
 
 // fail prints err for a person and returns exit status 1.
@@ -147,6 +226,7 @@ func fail(e *Env, err error) int {
 		fmt.Fprintf(e.Stderr, "gangway: %v (set --server or GANGWAY_SERVER)\n", err)
 		return 1
 	}
+
 	fmt.Fprintf(e.Stderr, "gangway: %v\n", err)
 	return 1
 }

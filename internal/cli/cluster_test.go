@@ -56,8 +56,12 @@ func TestMain(m *testing.M) {
 // cluster is a server and agents in this process, with real etcd, real
 // HTTP on loopback and real rank processes.
 type cluster struct {
-	t      *testing.T
-	url    string
+	t   *testing.T
+	url string
+	// config is the client config file the CLI commands read (the
+	// admin's context); admin is its context.
+	config string
+	admin  client.Config
 	c      *client.Client
 	dir    string
 	cancel context.CancelFunc
@@ -95,10 +99,20 @@ func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &cluster{t: t, url: "http://" + ln.Addr().String(), dir: dir, cancel: cancel,
 		agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{}}
-	cl.c = newTestClient(t, cl.url)
+	cl.url = "https://" + ln.Addr().String()
+	cl.config = filepath.Join(dir, "client-config")
 	cl.wg.Add(1)
 	go func() { defer cl.wg.Done(); _ = srv.Run(ctx, ln) }()
 	t.Cleanup(cl.stop)
+	<-srv.Ready()
+	admin, err := srv.AdminConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SaveContext(cl.config, client.Context{Name: "test", Server: admin.Server, Token: admin.Token, CAFile: admin.CAFile}, true); err != nil {
+		t.Fatal(err)
+	}
+	cl.useAdmin(admin)
 	for i := 1; i <= nodes; i++ {
 		cl.startAgent(fmt.Sprintf("n%d", i), gpus)
 	}
@@ -106,11 +120,18 @@ func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)
 	return cl
 }
 
-// newTestClient is a client of the cluster at url, its connections closed
-// when the test ends.
-func newTestClient(t *testing.T, url string) *client.Client {
+// useAdmin makes admin the cluster's credentials for its client and
+// agents.
+func (cl *cluster) useAdmin(admin client.Config) {
+	cl.admin = admin
+	cl.c = newTestClient(cl.t, admin)
+}
+
+// newTestClient is a client for cfg, its connections closed when the test
+// ends.
+func newTestClient(t *testing.T, cfg client.Config) *client.Client {
 	t.Helper()
-	c, err := newClient(url)
+	c, err := newClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +156,7 @@ func (cl *cluster) startAgent(name string, gpus int) {
 	if err != nil {
 		cl.t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Server: cl.url, Name: name, Address: "127.0.0.1", DataDir: cl.agentDir(name),
+	a, err := agent.New(agent.Config{Server: cl.url, JoinToken: cl.admin.Token, CAFile: cl.admin.CAFile, Name: name, Address: "127.0.0.1", DataDir: cl.agentDir(name),
 		GPUs: disc, ShimPath: exe, Log: testLogger(cl.t, name)})
 	if err != nil {
 		cl.t.Fatal(err)
@@ -209,8 +230,8 @@ func (cl *cluster) wait(timeout time.Duration, what string, cond func() bool) {
 func (cl *cluster) run(args ...string) (stdout, stderr string, code int) {
 	var o, e bytes.Buffer
 	env := &Env{Stdout: &o, Stderr: &e, Getenv: func(k string) string {
-		if k == "GANGWAY_SERVER" {
-			return cl.url
+		if k == "GANGWAY_CONFIG" {
+			return cl.config
 		}
 		return ""
 	}}

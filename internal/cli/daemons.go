@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -65,6 +66,16 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	retention := fs.Duration("job-retention", 7*24*time.Hour, "delete a finished job this long after it ended, with its rank statuses, checkpoint records and progress (0 keeps them)")
 	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
 	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it, where describe and logs still find it (default: none)")
+	tlsCert := fs.String("tls-cert", "", "the server's own certificate, PEM (default: issued by the cluster CA at each start)")
+	tlsKey := fs.String("tls-key", "", "its key, PEM")
+	tlsCA := fs.String("tls-ca", "", "the operator's CA certificate, PEM, to use as the cluster CA (default: made under DATA_DIR/pki on the first start)")
+	tlsCAKey := fs.String("tls-ca-key", "", "its key, PEM (it signs node certificates)")
+	var sans stringList
+	fs.Var(&sans, "tls-san", "another host name or IP the server's certificate is valid for (repeatable)")
+	nodeCertTTL := fs.Duration("node-cert-ttl", server.DefaultNodeCertTTL, "how long node certificates last (agents renew them at two thirds)")
+	secretsDir := fs.String("secrets-dir", "", "directory of the files jobs' secretEnv names, one directory per user: DIR/USER/FILE (default: none)")
+	clientConfig := fs.String("client-config", client.DefaultConfigPath(e.Getenv), "client config the first start adds the admin's context to (\"\": only DATA_DIR/admin.conf)")
+	advertise := fs.String("advertise-url", "", "URL clients reach this server at, written into the admin's client config (default https:// and the listen address)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return cfg, nil, code, false
@@ -88,6 +99,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
+		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
+		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")
@@ -150,8 +163,9 @@ func (l labelFlags) Set(v string) error {
 }
 
 func runAgent(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "agent", "--server URL [flags]")
+	fs := cmdkit.NewFlags(e.Stderr, "agent", "--server URL --join TOKEN --ca-file CA.crt [flags]")
 	srv := serverFlag(fs, e)
+	join := fs.String("join", "", "join token for the node's first start (gangway token create --kind join; default $GANGWAY_JOIN_TOKEN, else an admin's token from --token or the client config)")
 	name := fs.String("name", "", "node name (default: host name)")
 	addr := fs.String("address", "", "IP address other nodes reach this one at (default: the route to the server)")
 	listen := fs.String("listen", "", "where the agent serves logs (default ADDRESS:0)")
@@ -205,9 +219,20 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 			shim = p
 		}
 	}
+	cc, err := srv.config()
+	if err != nil {
+		return fail(e, err)
+	}
+	joinTok := *join
+	if joinTok == "" {
+		joinTok = e.Getenv("GANGWAY_JOIN_TOKEN")
+	}
+	if joinTok == "" {
+		joinTok = cc.Token // an admin's token joins a node too
+	}
 	a, err := agent.New(agent.Config{
-		ShimPath: shim,
-		Server:   strings.TrimRight(*srv, "/"), Name: n, Address: *addr, Listen: *listen, DataDir: dir,
+		ShimPath: shim, JoinToken: joinTok, CAFile: cc.CAFile,
+		Server: cc.Server, Name: n, Address: *addr, Listen: *listen, DataDir: dir,
 		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log, TaskRetention: *taskRetention,
 	})
 	if err != nil {

@@ -139,17 +139,34 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	if err != nil {
 		return nil, err
 	}
-	url := "http://" + ln.Addr().String()
+	url := "https://" + ln.Addr().String()
 	sctx, scancel := context.WithCancel(context.Background())
 	var swg sync.WaitGroup
 	swg.Add(1)
-	go func() { defer swg.Done(); _ = srv.Run(sctx, ln) }()
+	runErr := make(chan error, 1)
+	go func() { defer swg.Done(); runErr <- srv.Run(sctx, ln) }()
 	defer func() { scancel(); swg.Wait() }()
-	c, err := newClient(url)
+	select {
+	case <-srv.Ready():
+	case err := <-runErr:
+		return nil, fmt.Errorf("control plane: %w", err)
+	}
+	// TLS and tokens as everywhere: the admin's token and the cluster CA
+	// the server wrote on its first start.
+	admin, err := srv.AdminConfig()
 	if err != nil {
 		return nil, err
 	}
-	say("control plane up at %s (embedded etcd in %s)", url, filepath.Join(dir, "server"))
+	c, err := newClient(admin)
+	if err != nil {
+		return nil, err
+	}
+	say("control plane up at %s (embedded etcd in %s; TLS with a CA made at start, admin token in %s)",
+		url, filepath.Join(dir, "server"), filepath.Join(dir, "server", server.AdminConfigFile))
+	jt, err := c.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: cfg.nodes, TTL: api.Duration(10 * time.Minute), Description: "demo agents"})
+	if err != nil {
+		return nil, fmt.Errorf("join token: %w", err)
+	}
 
 	// Agents, as real processes.
 	agents := make([]*demoAgent, cfg.nodes)
@@ -160,8 +177,9 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 			return nil, err
 		}
 		defer logf.Close()
-		a.cmd = exec.Command(exe, "agent", "--server", url, "--name", a.name, "--address", "127.0.0.1",
+		a.cmd = exec.Command(exe, "agent", "--server", url, "--ca-file", admin.CAFile, "--name", a.name, "--address", "127.0.0.1",
 			"--fake-gpus", strconv.Itoa(cfg.gpus), "--gpu-model", "H100-SXM-80GB", "--data-dir", a.dir, "--log-level", "warn")
+		a.cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+jt.Secret)
 		a.cmd.Stdout, a.cmd.Stderr = logf, logf
 		if err := a.cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start agent %s: %w", a.name, err)

@@ -28,7 +28,7 @@ func runDeploy(ctx context.Context, e *Env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -59,7 +59,7 @@ func runScale(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway scale: replicas %q: want a non-negative integer\n", pos[1])
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -81,7 +81,7 @@ func runDelete(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}

@@ -31,7 +31,7 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -70,7 +70,7 @@ func runPriority(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway priority: %q is not an integer\n", pos[1])
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}

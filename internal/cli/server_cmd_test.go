@@ -49,13 +49,21 @@ func startServerCommand(t *testing.T, nodes, gpus int, args ...string) *cluster 
 	dir := t.TempDir()
 	var stderr lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
-	cl := &cluster{t: t, dir: dir, cancel: cancel, agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{}}
+	cl := &cluster{t: t, dir: dir, cancel: cancel, agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{},
+		config: filepath.Join(dir, "client-config")}
 	code := make(chan int, 1)
 	cl.wg.Add(1)
 	go func() {
 		defer cl.wg.Done()
 		args := append([]string{"server", "--data-dir", filepath.Join(dir, "server"), "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)
-		code <- Main(ctx, args, &Env{Stdout: &stderr, Stderr: &stderr, Getenv: func(string) string { return "" }})
+		// The first start writes the admin's context into the client
+		// config, as it would into ~/.config/gangway/config.
+		code <- Main(ctx, args, &Env{Stdout: &stderr, Stderr: &stderr, Getenv: func(k string) string {
+			if k == "GANGWAY_CONFIG" {
+				return cl.config
+			}
+			return ""
+		}})
 	}()
 	t.Cleanup(cl.stop)
 	addr := regexp.MustCompile(`gangway server listening"? addr=(\S+)`)
@@ -66,7 +74,7 @@ func startServerCommand(t *testing.T, nodes, gpus int, args ...string) *cluster 
 		default:
 		}
 		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
-			cl.url = "http://" + m[1]
+			cl.url = "https://" + m[1]
 			break
 		}
 		if time.Now().After(deadline) {
@@ -74,7 +82,16 @@ func startServerCommand(t *testing.T, nodes, gpus int, args ...string) *cluster 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	cl.c = newTestClient(t, cl.url)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "client config updated"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gangway server wrote no client config:\n%s", stderr.String())
+		}
+	}
+	admin, err := client.ConfigFor(cl.config, client.Resolve{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.useAdmin(admin)
 	for i := 1; i <= nodes; i++ {
 		cl.startAgent(fmt.Sprintf("n%d", i), gpus)
 	}

@@ -75,7 +75,7 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -133,7 +133,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintln(e.Stderr, "gangway get: --live and --limit apply to the job list (gangway get jobs)")
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -305,7 +305,7 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -508,7 +508,7 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 	if *stderr {
 		stream = "stderr"
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -527,7 +527,7 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	c, err := newClient(*srv)
+	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
@@ -558,7 +558,7 @@ func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []strin
 			fs.Usage()
 			return 2
 		}
-		c, err := newClient(*srv)
+		c, err := srv.client()
 		if err != nil {
 			return fail(e, err)
 		}

@@ -37,6 +37,8 @@ type cluster struct {
 	dir    string
 	url    string
 	api    *client.Client
+	admin  client.Config // the admin's (api's) configuration
+	config string        // the client config the server wrote
 	server *proc
 	agents []*agentProc
 	jobs   []string // submitted, for the failure dump
@@ -127,13 +129,10 @@ func startCluster(t *testing.T, hosts int) *cluster {
 		t.Fatal(err)
 	}
 	listen := net.JoinHostPort(n.Gateway.String(), strconv.Itoa(port))
-	c.url = "http://" + listen
-	if c.api, err = client.New(client.Config{Server: c.url, Timeout: 5 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.api.CloseIdleConnections)
+	c.url = "https://" + listen
+	c.config = filepath.Join(c.dir, "client-config")
 	cmd := exec.Command(gangwayBin, "server", "--data-dir", filepath.Join(c.dir, "server"),
-		"--listen", listen, "--node-timeout", nodeTimeout.String())
+		"--listen", listen, "--node-timeout", nodeTimeout.String(), "--client-config", c.config)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if c.server, err = startProc("server", cmd, filepath.Join(c.dir, "server.log")); err != nil {
 		t.Fatal(err)
@@ -150,16 +149,34 @@ func startCluster(t *testing.T, hosts int) *cluster {
 		if c.server.exited() {
 			return false, fmt.Errorf("server exited: %v", c.server.err)
 		}
+		// The first start writes the admin's context (token, CA) there.
+		if c.api == nil {
+			cfg, err := client.ConfigFor(c.config, client.Resolve{})
+			if err != nil || cfg.Token == "" {
+				return false, nil
+			}
+			cfg.Timeout = 5 * time.Second
+			if c.api, err = client.New(cfg); err != nil {
+				return false, err
+			}
+			c.admin = cfg
+			t.Cleanup(c.api.CloseIdleConnections)
+		}
 		_, err := c.api.Health(ctx)
 		return err == nil, nil
 	}); err != nil {
 		t.Fatalf("waiting for the server at %s: %v", c.url, err)
 	}
+	// The agents join with one join token, as a fleet's would.
+	jt, err := c.api.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: hosts})
+	if err != nil {
+		t.Fatalf("join token: %v", err)
+	}
 
 	// One agent per host, inside the host's namespace.
 	for i, h := range n.Hosts {
 		a := &agentProc{host: i, name: fmt.Sprintf("host%d", i+1), dir: filepath.Join(c.dir, fmt.Sprintf("agent-host%d", i+1))}
-		cmd := n.Command(i, gangwayBin, "agent", "--server", c.url, "--name", a.name,
+		cmd := n.Command(i, gangwayBin, "agent", "--server", c.url, "--ca-file", c.admin.CAFile, "--join", jt.Secret, "--name", a.name,
 			"--address", h.IP.String(), "--fake-gpus", strconv.Itoa(fakeGPUs), "--data-dir", a.dir)
 		if a.proc, err = startProc("agent "+a.name, cmd, filepath.Join(c.dir, a.name+".log")); err != nil {
 			t.Fatal(err)
@@ -210,6 +227,12 @@ func hostList(n *Network) string {
 	return strings.Join(s, " ")
 }
 
+// env is the environment of a CLI command run as the admin: the client
+// config the server wrote.
+func (c *cluster) env() []string {
+	return append(os.Environ(), "GANGWAY_CONFIG="+c.config)
+}
+
 // freePort asks the kernel for a free TCP port on addr. The address is the
 // test network's own, which nothing else binds, so the port stays free.
 func freePort(addr string) (int, error) {
@@ -241,6 +264,7 @@ func (c *cluster) submit(ctx context.Context, specYAML string) string {
 		c.t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, gangwayBin, "submit", "--server", c.url, "-o", "json", path)
+	cmd.Env = c.env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -259,6 +283,7 @@ func (c *cluster) submit(ctx context.Context, specYAML string) string {
 func (c *cluster) describe(ctx context.Context, id string) *api.JobDetail {
 	c.t.Helper()
 	cmd := exec.CommandContext(ctx, gangwayBin, "describe", "job", id, "--server", c.url, "-o", "json")
+	cmd.Env = c.env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

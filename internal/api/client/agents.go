@@ -11,16 +11,24 @@ import (
 
 // Register tells the server a node is up, with its GPUs, and returns the
 // timing contract (heartbeat interval, fence lease) the agent must keep.
-// When the server issues the node a new secret (resp.NodeSecret), the
-// client presents it from then on; an agent also keeps it on disk so that
-// it can register again after a restart.
+// The client must present the node's certificate.
 func (c *Client) Register(ctx context.Context, req *api.RegisterRequest) (api.RegisterResponse, error) {
 	var resp api.RegisterResponse
-	err := c.postJSON(ctx, "/v1/agent/register", req, &resp)
-	if err == nil && resp.NodeSecret != "" {
-		c.SetNodeSecret(resp.NodeSecret)
-	}
-	return resp, err
+	return resp, c.postJSON(ctx, "/v1/agent/register", req, &resp)
+}
+
+// Join trades a join token (or an admin's token: the client's Token) and a
+// certificate request for the node's certificate and the cluster CA.
+func (c *Client) Join(ctx context.Context, req *api.JoinRequest) (api.JoinAnswer, error) {
+	var resp api.JoinAnswer
+	return resp, c.postJSON(ctx, "/v1/agent/join", req, &resp)
+}
+
+// Renew trades a certificate request for a new certificate of the node
+// whose certificate the client presents.
+func (c *Client) Renew(ctx context.Context, req *api.JoinRequest) (api.JoinAnswer, error) {
+	var resp api.JoinAnswer
+	return resp, c.postJSON(ctx, "/v1/agent/renew", req, &resp)
 }
 
 // Heartbeat sends an agent's report: its ranks' statuses, new checkpoints

@@ -5,17 +5,22 @@
 // ends with the caller's context, the User-Agent gangway/<version>, and
 // every answer that is not a success as an *APIError.
 //
-// Credentials and TLS will come in through Config (a bearer token, a
-// *tls.Config or the caller's own http.RoundTripper); every request is made
-// by newRequest, the one place to set them.
+// Credentials and TLS come in through Config: a bearer token (people and
+// scripts), a CA to trust and, for agents, a client certificate (TLS);
+// every request is made by newRequest, the one place the token is set.
+// config.go reads and writes the client configuration file (contexts, as
+// kubeconfig) the CLI resolves a Config from.
 //
-// It imports internal/api, internal/base/version and the standard library;
-// it links no etcd (TestLinksNoServer holds it to that).
+// It imports internal/api, internal/base/pki, internal/base/version and
+// the standard library; it links no etcd (TestLinksNoServer holds it to
+// that).
 package client
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,12 +28,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/version"
 )
 
@@ -71,10 +77,16 @@ type Config struct {
 	RetryBackoff time.Duration
 	// UserAgent names the caller; "" sends "gangway/<version>".
 	UserAgent string
-	// NodeSecret is an agent's node secret, sent in api.NodeSecretHeader
-	// with every request; "" sends none until Register issues one (see
-	// Client.Register).
-	NodeSecret string
+	// Token is a bearer token sent with every request; "" sends none.
+	Token string
+	// TLS configures the default transport's TLS (trusted roots, an
+	// agent's client certificate); nil: the system's roots. Ignored with
+	// Transport.
+	TLS *tls.Config
+	// CAFile, if set, is the PEM file of the CA the server's certificate
+	// must chain to; it replaces TLS's roots, and a server that does not
+	// chain to it is refused with an error that names it.
+	CAFile string
 }
 
 // Client calls one server's /v1 API. It is safe for concurrent use; make
@@ -88,9 +100,10 @@ type Client struct {
 	// ua is the User-Agent header's value, shared by every request so that
 	// setting it allocates nothing.
 	ua []string
-	// secret is the node secret header's value, nil for none; replaced
-	// whole (never edited) when Register issues a new one.
-	secret atomic.Pointer[[]string]
+	// auth is the Authorization header's value, nil for none.
+	auth []string
+	// caFile names the CA the client trusts, for errors.
+	caFile string
 }
 
 // New checks cfg and returns a client. It starts nothing: the transport
@@ -109,6 +122,11 @@ func New(cfg Config) (*Client, error) {
 		if cfg.MaxIdleConnsPerHost > 0 {
 			t.MaxIdleConnsPerHost = cfg.MaxIdleConnsPerHost
 		}
+		tc, err := tlsConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		t.TLSClientConfig = tc
 		tr = t
 	}
 	c := &Client{
@@ -137,18 +155,32 @@ func New(cfg Config) (*Client, error) {
 	if cfg.UserAgent == "" {
 		c.ua[0] = "gangway/" + version.Version
 	}
-	c.SetNodeSecret(cfg.NodeSecret)
+	if cfg.Token != "" {
+		c.auth = []string{"Bearer " + cfg.Token}
+	}
+	c.caFile = cfg.CAFile
 	return c, nil
 }
 
-// SetNodeSecret makes every later request present secret as the node's
-// ("" presents none).
-func (c *Client) SetNodeSecret(secret string) {
-	if secret == "" {
-		c.secret.Store(nil)
-		return
+// tlsConfig is the default transport's TLS: cfg.TLS with cfg.CAFile's CA
+// as the roots.
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.TLS != nil {
+		tc = cfg.TLS.Clone()
 	}
-	c.secret.Store(&[]string{secret})
+	if cfg.CAFile != "" {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: CA file: %w", err)
+		}
+		pool, err := pki.PoolFromPEM(b)
+		if err != nil {
+			return nil, fmt.Errorf("client: CA file %s: %w", cfg.CAFile, err)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
 }
 
 // Server is the base URL the client calls.
@@ -192,6 +224,10 @@ func (e *APIError) Error() string {
 // newAPIError reads a failed answer's body b.
 func newAPIError(status int, b []byte) *APIError {
 	e := &APIError{Status: status}
+	if status == http.StatusBadRequest && bytes.Contains(b, []byte("HTTP request to an HTTPS server")) {
+		e.Message = "the server speaks HTTPS: use an https:// URL (--server, $GANGWAY_SERVER or the client config)"
+		return e
+	}
 	var body api.ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Error != "" {
 		e.Message, e.Fields = body.Error, body.Fields
@@ -242,8 +278,8 @@ func (c *Client) newRequest(ctx context.Context, r *request) (*http.Request, err
 		return nil, err
 	}
 	req.Header["User-Agent"] = c.ua
-	if s := c.secret.Load(); s != nil {
-		req.Header[api.NodeSecretHeader] = *s
+	if c.auth != nil {
+		req.Header["Authorization"] = c.auth
 	}
 	if r.body != nil {
 		req.Header["Content-Type"] = r.contentType
@@ -265,8 +301,27 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 	case ctx.Err() != nil:
 		return nil, err // the caller's end or the timeout, not the server's absence
 	}
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ce *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &ua), errors.As(err, &ce) && errors.As(ce.Err, &ua):
+		where := "pass the cluster's CA with --ca-file (the server's <data-dir>/pki/ca.crt) or put it in the client config"
+		if c.caFile != "" {
+			where = "the CA file " + c.caFile + " is not the one that signed it; use the server's <data-dir>/pki/ca.crt"
+		}
+		return nil, fmt.Errorf("%w at %s: its certificate is not signed by a CA this client trusts: %s", ErrUntrusted, c.base, where)
+	case errors.As(err, &hn):
+		return nil, fmt.Errorf("%w at %s: %v (give the server a certificate for this name: gangway server --tls-san)", ErrUntrusted, c.base, hn)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return nil, fmt.Errorf("%w at %s: it speaks plain HTTP; use http:// or give the server TLS", ErrUnreachable, c.base)
+	}
 	return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
 }
+
+// ErrUntrusted is wrapped by the error of a request to a server whose
+// certificate the client does not trust.
+var ErrUntrusted = errors.New("refusing the gangway server")
 
 // do sends r, retrying a GET that may succeed on another try, and decodes
 // a successful answer into out (nil: drop it). Once ctx has ended, it

@@ -316,13 +316,14 @@ func TestLinksNoServer(t *testing.T) {
 		"github.com/gangway/gangway/internal/api":          true,
 		"github.com/gangway/gangway/internal/api/client":   true,
 		"github.com/gangway/gangway/internal/base/version": true,
+		"github.com/gangway/gangway/internal/base/pki":     true,
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if strings.HasPrefix(p, "go.etcd.io/etcd/server") {
 			t.Errorf("links %s", p)
 		}
 		if strings.HasPrefix(p, "github.com/gangway/gangway/") && !allowed[p] {
-			t.Errorf("links %s; the client may import only api and base/version of gangway's packages", p)
+			t.Errorf("links %s; the client may import only api, base/pki and base/version of gangway's packages", p)
 		}
 	}
 }

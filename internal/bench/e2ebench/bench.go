@@ -237,19 +237,25 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 	}
 
-	base, stopServer, err := server.StartLoopback(server.Config{DataDir: filepath.Join(dir, "server"), Log: cfg.Log})
+	lb, err := server.StartLoopback(server.Config{DataDir: filepath.Join(dir, "server"), Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
-	defer stopServer()
-	c, err := newClient(base, cfg.Submitters)
+	defer lb.Stop()
+	base := lb.URL
+	c, err := newClient(lb.Admin, cfg.Submitters)
 	if err != nil {
 		return nil, err
 	}
 	defer c.CloseIdleConnections()
 	say("server at %s, data in %s", base, dir)
 
-	agents, err := startAgents(exe, base, dir, cfg.Nodes, cfg.GPUsPerNode, cfg.NodeNice)
+	// The agents join as on a real fleet: one join token for all of them.
+	jt, err := c.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: cfg.Nodes, Description: "bench e2e agents"})
+	if err != nil {
+		return nil, fmt.Errorf("join token: %w", err)
+	}
+	agents, err := startAgents(exe, base, lb.Admin.CAFile, jt.Secret, dir, cfg.Nodes, cfg.GPUsPerNode, cfg.NodeNice)
 	defer stopAgents(agents)
 	if err != nil {
 		return nil, err
@@ -447,7 +453,7 @@ type agentProc struct {
 	done chan struct{} // closed when cmd.Wait returned
 }
 
-func startAgents(exe, base, dir string, nodes, gpus, nice int) ([]*agentProc, error) {
+func startAgents(exe, base, caFile, joinToken, dir string, nodes, gpus, nice int) ([]*agentProc, error) {
 	var out []*agentProc
 	for i := 1; i <= nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
@@ -456,7 +462,7 @@ func startAgents(exe, base, dir string, nodes, gpus, nice int) ([]*agentProc, er
 			return out, fmt.Errorf("agent %s log: %w", name, err)
 		}
 		adir := filepath.Join(dir, "agent-"+name)
-		args := []string{exe, "agent", "--server", base, "--name", name, "--address", "127.0.0.1",
+		args := []string{exe, "agent", "--server", base, "--ca-file", caFile, "--name", name, "--address", "127.0.0.1",
 			"--fake-gpus", strconv.Itoa(gpus), "--data-dir", adir, "--log-level", "warn"}
 		if nice > 0 {
 			// Through nice(1), so the agent is reniced before it starts
@@ -464,6 +470,7 @@ func startAgents(exe, base, dir string, nodes, gpus, nice int) ([]*agentProc, er
 			args = append([]string{"nice", "-n", strconv.Itoa(nice)}, args...)
 		}
 		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+joinToken) // not in the process list
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			logf.Close()
@@ -569,8 +576,9 @@ type benchClient struct{ *client.Client }
 
 // newClient is a client keeping a connection per submitter (and a few for
 // the pollers).
-func newClient(base string, conns int) (benchClient, error) {
-	c, err := client.New(client.Config{Server: base, MaxIdleConnsPerHost: conns + 4, Timeout: time.Minute})
+func newClient(cfg client.Config, conns int) (benchClient, error) {
+	cfg.MaxIdleConnsPerHost, cfg.Timeout = conns+4, time.Minute
+	c, err := client.New(cfg)
 	return benchClient{c}, err
 }
 

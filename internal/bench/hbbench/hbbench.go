@@ -7,7 +7,7 @@
 // every 2 s, ≤ 1 core and ≤ 2 GiB for the server).
 //
 // It imports api, api/client (the emulated agents call the server through
-// it, as real ones do), base/cmdkit, base/stats, controlplane/server,
+// it, as real ones do), base/cmdkit, base/pki (each emulated agent joins for a certificate), base/stats, controlplane/server,
 // node/gpu (fake inventories) and the standard library.
 package hbbench
 
@@ -35,6 +35,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/gpu"
@@ -119,23 +120,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	// Three missed heartbeats make a node lost, as with the defaults (1 s,
 	// 3 s).
-	base, stop, err := server.StartLoopback(server.Config{DataDir: filepath.Join(dir, "server"), Log: lg,
+	lb, err := server.StartLoopback(server.Config{DataDir: filepath.Join(dir, "server"), Log: lg,
 		HeartbeatInterval: cfg.Interval, NodeTimeout: 3 * cfg.Interval})
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer lb.Stop()
+	base := lb.URL
 	peaks := startPeaks()
 	defer peaks.stop()
 
 	start := time.Now()
-	ld, err := startLoad(ctx, cfg, base)
+	ld, err := startLoad(ctx, cfg, lb.Admin)
 	if err != nil {
 		return nil, err
 	}
 	defer ld.close()
 	say("server at %s; %d agents registering, heartbeat every %v", base, cfg.Agents, cfg.Interval)
-	c, err := client.New(client.Config{Server: base})
+	c, err := client.New(lb.Admin)
 	if err != nil {
 		return nil, err
 	}
@@ -318,10 +320,10 @@ type load struct {
 	done   chan struct{}
 }
 
-func startLoad(ctx context.Context, cfg Config, base string) (*load, error) {
+func startLoad(ctx context.Context, cfg Config, join client.Config) (*load, error) {
 	if cfg.InProcess {
 		lctx, cancel := context.WithCancel(ctx)
-		a := newAgents(cfg.Agents, cfg.GPUsPerNode, base)
+		a := newAgents(cfg.Agents, cfg.GPUsPerNode, join)
 		l := &load{inproc: a, cancel: cancel, done: make(chan struct{})}
 		go func() { defer close(l.done); a.run(lctx) }()
 		return l, nil
@@ -330,8 +332,9 @@ func startLoad(ctx context.Context, cfg Config, base string) (*load, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the gangway binary: %w", err)
 	}
-	cmd := exec.Command(exe, "bench", "heartbeats", "--load", base,
+	cmd := exec.Command(exe, "bench", "heartbeats", "--load", join.Server,
 		"--agents", strconv.Itoa(cfg.Agents), "--gpus-per-node", strconv.Itoa(cfg.GPUsPerNode))
+	cmd.Env = append(os.Environ(), "GANGWAY_TOKEN="+join.Token, "GANGWAY_CA_FILE="+join.CAFile)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -407,10 +410,10 @@ func (l *load) close() {
 // RunLoad is the child process: agents against base until stdin ends,
 // "start" and "stop" lines on stdin bounding the window whose stats go
 // to stdout as one JSON object.
-func RunLoad(ctx context.Context, base string, n, gpus int, stdin io.Reader, stdout io.Writer) error {
+func RunLoad(ctx context.Context, join client.Config, n, gpus int, stdin io.Reader, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a := newAgents(n, gpus, base)
+	a := newAgents(n, gpus, join)
 	done := make(chan struct{})
 	go func() { defer close(done); a.run(ctx) }()
 	sc := bufio.NewScanner(stdin)
@@ -431,7 +434,8 @@ func RunLoad(ctx context.Context, base string, n, gpus int, stdin io.Reader, std
 
 // agents are the emulated agents.
 type agents struct {
-	base  string
+	// join is how an agent joins: the server, the CA and an admin's token.
+	join  client.Config
 	nodes []api.Node
 	mu    sync.Mutex
 	on    bool // inside the window
@@ -439,8 +443,8 @@ type agents struct {
 	errs  int
 }
 
-func newAgents(n, gpus int, base string) *agents {
-	a := &agents{base: base}
+func newAgents(n, gpus int, join client.Config) *agents {
+	a := &agents{join: join}
 	for i := range n {
 		name := fmt.Sprintf("hb-%05d", i)
 		node := api.Node{Name: name, Address: "127.0.0.1", CPUs: 128, MemoryBytes: 2 << 40,
@@ -504,22 +508,26 @@ func (a *agents) run(ctx context.Context) {
 
 // agent is one node's agent: its own connections, as on its own machine.
 func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	// No timeout but the run's, as before the client had one.
-	c, err := client.New(client.Config{Server: a.base, Transport: tr, Timeout: -1})
-	if err != nil {
-		return
-	}
+	var c *client.Client
 	reg := &api.RegisterRequest{Node: *n}
 	var lease api.RegisterResponse
+	var err error
 	for {
 		select {
 		case gate <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		lease, err = c.Register(ctx, reg)
+		if c == nil {
+			// Join as a real agent does (a key, a request, a certificate),
+			// then speak mutual TLS on connections of its own.
+			if c, err = a.joinOne(ctx, n.Name); err == nil {
+				defer c.CloseIdleConnections()
+			}
+		}
+		if c != nil {
+			lease, err = c.Register(ctx, reg)
+		}
 		<-gate
 		if err == nil {
 			break
@@ -576,4 +584,34 @@ func (a *agents) poll(ctx context.Context, c *client.Client, node string, rev *a
 		}
 		rev.Store(l.Revision)
 	}
+}
+
+// joinOne joins node name with the admin's token and returns a client that
+// presents its certificate, on connections of its own as on its own
+// machine, with no timeout but the run's.
+func (a *agents) joinOne(ctx context.Context, name string) (*client.Client, error) {
+	jc, err := client.New(a.join)
+	if err != nil {
+		return nil, err
+	}
+	defer jc.CloseIdleConnections()
+	csr, key, err := pki.NewCSR(name)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := jc.Join(ctx, &api.JoinRequest{Node: name, CSR: string(csr)})
+	if err != nil {
+		return nil, err
+	}
+	kp, err := pki.NewKeyPair([]byte(ans.Certificate), key)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pki.PoolFromPEM([]byte(ans.CA))
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true,
+		TLSClientConfig: pki.ClientTLS(pool, kp), ForceAttemptHTTP2: false}
+	return client.New(client.Config{Server: a.join.Server, Transport: tr, Timeout: -1})
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gangway/gangway/internal/api/client"
 )
 
 // TestMain lets the test binary stand in for gangway: Run starts the
@@ -98,7 +100,7 @@ func TestRunLoadAnswersStop(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	// No server: registrations fail and retry; the window is empty.
-	if err := RunLoad(ctx, "http://127.0.0.1:1", 2, 8, strings.NewReader("start\nstop\n"), &out); err != nil {
+	if err := RunLoad(ctx, client.Config{Server: "https://127.0.0.1:1"}, 2, 8, strings.NewReader("start\nstop\n"), &out); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.TrimSpace(out.String()); got != `{"latencies_ms":[],"errors":0}` {

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
@@ -44,7 +45,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *loadURL != "" {
-		if err := RunLoad(ctx, *loadURL, cfg.Agents, cfg.GPUsPerNode, os.Stdin, stdout); err != nil {
+		// The admin's token and the CA come in the environment, kept out
+		// of the process list.
+		join := client.Config{Server: *loadURL, Token: os.Getenv("GANGWAY_TOKEN"), CAFile: os.Getenv("GANGWAY_CA_FILE")}
+		if err := RunLoad(ctx, join, cfg.Agents, cfg.GPUsPerNode, os.Stdin, stdout); err != nil {
 			fmt.Fprintf(stderr, "gangway bench heartbeats --load: %v\n", err)
 			return 1
 		}

@@ -373,7 +373,7 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 		}
 		asg[i] = api.Assignment{
 			JobID: m.ID, Attempt: ma.Number, Rank: r, Node: rp.Node,
-			Command: cmd, Env: launch.Env(in), Files: files,
+			Command: cmd, Env: p.withSecrets(m, launch.Env(in)), Files: files,
 			WorkingDir:  m.Spec.WorkingDir,
 			GPUs:        gpus,
 			Resources:   m.Spec.Resources,
@@ -383,6 +383,7 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 			// No log files to create for output nobody reads.
 			DiscardOutput: m.Spec.Output == api.OutputDiscard,
 			Logs:          m.Spec.Logs,
+			RunAs:         m.Spec.RunAs,
 		}
 	}
 	return asg

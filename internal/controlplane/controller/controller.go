@@ -41,6 +41,9 @@ type Config struct {
 	NodeTimeout time.Duration
 	// CheckpointRoot is the parent of default job checkpoint directories.
 	CheckpointRoot string
+	// SecretsDir holds the files spec.secretEnv names, a directory per
+	// user; "" keeps none.
+	SecretsDir string
 	// Tick is the longest gap between passes. Default 100ms.
 	Tick time.Duration
 	// Now is the clock; default time.Now.

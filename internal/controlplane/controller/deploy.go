@@ -300,6 +300,7 @@ func (p *pass) cancelJob(ctx context.Context, id string) {
 // createReplica submits one replica job and records it.
 func (p *pass) createReplica(ctx context.Context, m *api.Deployment) {
 	spec := ReplicaJobSpec(&m.Spec)
+	spec.User, spec.RunAs = m.User, m.RunAs
 	j, err := p.c.st.CreateJob(ctx, spec, p.now)
 	if !p.wroteNow(0, err) {
 		return

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/planner"
 	"github.com/gangway/gangway/internal/topology"
@@ -120,8 +122,58 @@ func clusterShape(spec *api.JobSpec, nodes []*api.Node) (model string, domain in
 // a user's job claiming a deployment would be scaled, replaced and routed
 // to as its replica.
 func admitOwner(spec *api.JobSpec) error {
-	if spec.Owner != "" {
+	switch {
+	case spec.Owner != "":
 		return api.ErrorForField("spec.owner", "%q: set by gangway for a deployment's replicas; remove it", spec.Owner)
+	case spec.User != "":
+		return api.ErrorForField("spec.user", "%q: gangway sets it to who submits the job; remove it", spec.User)
+	case spec.RunAs != nil:
+		return api.ErrorForField("spec.runAs", "gangway runs ranks as the account your token maps you to; remove it")
+	}
+	return nil
+}
+
+// admitUser stamps the submitter on a job and checks what depends on
+// them: the queue must admit them, and root (uid 0) runs only on a queue
+// that allows it, unless they are an admin.
+func (s *Server) admitUser(ctx context.Context, wh *api.Who, spec *api.JobSpec) error {
+	spec.User = wh.Name
+	spec.RunAs = wh.RunAs
+	q, err := s.queueSpec(ctx, spec.Queue)
+	if err != nil {
+		return err
+	}
+	if err := mayUseQueue(wh, q); err != nil {
+		return err
+	}
+	if err := s.admitSecrets(spec); err != nil {
+		return err
+	}
+	if isAdmin(wh) {
+		return nil
+	}
+	if wh.RunAs == nil {
+		return fmt.Errorf("%w: %s has no Unix account to run jobs as; an admin makes a token with --uid and --gid", errForbidden, wh.Name)
+	}
+	if wh.RunAs.UID == 0 && (q == nil || !q.AllowRoot) {
+		return fmt.Errorf("%w: your token maps you to root (uid 0), and queue %s does not run jobs as root (an admin allows it: gangway queue set %s --allow-root)", errForbidden, spec.Queue, spec.Queue)
+	}
+	return nil
+}
+
+// admitSecrets checks that every file spec.secretEnv names exists in the
+// submitter's directory under --secrets-dir (read again at each start).
+func (s *Server) admitSecrets(spec *api.JobSpec) error {
+	if len(spec.SecretEnv) == 0 {
+		return nil
+	}
+	if s.cfg.SecretsDir == "" {
+		return api.ErrorForField("spec.secretEnv", "this server keeps no secrets (it was started without --secrets-dir)")
+	}
+	for k, f := range spec.SecretEnv {
+		if _, err := controller.ReadSecret(s.cfg.SecretsDir, spec.User, f); err != nil {
+			return api.ErrorForField("spec.secretEnv."+k, "%s", err)
+		}
 	}
 	return nil
 }

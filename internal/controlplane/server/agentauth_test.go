@@ -11,22 +11,33 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/wait"
 )
 
 // agentEnv is one leading server on its embedded etcd, for the agent
-// endpoints' tests.
+// endpoints' and the authorization tests.
 type agentEnv struct {
-	t   testing.TB
-	s   *Server
-	url string
-	ctx context.Context
+	t     testing.TB
+	s     *Server
+	url   string
+	ctx   context.Context
+	admin *client.Client
+	adm   client.Config
 }
 
 func startAgentEnv(t testing.TB) *agentEnv {
+	return startAgentEnvWith(t, nil)
+}
+
+func startAgentEnvWith(t testing.TB, adjust func(*Config)) *agentEnv {
 	t.Helper()
 	// A node outlives the test without heartbeats.
-	s, err := New(Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute})
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +54,21 @@ func startAgentEnv(t testing.TB) *agentEnv {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	e := &agentEnv{t: t, s: s, url: "http://" + ln.Addr().String(), ctx: ctx}
-	c := e.client("")
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	adm, err := s.AdminConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &agentEnv{t: t, s: s, url: "https://" + ln.Addr().String(), ctx: ctx, adm: adm}
+	e.admin = e.clientFor(adm)
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := wait.Until(wctx, 20*time.Millisecond, func() (bool, error) {
-		h, err := c.Health(wctx)
+		h, err := e.admin.Health(wctx)
 		return err == nil && h.Leader, nil
 	}); err != nil {
 		t.Fatalf("never became leader: %v", err)
@@ -56,15 +76,60 @@ func startAgentEnv(t testing.TB) *agentEnv {
 	return e
 }
 
-// client is an agent's client presenting secret ("" none).
-func (e *agentEnv) client(secret string) *client.Client {
+func (e *agentEnv) clientFor(cfg client.Config) *client.Client {
 	e.t.Helper()
-	c, err := client.New(client.Config{Server: e.url, NodeSecret: secret, Retries: -1})
+	cfg.Retries = -1
+	c, err := client.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(c.CloseIdleConnections)
 	return c
+}
+
+// anon is a client that trusts the cluster CA and presents nothing.
+func (e *agentEnv) anon() *client.Client {
+	return e.clientFor(client.Config{Server: e.url, CAFile: e.adm.CAFile})
+}
+
+// withToken is a client presenting tok.
+func (e *agentEnv) withToken(tok string) *client.Client {
+	return e.clientFor(client.Config{Server: e.url, CAFile: e.adm.CAFile, Token: tok})
+}
+
+// user makes a token for a user with role (and uid 64000+) and returns
+// its client.
+func (e *agentEnv) user(name string, role api.Role) *client.Client {
+	e.t.Helper()
+	uid := 64000 + len(name)
+	t, err := e.admin.CreateToken(e.ctx, &api.TokenRequest{User: name, Role: role, UID: &uid})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.withToken(t.Secret)
+}
+
+// node joins a node named name (with the admin's token) and returns a
+// client presenting its certificate.
+func (e *agentEnv) node(name string) *client.Client {
+	e.t.Helper()
+	csr, key, err := pki.NewCSR(name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ans, err := e.admin.Join(e.ctx, &api.JoinRequest{Node: name, CSR: string(csr)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kp, err := pki.NewKeyPair([]byte(ans.Certificate), key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pool, err := pki.PoolFromPEM([]byte(ans.CA))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.clientFor(client.Config{Server: e.url, TLS: pki.ClientTLS(pool, kp)})
 }
 
 // testNode is a node with two GPUs as an agent registers it.
@@ -75,11 +140,10 @@ func testNode(name, agentURL string, env map[string]string) api.Node {
 	}
 }
 
-// register registers n through c and returns the secret issued ("" if
-// none).
-func (e *agentEnv) register(c *client.Client, n api.Node) (string, error) {
-	resp, err := c.Register(e.ctx, &api.RegisterRequest{Node: n})
-	return resp.NodeSecret, err
+// register registers n through c.
+func (e *agentEnv) register(c *client.Client, n api.Node) error {
+	_, err := c.Register(e.ctx, &api.RegisterRequest{Node: n})
+	return err
 }
 
 // lose marks a node lost, as the controller does when it falls silent.
@@ -101,58 +165,56 @@ func statusOf(err error) int {
 	return 0
 }
 
-// TestRegistrationHeldByItsNode: once a node registered, only the agent
-// holding its secret replaces its registration, heartbeats for it or polls
-// its assignments; the node's agent URL and launch environment stay the
-// real agent's.
+// TestRegistrationHeldByItsNode: only the holder of a node's certificate
+// registers it, heartbeats for it or polls its assignments; another
+// node's certificate, a user's token or nothing at all is refused, and
+// the node's agent URL and launch environment stay the real agent's.
 func TestRegistrationHeldByItsNode(t *testing.T) {
 	e := startAgentEnv(t)
-	real := e.client("")
-	secret, err := e.register(real, testNode("n1", "http://127.0.0.1:1", map[string]string{"NCCL_SOCKET_IFNAME": "eth0"}))
-	if err != nil {
+	real := e.node("n1")
+	if err := e.register(real, testNode("n1", "https://127.0.0.1:1", map[string]string{"NCCL_SOCKET_IFNAME": "eth0"})); err != nil {
 		t.Fatal(err)
 	}
-	if len(secret) < 40 {
-		t.Errorf("first registration issued secret %q; want a new one", secret)
-	}
 	beatAt, _ := e.s.liveness().Get("n1")
-	forged := testNode("n1", "http://169.254.169.254", map[string]string{"LD_PRELOAD": "/tmp/evil.so"})
+	other := e.node("n2")
+	alice := e.user("alice", api.RoleUser)
+	forged := testNode("n1", "https://169.254.169.254", map[string]string{"LD_PRELOAD": "/tmp/evil.so"})
 	for _, tc := range []struct {
 		name string
 		call func() error
 		want int
 	}{
-		{"register without a secret", func() error { _, err := e.register(e.client(""), forged); return err }, http.StatusForbidden},
-		{"register with another secret", func() error { _, err := e.register(e.client("not-"+secret), forged); return err }, http.StatusForbidden},
+		{"register with nothing", func() error { return e.register(e.anon(), forged) }, http.StatusUnauthorized},
+		{"register with another node's certificate", func() error { return e.register(other, forged) }, http.StatusForbidden},
+		{"register with a user's token", func() error { return e.register(alice, forged) }, http.StatusForbidden},
+		{"register with the admin's token", func() error { return e.register(e.admin, forged) }, http.StatusForbidden},
 		{"the node is still the real agent's", func() error {
 			n, err := e.s.st.Node(e.ctx, "n1")
-			if err == nil && (n.AgentURL != "http://127.0.0.1:1" || n.LaunchEnv["LD_PRELOAD"] != "" || n.LaunchEnv["NCCL_SOCKET_IFNAME"] != "eth0") {
+			if err == nil && (n.AgentURL != "https://127.0.0.1:1" || n.LaunchEnv["LD_PRELOAD"] != "" || n.LaunchEnv["NCCL_SOCKET_IFNAME"] != "eth0") {
 				t.Errorf("node after the forged registrations: agentURL %q, launchEnv %v; want the real agent's", n.AgentURL, n.LaunchEnv)
 			}
 			return err
 		}, 0},
-		{"heartbeat without the secret", func() error {
-			_, err := e.client("").Heartbeat(e.ctx, &api.Heartbeat{Node: "n1"})
+		{"heartbeat with another node's certificate", func() error {
+			_, err := other.Heartbeat(e.ctx, &api.Heartbeat{Node: "n1"})
 			if at, _ := e.s.liveness().Get("n1"); !at.Equal(beatAt) {
 				t.Errorf("a forged heartbeat counted as the node's: a dead node would stay ready")
 			}
 			return err
 		}, http.StatusForbidden},
-		{"assignments without the secret", func() error {
-			_, err := e.client("x").Assignments(e.ctx, client.AssignmentQuery{Node: "n1"})
+		{"heartbeat with nothing", func() error { _, err := e.anon().Heartbeat(e.ctx, &api.Heartbeat{Node: "n1"}); return err }, http.StatusUnauthorized},
+		{"assignments with another node's certificate", func() error {
+			_, err := other.Assignments(e.ctx, client.AssignmentQuery{Node: "n1"})
 			return err
 		}, http.StatusForbidden},
+		{"a node's certificate calls the user API", func() error { _, err := real.Jobs(e.ctx, client.JobQuery{}); return err }, http.StatusForbidden},
 		{"heartbeat by the holder", func() error { _, err := real.Heartbeat(e.ctx, &api.Heartbeat{Node: "n1"}); return err }, 0},
 		{"assignments by the holder", func() error {
 			_, err := real.Assignments(e.ctx, client.AssignmentQuery{Node: "n1"})
 			return err
 		}, 0},
 		{"the holder registers again", func() error {
-			again, err := e.register(e.client(secret), testNode("n1", "http://127.0.0.1:1", map[string]string{"NCCL_SOCKET_IFNAME": "eth0"}))
-			if err == nil && again != "" {
-				t.Errorf("holder's registration issued a new secret")
-			}
-			return err
+			return e.register(real, testNode("n1", "https://127.0.0.1:1", map[string]string{"NCCL_SOCKET_IFNAME": "eth0"}))
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,13 +229,13 @@ func TestRegistrationHeldByItsNode(t *testing.T) {
 	}
 }
 
-// TestHeartbeatDoesNotReviveLostNode: a lost node's heartbeats (even with
-// its secret) are answered "register again" and leave it lost; a new
-// agent may claim the lost name, and the old secret is then refused.
+// TestHeartbeatDoesNotReviveLostNode: a lost node's heartbeats are
+// answered "register again" and leave it lost; its agent registers again
+// and it is ready.
 func TestHeartbeatDoesNotReviveLostNode(t *testing.T) {
 	e := startAgentEnv(t)
-	old := e.client("")
-	if _, err := e.register(old, testNode("n1", "http://127.0.0.1:1", nil)); err != nil {
+	old := e.node("n1")
+	if err := e.register(old, testNode("n1", "https://127.0.0.1:1", nil)); err != nil {
 		t.Fatal(err)
 	}
 	e.lose("n1")
@@ -186,24 +248,10 @@ func TestHeartbeatDoesNotReviveLostNode(t *testing.T) {
 	if n, _ := e.s.st.Node(e.ctx, "n1"); n.Status.State != api.NodeLost {
 		t.Fatalf("heartbeats made the lost node %s", n.Status.State)
 	}
-	// Its own agent registers again, keeping its secret, and the node is
-	// ready; lost once more, a new agent claims it.
-	if s, err := e.register(old, testNode("n1", "http://127.0.0.1:1", nil)); err != nil || s != "" {
-		t.Errorf("the holder's registration of its lost node: secret %q, %v; want its own kept", s, err)
+	if err := e.register(old, testNode("n1", "https://127.0.0.1:1", nil)); err != nil {
+		t.Errorf("the holder's registration of its lost node: %v", err)
 	}
 	if n, _ := e.s.st.Node(e.ctx, "n1"); n.Status.State != api.NodeReady {
 		t.Errorf("re-registered node is %s; want ready", n.Status.State)
-	}
-	e.lose("n1")
-	// A reinstalled node (no secret) claims the lost name.
-	claim := e.client("")
-	if s, err := e.register(claim, testNode("n1", "http://127.0.0.1:2", nil)); err != nil || s == "" {
-		t.Errorf("claiming a lost node: secret %q, %v; want a new secret", s, err)
-	}
-	if _, err := old.Heartbeat(e.ctx, &api.Heartbeat{Node: "n1"}); statusOf(err) != http.StatusForbidden {
-		t.Errorf("old secret's heartbeat after the claim: %v; want 403", err)
-	}
-	if n, _ := e.s.st.Node(e.ctx, "n1"); n.Status.State != api.NodeReady || n.AgentURL != "http://127.0.0.1:2" {
-		t.Errorf("claimed node: %s at %q; want ready at the new agent", n.Status.State, n.AgentURL)
 	}
 }

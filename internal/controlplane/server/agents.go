@@ -23,6 +23,8 @@ func (s *Server) agentRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/agent/register", s.register)
 	mux.HandleFunc("POST /v1/agent/heartbeat", s.heartbeat)
 	mux.HandleFunc("GET /v1/agent/assignments", s.assignments)
+	mux.HandleFunc("POST /v1/agent/join", s.join)
+	mux.HandleFunc("POST /v1/agent/renew", s.renew)
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
@@ -46,8 +48,14 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	// Only the holder of the node's certificate registers its name (and so
+	// sets its address, agent URL and launch environment).
+	if err := s.authenticateNode(ctx, r, n.Name); err != nil {
+		s.log.Warn("registration refused", "node", n.Name, "as", describeWho(who(r)), "remote", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, fmt.Errorf("register node %s: %w", n.Name, err))
+		return
+	}
 	now := time.Now()
-	var secret string // a new secret to hand the agent, if it gets one
 	for {
 		old, err := s.st.Node(ctx, n.Name)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -56,34 +64,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		}
 		reg := n
 		reg.Status = api.NodeStatus{State: api.NodeReady, RegisteredAt: now}
-		cred := ""
 		if old != nil {
 			// Keep what operators set.
 			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
 			reg.ModRevision = old.ModRevision
-			cur, err := s.st.NodeCredential(ctx, n.Name)
-			if err != nil {
-				writeError(w, statusFor(err), err)
-				return
-			}
-			switch {
-			case presents(r, cur):
-				cred = cur
-			case cur != "" && old.Status.State != api.NodeLost:
-				// Only its holder replaces a live node's registration (its
-				// address, agent URL and launch environment).
-				s.log.Warn("registration refused: node secret does not match", "node", n.Name, "remote", r.RemoteAddr)
-				writeError(w, http.StatusForbidden, fmt.Errorf("register node %s: %w", n.Name, errNodeSecret))
-				return
-			}
-			// A node without a credential (registered before nodes had
-			// secrets) or a lost one goes to whoever registers it now; see
-			// nodeauth.go.
 		}
-		if cred == "" {
-			secret, cred = newNodeSecret()
-		}
-		err = s.st.RegisterNode(ctx, &reg, cred)
+		err = s.st.PutNode(ctx, &reg)
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
@@ -94,14 +80,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		break
 	}
 	s.liveness().Beat(n.Name, 0, now)
-	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs), "new_secret", secret != "")
+	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs))
 	writeJSON(w, r, http.StatusOK, api.RegisterResponse{
 		HeartbeatInterval: api.Duration(s.cfg.HeartbeatInterval),
 		// Fence a heartbeat before the server could declare the node lost,
 		// so its ranks are dead before any replacement starts.
 		FenceAfter:     api.Duration(s.cfg.NodeTimeout - s.cfg.HeartbeatInterval),
 		CheckpointRoot: s.cfg.CheckpointRoot,
-		NodeSecret:     secret,
 	})
 }
 
@@ -117,23 +102,16 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if err := s.authenticateNode(ctx, r, hb.Node); err != nil {
+		writeError(w, http.StatusForbidden, fmt.Errorf("heartbeat for node %s: %w", hb.Node, err))
+		return
+	}
 	n, err := s.node(ctx, hb.Node)
 	if errors.Is(err, store.ErrNotFound) {
 		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
 		return
 	}
 	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	switch err := s.authenticateNode(ctx, r, hb.Node); {
-	case errors.Is(err, errNoCredential):
-		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
-		return
-	case errors.Is(err, errNodeSecret):
-		writeError(w, http.StatusForbidden, fmt.Errorf("heartbeat for node %s: %w", hb.Node, err))
-		return
-	case err != nil:
 		writeError(w, statusFor(err), err)
 		return
 	}
@@ -233,12 +211,8 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("node", "missing"))
 		return
 	}
-	switch err := s.authenticateNode(r.Context(), r, node); {
-	case errors.Is(err, errNoCredential), errors.Is(err, errNodeSecret):
+	if err := s.authenticateNode(r.Context(), r, node); err != nil {
 		writeError(w, http.StatusForbidden, fmt.Errorf("assignments of node %s: %w", node, err))
-		return
-	case err != nil:
-		writeError(w, statusFor(err), err)
 		return
 	}
 	after, wait, err := blockingParams(r)

@@ -14,7 +14,10 @@ func TestConfigValidate(t *testing.T) {
 		want string // "" for valid
 	}{
 		{"defaults with a data dir", Config{DataDir: "/var/lib/gangway"}, ""},
-		{"external etcd with a checkpoint root", Config{EtcdEndpoints: []string{"http://e:2379"}, CheckpointRoot: "/shared/ckpt"}, ""},
+		{"external etcd with a checkpoint root and a CA", Config{EtcdEndpoints: []string{"http://e:2379"}, CheckpointRoot: "/shared/ckpt", TLSCA: "ca.crt", TLSCAKey: "ca.key"}, ""},
+		{"external etcd, no CA and no data dir", Config{EtcdEndpoints: []string{"http://e:2379"}, CheckpointRoot: "/shared/ckpt"}, "--data-dir (where the cluster CA is made) or --tls-ca is required"},
+		{"a CA without its key", Config{DataDir: "d", TLSCA: "ca.crt"}, "give --tls-ca and --tls-ca-key together"},
+		{"a certificate without its key", Config{DataDir: "d", TLSCert: "s.crt"}, "give --tls-cert and --tls-key together"},
 		{"no data dir", Config{}, "--data-dir is required"},
 		{"external etcd, no checkpoint root", Config{EtcdEndpoints: []string{"http://e:2379"}}, "--checkpoint-root is required"},
 		{"heartbeats too slow for the timeout", Config{DataDir: "d", NodeTimeout: 3 * time.Second, HeartbeatInterval: 2 * time.Second}, "--node-timeout 3s must be at least twice --heartbeat-interval 2s"},

@@ -38,16 +38,25 @@ func (s *Server) applyDeployment(w http.ResponseWriter, r *http.Request) {
 			"%d GPUs per replica: a tensor-parallel replica must fit in one node (%v)", spec.GPUsPerReplica, err))
 		return
 	}
-	if err := s.checkQueue(r, spec.Queue); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
+	wh := who(r)
+	// A deployment's replicas are jobs of its owner: the same checks as a
+	// submission (queue, account).
+	js.Queue = spec.Queue
+	if err := s.admitUser(ctx, wh, &js); err != nil {
+		writeError(w, admitStatus(err), err)
 		return
 	}
-	d := &api.Deployment{Spec: spec, Generation: 1, CreatedAt: time.Now().UTC()}
+	d := &api.Deployment{Spec: spec, Generation: 1, CreatedAt: time.Now().UTC(), User: js.User, RunAs: js.RunAs}
 	err = s.st.CreateDeployment(ctx, d)
 	code := http.StatusCreated
 	if errors.Is(err, store.ErrExists) {
 		code = http.StatusOK
 		d, err = s.st.ModifyDeployment(ctx, spec.Name, func(old *api.Deployment) error {
+			// Only its owner (or an admin) replaces a deployment: another
+			// user's command would receive every user's prompts.
+			if err := mayAct(wh, "deployment "+spec.Name, old.User); err != nil {
+				return err
+			}
 			if old.Status.Deleting {
 				return fmt.Errorf("deployment %s is being deleted: %w", spec.Name, errConflict)
 			}
@@ -90,6 +99,9 @@ func (s *Server) listDeployments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	for i, d := range ds {
+		ds[i] = redactDeployment(who(r), d)
+	}
 	writeJSON(w, r, http.StatusOK, api.DeploymentList{Index: rev, Deployments: ds})
 }
 
@@ -99,7 +111,18 @@ func (s *Server) getDeployment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, d)
+	writeJSON(w, r, http.StatusOK, redactDeployment(who(r), d))
+}
+
+// redactDeployment hides a deployment's environment from all but its
+// owner and admins.
+func redactDeployment(wh *api.Who, d *api.Deployment) *api.Deployment {
+	if len(d.Spec.Env) == 0 || seesSecrets(wh, d.User) {
+		return d
+	}
+	c := *d
+	c.Spec.Env = redactEnv(d.Spec.Env)
+	return &c
 }
 
 func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +131,11 @@ func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("replicas", "must be a non-negative integer"))
 		return
 	}
+	wh := who(r)
 	d, err := s.st.ModifyDeployment(r.Context(), r.PathValue("name"), func(d *api.Deployment) error {
+		if err := mayAct(wh, "deployment "+d.Spec.Name, d.User); err != nil {
+			return err
+		}
 		if d.Spec.Autoscale {
 			return api.ErrorForField("replicas", "deployment %s autoscales; change minReplicas/maxReplicas instead", d.Spec.Name)
 		}
@@ -125,7 +152,11 @@ func (s *Server) scaleDeployment(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteDeployment(w http.ResponseWriter, r *http.Request) {
+	wh := who(r)
 	d, err := s.st.ModifyDeployment(r.Context(), r.PathValue("name"), func(d *api.Deployment) error {
+		if err := mayAct(wh, "deployment "+d.Spec.Name, d.User); err != nil {
+			return err
+		}
 		d.Status.Deleting = true
 		return nil
 	})

@@ -20,8 +20,12 @@ import (
 // job's status.
 const maxBody = 4 << 20
 
-// Handler returns the HTTP API.
-func (s *Server) Handler() http.Handler {
+// Handler returns the HTTP API: every route behind authentication and
+// its access rule (guard).
+func (s *Server) Handler() http.Handler { return s.guard(s.routes()) }
+
+// routes is the API's mux, without guard.
+func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -34,6 +38,7 @@ func (s *Server) Handler() http.Handler {
 	s.agentRoutes(mux)
 	s.queueRoutes(mux)
 	s.deploymentRoutes(mux)
+	s.tokenRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -75,6 +80,8 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, api.ErrInvalid):
 		return http.StatusBadRequest
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrConflict), errors.Is(err, errConflict):
@@ -86,6 +93,18 @@ func statusFor(err error) int {
 }
 
 var errConflict = errors.New("conflict")
+
+// admitStatus is the status of a refused submission: 403 for a caller who
+// may not, else 422.
+func admitStatus(err error) int {
+	if errors.Is(err, errForbidden) {
+		return http.StatusForbidden
+	}
+	if errors.Is(err, api.ErrInvalid) {
+		return http.StatusUnprocessableEntity
+	}
+	return statusFor(err)
+}
 
 // decodeBody reads the request body and decodes it with decode; on failure
 // it has written the error response and ok is false.

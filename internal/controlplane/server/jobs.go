@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -41,16 +42,16 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}
+	if err := s.admitUser(r.Context(), who(r), &spec); err != nil {
+		writeError(w, admitStatus(err), err)
+		return
+	}
 	nodes, err := s.capacityNodes(r.Context())
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
 	if err := checkCapacity(&spec, nodes); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
-		return
-	}
-	if err := s.checkQueue(r, spec.Queue); err != nil {
 		writeError(w, http.StatusUnprocessableEntity, err)
 		return
 	}
@@ -179,7 +180,16 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
-	writeJSON(w, r, http.StatusOK, api.JobList{Index: rev, Jobs: jobs})
+	if user := q.Get("user"); user != "" {
+		mine := jobs[:0:0]
+		for _, j := range jobs {
+			if j.Spec.User == user {
+				mine = append(mine, j)
+			}
+		}
+		jobs = mine
+	}
+	writeJSON(w, r, http.StatusOK, api.JobList{Index: rev, Jobs: redactJobs(who(r), jobs)})
 }
 
 // findJob reads job id from the store or, once retention has deleted it,
@@ -216,6 +226,9 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
+	if !seesSecrets(who(r), d.Job.Spec.User) {
+		d.Job = *redactJob(&d.Job)
+	}
 	if d.Archived {
 		writeJSON(w, r, http.StatusOK, d)
 		return
@@ -238,7 +251,11 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		s.cancelArray(w, r)
 		return
 	}
+	wh := who(r)
 	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
+		if err := mayAct(wh, "job "+j.ID, j.Spec.User); err != nil {
+			return err
+		}
 		if j.Status.Phase.Final() {
 			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
 		}
@@ -335,6 +352,11 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("array", "job %s is not part of an array", j.ID))
 		return
 	}
+	// An array's tasks share their submitter.
+	if err := mayAct(who(r), "array "+j.Array.ID, j.Spec.User); err != nil {
+		writeError(w, http.StatusForbidden, err)
+		return
+	}
 	first, err := strconv.ParseInt(j.Array.ID, 10, 64)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, fmt.Errorf("array id %q: %w", j.Array.ID, err))
@@ -363,6 +385,10 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j := &d.Job // an archived job's logs stay on its nodes for their --task-retention
+	if err := mayAct(who(r), "job "+j.ID, j.Spec.User); err != nil {
+		writeError(w, http.StatusForbidden, fmt.Errorf("%w (logs are its owner's to read)", err))
+		return
+	}
 	if len(j.Status.Attempts) == 0 {
 		writeError(w, http.StatusConflict, fmt.Errorf("job %s has not started yet: %s", j.ID, j.Status.Reason))
 		return
@@ -395,14 +421,21 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("node %s serves no logs", node))
 		return
 	}
-	u := fmt.Sprintf("%s/v1/logs?task=%s&stream=%s&follow=%s", strings.TrimRight(n.AgentURL, "/"),
-		api.TaskKey(j.ID, attempt, rank), q.Get("stream"), q.Get("follow"))
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	// Only to an https agent URL, and only an answer served by that node's
+	// certificate is passed on (agentClient): a URL pointing elsewhere
+	// gets nothing through the proxy.
+	if !strings.HasPrefix(n.AgentURL, "https://") {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("node %s serves logs at %q, not over https; upgrade its agent", node, n.AgentURL))
+		return
+	}
+	u := fmt.Sprintf("%s/v1/logs?%s", strings.TrimRight(n.AgentURL, "/"), url.Values{
+		"task": {api.TaskKey(j.ID, attempt, rank)}, "stream": {q.Get("stream")}, "follow": {q.Get("follow")}}.Encode())
+	req, err := http.NewRequestWithContext(agentNodeCtx(ctx, node), http.MethodGet, u, nil)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.agentHC.Do(req)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("node %s: %w", node, err))
 		return
@@ -457,7 +490,11 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("priority", "must be an integer"))
 		return
 	}
+	wh := who(r)
 	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
+		if err := mayAct(wh, "job "+j.ID, j.Spec.User); err != nil {
+			return err
+		}
 		if j.Status.Phase.Final() {
 			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
 		}

@@ -58,8 +58,16 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = false, false }
 	case "drain":
 		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = true, true }
+	case "revoke":
+		// Cut off and cordoned: its agent's requests are refused from now,
+		// so it goes lost and its gangs restart elsewhere.
+		if err := s.revokeNode(r.Context(), r.PathValue("name")); err != nil {
+			writeError(w, statusFor(err), err)
+			return
+		}
+		fn = func(n *api.Node) { n.Status.Cordoned = true }
 	default:
-		writeError(w, http.StatusNotFound, fmt.Errorf("unknown node action %q (want cordon, uncordon or drain)", action))
+		writeError(w, http.StatusNotFound, fmt.Errorf("unknown node action %q (want cordon, uncordon, drain or revoke)", action))
 		return
 	}
 	n, err := s.st.ModifyNode(r.Context(), r.PathValue("name"), func(n *api.Node) error { fn(n); return nil })

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -96,14 +97,18 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, api.Deleted{Deleted: name})
 }
 
-// checkQueue rejects a job for a queue nobody created (but "default").
-func (s *Server) checkQueue(r *http.Request, name string) error {
-	if name == api.DefaultQueue {
-		return nil
+// queueSpec is the spec of the queue a job names: nil for the default
+// queue when nobody created it, an error for any other queue nobody
+// created.
+func (s *Server) queueSpec(ctx context.Context, name string) (*api.QueueSpec, error) {
+	q, err := s.st.Queue(ctx, name)
+	switch {
+	case err == nil:
+		return &q.Spec, nil
+	case errors.Is(err, store.ErrNotFound) && name == api.DefaultQueue:
+		return nil, nil
+	case errors.Is(err, store.ErrNotFound):
+		return nil, api.ErrorForField("spec.queue", "no queue %q; create it with 'gangway queue set %s --guarantee N' or use the default queue", name, name)
 	}
-	_, err := s.st.Queue(r.Context(), name)
-	if errors.Is(err, store.ErrNotFound) {
-		return api.ErrorForField("spec.queue", "no queue %q; create it with 'gangway queue set %s --guarantee N' or use the default queue", name, name)
-	}
-	return err
+	return nil, err
 }

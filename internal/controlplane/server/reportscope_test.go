@@ -21,8 +21,8 @@ func (e *agentEnv) twoNodes() map[string]*client.Client {
 	e.t.Helper()
 	out := map[string]*client.Client{}
 	for _, name := range []string{"n1", "n2"} {
-		c := e.client("")
-		if _, err := e.register(c, testNode(name, "http://127.0.0.1:1", nil)); err != nil {
+		c := e.node(name)
+		if err := e.register(c, testNode(name, "https://127.0.0.1:1", nil)); err != nil {
 			e.t.Fatal(err)
 		}
 		out[name] = c
@@ -34,7 +34,7 @@ func (e *agentEnv) twoNodes() map[string]*client.Client {
 // returns it once the server's cache holds it placed.
 func (e *agentEnv) placed(c *client.Client) *api.Job {
 	e.t.Helper()
-	id, err := c.SubmitID(e.ctx, []byte(`{"ranks": 2, "gpusPerRank": 2, "command": ["sleep", "1000"]}`))
+	id, err := e.admin.SubmitID(e.ctx, []byte(`{"ranks": 2, "gpusPerRank": 2, "command": ["sleep", "1000"]}`))
 	if err != nil {
 		e.t.Fatal(err)
 	}

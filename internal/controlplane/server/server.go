@@ -10,13 +10,19 @@
 // process (store, cache, gateway, HTTP) and leader election. The wire
 // types are internal/api's; Go callers use internal/api/client.
 //
-// It imports api, base/fastjson, controlplane/controller,
+// Security is authn.go (who calls: a node certificate or a token),
+// authz.go (what each route needs), tokens.go, nodeauth.go (join, renew,
+// revoke) and tlsconf.go (the CA and certificates).
+//
+// It imports api, api/client (the client config it writes for the first
+// admin), base/fastjson, base/pki, controlplane/controller,
 // controlplane/store, inference/autoscale, inference/gateway, launch,
 // planner and topology.
 package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,9 +31,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -80,7 +89,30 @@ type Config struct {
 	JobArchive string
 	// RetentionTick is how often retention looks; default 10s.
 	RetentionTick time.Duration
-	Log           *slog.Logger
+
+	// TLS. The API is HTTPS only. By default the server makes a cluster CA
+	// under DataDir/pki on its first start and issues its own certificate
+	// from it; TLSCA and TLSCAKey give the operator's CA instead, and
+	// TLSCert and TLSKey the operator's serving certificate.
+	TLSCert, TLSKey, TLSCA, TLSCAKey string
+	// TLSSANs are more names (host names, IPs) the server's own
+	// certificate is valid for, besides this host's names and addresses.
+	TLSSANs []string
+	// NodeCertTTL is how long node certificates last (agents renew them
+	// at two thirds). Default DefaultNodeCertTTL.
+	NodeCertTTL time.Duration
+	// ClientConfig, if set, is the client config file (contexts, as
+	// kubeconfig) the first start adds the admin's context to, besides
+	// DataDir/admin.conf.
+	ClientConfig string
+	// SecretsDir holds the files jobs' secretEnv names: DIR/USER/FILE.
+	// "" keeps no secrets.
+	SecretsDir string
+	// AdvertiseURL is the URL clients reach this server at, written into
+	// the admin's client config; default https:// and the listener's
+	// address (loopback for a wildcard one).
+	AdvertiseURL string
+	Log          *slog.Logger
 }
 
 // applyDefaults fills what was left zero.
@@ -105,6 +137,9 @@ func (c *Config) applyDefaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
+	if c.NodeCertTTL <= 0 {
+		c.NodeCertTTL = DefaultNodeCertTTL
+	}
 }
 
 // Validate reports the first setting that cannot work, named by the flag
@@ -125,6 +160,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: --max-finished-jobs %d is negative (0: no limit)", c.MaxFinishedJobs)
 	case c.RetentionTick < 0:
 		return fmt.Errorf("server: retention tick %s is negative", c.RetentionTick)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("server: give --tls-cert and --tls-key together")
+	case (c.TLSCA == "") != (c.TLSCAKey == ""):
+		return errors.New("server: give --tls-ca and --tls-ca-key together (the CA key signs node certificates)")
+	case c.DataDir == "" && c.TLSCA == "":
+		return errors.New("server: --data-dir (where the cluster CA is made) or --tls-ca is required")
 	}
 	return nil
 }
@@ -159,6 +200,19 @@ type Server struct {
 	capMu    sync.Mutex // guards capNodes and capAt
 	capNodes []*api.Node
 	capAt    time.Time
+
+	// Security (authn.go, authz.go, nodeauth.go); set by Run before it
+	// serves, then read-only.
+	ca       *pki.CA      // signs node certificates
+	caPEM    []byte       // the CA clients and agents trust
+	serverKP *pki.KeyPair // the server's certificate, served and shown to agents
+	agentHC  *http.Client // calls agents (the log proxy) with serverKP
+	tokens   tokenCache
+	revoked  revocations
+	// refusedAuth counts requests refused for their credentials.
+	refusedAuth atomic.Int64
+	// ready is closed once the API serves with its first admin token.
+	ready chan struct{}
 }
 
 // New checks cfg and returns a server; Run starts it.
@@ -167,25 +221,58 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	return &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()), written: map[string]api.RankStatus{}}, nil
+	return &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()),
+		written: map[string]api.RankStatus{}, ready: make(chan struct{})}, nil
+}
+
+// Ready is closed once the server serves its API over TLS, with the admin
+// token of a first start made (AdminConfig can then be read).
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// AdminConfig is the client configuration of the admin token the server's
+// first start wrote to DataDir/admin.conf.
+func (s *Server) AdminConfig() (client.Config, error) {
+	return client.ConfigFor(filepath.Join(s.cfg.DataDir, AdminConfigFile), client.Resolve{})
+}
+
+// Loopback is a server running in the background on a loopback port.
+type Loopback struct {
+	// URL is its base URL (https).
+	URL string
+	// Admin is the admin's client configuration.
+	Admin client.Config
+	// Stop ends it and returns Run's error.
+	Stop func() error
 }
 
 // StartLoopback runs a server with cfg on a free loopback port in the
-// background (benchmarks and demos in one process): its base URL, and
-// stop, which ends it and returns Run's error.
-func StartLoopback(cfg Config) (base string, stop func() error, err error) {
+// background (benchmarks and demos in one process) and returns once it
+// serves.
+func StartLoopback(cfg Config) (*Loopback, error) {
 	srv, err := New(cfg)
 	if err != nil {
-		return "", nil, fmt.Errorf("configure server: %w", err)
+		return nil, fmt.Errorf("configure server: %w", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, fmt.Errorf("listen on loopback: %w", err)
+		return nil, fmt.Errorf("listen on loopback: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, ln) }()
-	return "http://" + ln.Addr().String(), func() error { cancel(); return <-done }, nil
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		cancel()
+		return nil, err
+	}
+	admin, err := srv.AdminConfig()
+	if err != nil {
+		cancel()
+		<-done
+		return nil, err
+	}
+	return &Loopback{URL: "https://" + ln.Addr().String(), Admin: admin, Stop: func() error { cancel(); return <-done }}, nil
 }
 
 // Run opens the store, serves HTTP on ln and campaigns for leadership
@@ -223,8 +310,20 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.st = store.New(cli)
 	s.cache = store.NewCache(s.st, s.log)
 	s.statuses.st = s.st
+	tlsCfg, err := s.setupTLS(ln.Addr())
+	if err != nil {
+		return err
+	}
+	if err := s.bootstrap(ctx, s.advertiseURL(ln.Addr())); err != nil {
+		return err
+	}
+	if m, err := s.st.Revocations(ctx); err == nil {
+		s.setRevoked(m)
+	}
+	ln = tls.NewListener(ln, tlsCfg)
 
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	// Every goroutine below is waited for, on every return: the deferred
 	// cancels run first, then the wait.
 	var wg sync.WaitGroup
@@ -232,8 +331,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 2)
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); _ = s.cache.Run(cctx) }()
+	go func() { defer wg.Done(); s.refreshRevocations(cctx) }()
 	// The gateway always runs: it watches every deployment's replicas,
 	// which the autoscaler needs; it serves requests only with a listener.
 	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log,
@@ -265,6 +365,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			errc <- fmt.Errorf("server: http: %w", err)
 		}
 	}()
+	close(s.ready)
 	// Leadership: stopLead is its stop, leadDone its done. It ends before
 	// anything it uses (the store, the cache, the gateway's scaler).
 	lctx, stopLead := context.WithCancel(ctx)
@@ -360,7 +461,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
-			JobArchive: s.cfg.JobArchive, RetentionTick: s.cfg.RetentionTick,
+			JobArchive: s.cfg.JobArchive, RetentionTick: s.cfg.RetentionTick, SecretsDir: s.cfg.SecretsDir,
 		}, s.log)
 		s.mu.Lock()
 		s.ctl = ctl

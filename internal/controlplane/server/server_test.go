@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"net"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/base/wait"
@@ -40,7 +42,16 @@ func TestRunLeadsThenStops(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx, ln) }()
-	c, err := client.New(client.Config{Server: "http://" + ln.Addr().String()})
+	select {
+	case <-s.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned before serving: %v", err)
+	}
+	adm, err := s.AdminConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(adm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,4 +91,10 @@ func TestRunReturnsServeError(t *testing.T) {
 	if err := s.Run(context.Background(), ln); err == nil {
 		t.Fatal("Run = nil with a closed listener; want its error")
 	}
+}
+
+// asWho is r as authenticated as wh (for tests of the routes behind
+// guard).
+func asWho(r *http.Request, wh *api.Who) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), whoKey{}, wh))
 }

@@ -39,7 +39,6 @@ type Cache struct {
 	progress map[string]*api.Progress              // newest per job
 	nodes    map[string]*api.Node                  //
 	nodesGen int64                                 // bumped on every node change
-	creds    map[string]string                     // node → credential (store.RegisterNode)
 	deploys  map[string]*api.Deployment            //
 	queues   map[string]*api.Queue                 //
 	assign   map[string]map[string]cachedAssign    // node → task key → assignment
@@ -68,7 +67,6 @@ func (c *Cache) reset() {
 	c.progress = map[string]*api.Progress{}
 	c.nodes = map[string]*api.Node{}
 	c.nodesGen++
-	c.creds = map[string]string{}
 	c.deploys = map[string]*api.Deployment{}
 	c.queues = map[string]*api.Queue{}
 	c.assign = map[string]map[string]cachedAssign{}
@@ -251,12 +249,6 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			n.ModRevision = modRev
 			c.nodes[name] = &n
 		}
-	case strings.HasPrefix(key, nodeAuthPrefix):
-		if del {
-			delete(c.creds, key[len(nodeAuthPrefix):])
-			return
-		}
-		c.creds[key[len(nodeAuthPrefix):]] = string(val)
 	case strings.HasPrefix(key, assignPrefix):
 		rest := key[len(assignPrefix):]
 		i := strings.IndexByte(rest, '/')
@@ -374,15 +366,6 @@ func (c *Cache) Job(id string) (*api.Job, bool) {
 	defer c.mu.Unlock()
 	j, ok := c.jobs[id]
 	return j, ok
-}
-
-// NodeCredential returns a node's credential as the cache has it, if it
-// does (see Store.NodeCredential).
-func (c *Cache) NodeCredential(name string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cred, ok := c.creds[name]
-	return cred, ok
 }
 
 // cachedAssign is one assignment as stored, and the revision it was

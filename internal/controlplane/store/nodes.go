@@ -11,13 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// nodeAuthPrefix holds each node's credential (the hash of its secret),
-// apart from the node so that no reader of nodes (the API, the scheduler's
-// view) ever holds it.
-const nodeAuthPrefix = Root + "nodeauth/"
-
-func nodeAuthKey(n string) string { return nodeAuthPrefix + n }
-
 // Node reads one node.
 func (s *Store) Node(ctx context.Context, name string) (*api.Node, error) {
 	resp, err := s.c.Get(ctx, nodeKey(name))
@@ -57,27 +50,6 @@ func (s *Store) Nodes(ctx context.Context) ([]*api.Node, int64, error) {
 // with 0 it creates the node and fails with ErrConflict if it exists.
 func (s *Store) PutNode(ctx context.Context, n *api.Node) error {
 	return s.putNode(ctx, n)
-}
-
-// RegisterNode writes n as PutNode does and, in the same transaction, the
-// node's credential: the hash of the secret that it must present from now
-// on. A node's credential changes only with its record, so the compare on
-// the node's revision covers both.
-func (s *Store) RegisterNode(ctx context.Context, n *api.Node, credential string) error {
-	return s.putNode(ctx, n, clientv3.OpPut(nodeAuthKey(n.Name), credential))
-}
-
-// NodeCredential returns the credential RegisterNode stored for a node,
-// "" if it has none.
-func (s *Store) NodeCredential(ctx context.Context, name string) (string, error) {
-	resp, err := s.c.Get(ctx, nodeAuthKey(name))
-	if err != nil {
-		return "", fmt.Errorf("store: get node %s credential: %w", name, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Value), nil
 }
 
 func (s *Store) putNode(ctx context.Context, n *api.Node, also ...clientv3.Op) error {

@@ -5,12 +5,14 @@
 // server for the lease the server gave it, and re-attaches to its ranks after
 // a restart.
 //
-// It imports api, api/client (its one way to the server), launch,
+// It imports api, api/client (its one way to the server), base/pki (its
+// node certificate, creds.go), launch,
 // node/driver, node/gpu, node/nic and the standard library.
 package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/launch"
 	"github.com/gangway/gangway/internal/node/driver"
 	"github.com/gangway/gangway/internal/node/gpu"
@@ -69,7 +72,13 @@ type Config struct {
 	// this long ago is removed. 0 keeps them; otherwise at least
 	// MinTaskRetention.
 	TaskRetention time.Duration
-	Log           *slog.Logger
+	// JoinToken joins the node on its first start (a join token, or an
+	// admin's token); CAFile is the cluster CA it trusts the server by
+	// until it has joined. Neither is needed once DataDir/pki holds the
+	// node's certificate.
+	JoinToken string
+	CAFile    string
+	Log       *slog.Logger
 }
 
 // callTimeout bounds one call to the server (a long poll gets its wait on
@@ -80,7 +89,8 @@ const callTimeout = 10 * time.Second
 type Agent struct {
 	cfg    Config
 	log    *slog.Logger
-	server *client.Client     // the API of the control plane
+	server *client.Client     // the API of the control plane; set by Run
+	creds  *pki.KeyPair       // the node's certificate; set by Run
 	drv    *driver.Supervisor // set by Run before its loops start
 
 	kick chan struct{}  // asks the heartbeat loop to report now
@@ -110,8 +120,8 @@ func (c Config) Validate() error {
 	if c.Server == "" {
 		return errors.New("agent: --server is required")
 	}
-	if _, err := client.New(client.Config{Server: c.Server}); err != nil {
-		return fmt.Errorf("agent: --server: %w", err)
+	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("agent: --server %q: want https://host:port (the server speaks TLS only)", c.Server)
 	}
 	if c.DataDir == "" {
 		return errors.New("agent: --data-dir is required")
@@ -137,14 +147,6 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	secret, err := readNodeSecret(cfg.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.New(client.Config{Server: cfg.Server, Timeout: callTimeout, NodeSecret: secret})
-	if err != nil {
-		return nil, fmt.Errorf("agent: --server: %w", err)
-	}
 	if cfg.GPUs == nil {
 		cfg.GPUs = gpu.NewNVML()
 	}
@@ -165,7 +167,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.SysRoot = "/sys"
 	}
 	return &Agent{
-		cfg: cfg, log: cfg.Log.With("node", cfg.Name), server: c,
+		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
 		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{},
 	}, nil
 }
@@ -203,6 +205,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.tasksDir(), 0o755); err != nil {
 		return fmt.Errorf("agent: data dir: %w", err)
 	}
+	creds, pool, err := a.credentials(ctx)
+	if err != nil {
+		return err
+	}
+	a.creds = creds
+	if a.server, err = client.New(client.Config{Server: a.cfg.Server, Timeout: callTimeout,
+		TLS: pki.ClientTLS(pool, creds)}); err != nil {
+		return fmt.Errorf("agent: --server: %w", err)
+	}
 	listen := a.cfg.Listen
 	if listen == "" {
 		listen = net.JoinHostPort(a.cfg.Address, "0")
@@ -211,7 +222,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("agent: listen for logs on %s: %w", listen, err)
 	}
-	a.listenURL = "http://" + ln.Addr().String()
+	a.listenURL = "https://" + ln.Addr().String()
+	ln = tls.NewListener(ln, serverTLS(creds, pool))
 	drv, err := driver.Connect(ctx, a.cfg.DataDir, a.cfg.ShimPath, a.log)
 	if err != nil {
 		ln.Close()
@@ -226,7 +238,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stop()
 	a.adopt(ctx)
 
-	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: onlyServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
 	serveErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	wg.Add(4)
@@ -239,6 +252,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.renewLoop(ctx) }()
 	if a.cfg.TaskRetention > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.gcLoop(ctx) }()
@@ -351,13 +366,6 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	resp, err := a.server.Register(ctx, &api.RegisterRequest{Node: n})
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
-	}
-	if resp.NodeSecret != "" {
-		// The client presents it from now on; kept on disk, it lets this
-		// node register again after the agent restarts.
-		if err := writeNodeSecret(a.cfg.DataDir, resp.NodeSecret); err != nil {
-			a.log.Error("node secret not kept: after a restart this agent cannot register its node until the server has it lost", "err", err)
-		}
 	}
 	a.mu.Lock()
 	a.lease = resp

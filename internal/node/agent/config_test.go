@@ -7,7 +7,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{Server: "http://127.0.0.1:7070", DataDir: "/tmp/x", Name: "n1"}
+	ok := Config{Server: "https://127.0.0.1:7070", DataDir: "/tmp/x", Name: "n1"}
 	tests := []struct {
 		name string
 		edit func(*Config)

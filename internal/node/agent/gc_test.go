@@ -32,7 +32,7 @@ func taskDirAt(tb testing.TB, a *Agent, key string, at time.Time) string {
 }
 
 func TestSweepRemovesOnlyOldDirectoriesOfRanksNoLongerTracked(t *testing.T) {
-	a, err := New(Config{Server: "http://127.0.0.1:1", Name: "n1", DataDir: t.TempDir(), TaskRetention: time.Hour})
+	a, err := New(Config{Server: "https://127.0.0.1:1", Name: "n1", DataDir: t.TempDir(), TaskRetention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestSweepRemovesOnlyOldDirectoriesOfRanksNoLongerTracked(t *testing.T) {
 }
 
 func TestTaskRetentionBelowTheMinimumIsRefused(t *testing.T) {
-	_, err := New(Config{Server: "http://127.0.0.1:1", Name: "n1", DataDir: t.TempDir(), TaskRetention: time.Second})
+	_, err := New(Config{Server: "https://127.0.0.1:1", Name: "n1", DataDir: t.TempDir(), TaskRetention: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "--task-retention") {
 		t.Fatalf("TaskRetention 1s: %v; want an error naming --task-retention", err)
 	}
