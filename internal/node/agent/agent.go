@@ -6,8 +6,8 @@
 // a restart.
 //
 // It imports api, api/client (its one way to the server), base/pki (its
-// node certificate, creds.go), launch,
-// node/driver, node/gpu, node/nic and the standard library.
+// node certificate, creds.go), launch, node/driver, node/gpu, node/nic,
+// golang.org/x/sys and the standard library.
 package agent
 
 import (
@@ -95,6 +95,12 @@ type Agent struct {
 
 	kick chan struct{}  // asks the heartbeat loop to report now
 	bg   sync.WaitGroup // goroutines watching ranks' exits and stopping ranks; Run waits for them
+
+	// self is the agent's own account, which decides whether a rank's
+	// run-as account needs a switch and whether it may have one; nil: the
+	// process's effective uid and gid (tests set another). Never changed
+	// once Run starts.
+	self *driver.Account
 
 	// dirMu orders making a task directory against the sweep that
 	// removes old ones (and their emptied buckets).

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -158,7 +157,9 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 // Its file-system work is one directory and the rank's two log files (the
 // supervisor opens those). The checkpoint directory is the workload's to
 // make, with its parents, when it first writes a checkpoint: most jobs
-// never do, and it sits on a file system all nodes share.
+// never do, and it sits on a file system all nodes share. A rank with a
+// run-as account is the exception: it could not make it under a root of
+// root's, so the agent makes it, the account's (see runas.go).
 func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	k := asg.TaskKey()
 	dir := a.taskDir(k)
@@ -171,13 +172,16 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		t.status.FinishedAt = time.Now()
 		a.log.Warn("rank failed to start", "task", k, "err", err)
 	}
-	a.dirMu.Lock()
-	err := os.Mkdir(dir, 0o755)
-	if errors.Is(err, fs.ErrNotExist) {
-		err = os.MkdirAll(dir, 0o755) // the first rank of its bucket
-	} else if errors.Is(err, fs.ErrExist) {
-		err = nil
+	plan, refused := planRunAs(asg.RunAs, a.selfAccount())
+	if refused != "" {
+		fail(errors.New(refused))
+		a.mu.Lock()
+		a.tasks[k] = t
+		a.mu.Unlock()
+		return
 	}
+	a.dirMu.Lock()
+	err := makeTaskDir(dir, plan)
 	a.dirMu.Unlock()
 	for name, content := range asg.Files {
 		if err != nil {
@@ -187,7 +191,16 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 			err = fmt.Errorf("assignment file %q: must be a plain file name", name)
 			break
 		}
-		err = os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
+		err = writeTaskFile(dir, name, content, plan)
+	}
+	if err == nil && plan.private && asg.CheckpointD != "" {
+		// Not a reason to fail the rank: the workload may still make it,
+		// or use it as it is.
+		if made, cerr := makeCheckpointDir(asg.CheckpointD, plan); cerr != nil {
+			a.log.Warn("checkpoint directory not made for the rank's account", "task", k, "err", cerr)
+		} else if made {
+			a.log.Info("made checkpoint directory", "task", k, "dir", asg.CheckpointD)
+		}
 	}
 	if err != nil {
 		fail(err)
@@ -196,7 +209,7 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		a.mu.Unlock()
 		return
 	}
-	env := os.Environ()
+	env := runAsEnv(os.Environ(), plan, dir)
 	keys := make([]string, 0, len(asg.Env))
 	for k := range asg.Env {
 		keys = append(keys, k)
@@ -228,7 +241,7 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		wd = dir
 	}
 	spec := driver.Spec{Key: k, Command: cmd, Env: env, Dir: wd, StateDir: dir, CgroupName: cgroupName(k),
-		DiscardOutput: asg.DiscardOutput}
+		DiscardOutput: asg.DiscardOutput, RunAs: plan.switchTo}
 	if asg.Resources != nil {
 		spec.MemoryBytes, spec.CPUMillis = asg.Resources.MemoryBytes, asg.Resources.CPUMillis
 	}
@@ -327,7 +340,8 @@ func (a *Agent) watchLoop(ctx context.Context) {
 
 // scanProgress forwards complete new lines of the rank's progress file.
 func (a *Agent) scanProgress(t *task) {
-	f, err := os.Open(filepath.Join(t.dir, "progress.jsonl"))
+	// The rank's user may own t.dir: not through a symlink, nor a FIFO.
+	f, err := driver.OpenRegular(filepath.Join(t.dir, "progress.jsonl"))
 	if err != nil {
 		return
 	}

@@ -47,6 +47,9 @@ type Supervisor struct {
 	syncID  int64           // the list request that reconciles after a reconnect
 	closed  bool
 	stale   bool // the supervisor runs another build: retire it once idle
+	// version is the protocol the connected supervisor speaks, from its
+	// hello; 0: not asked on this connection yet.
+	version int
 
 	// life is cancelled by Close: it bounds every wait of the goroutines
 	// the Supervisor owns (reconnect back-off, dials, build checks).
@@ -96,6 +99,7 @@ func (s *Supervisor) checkBuild(ctx context.Context) {
 	stale := want != "" && rep.Build != want // no Build: it predates the handshake
 	s.mu.Lock()
 	s.stale = stale
+	s.version = rep.Version
 	s.mu.Unlock()
 	if stale {
 		s.log.Info("the supervisor runs another build than "+s.exe+"; replacing it once no rank runs",
@@ -207,6 +211,7 @@ func (s *Supervisor) readLoop(c net.Conn) {
 		c.Close()
 		s.mu.Lock()
 		s.conn = nil
+		s.version = 0 // the next supervisor may be another build
 		for id, ch := range s.calls {
 			close(ch)
 			delete(s.calls, id)
@@ -389,7 +394,7 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 		return nil, errors.New("driver: empty command")
 	}
 	ws := &wireSpec{Argv: spec.Command, Env: spec.Env, Dir: spec.Dir,
-		MemoryBytes: spec.MemoryBytes, CPUMillis: spec.CPUMillis, Cgroup: spec.CgroupName}
+		MemoryBytes: spec.MemoryBytes, CPUMillis: spec.CPUMillis, Cgroup: spec.CgroupName, RunAs: spec.RunAs}
 	if !spec.DiscardOutput {
 		ws.Stdout, ws.Stderr = filepath.Join(spec.StateDir, "stdout.log"), filepath.Join(spec.StateDir, "stderr.log")
 		ws.LogFileBytes, ws.LogFiles = spec.LogFileBytes, spec.LogFiles
@@ -397,7 +402,11 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s.opMu.RLock()
-	rep, err := s.call(ctx, request{Op: "start", Key: spec.Key, Spec: ws})
+	var rep reply
+	err := s.canRunAs(ctx, spec.RunAs)
+	if err == nil {
+		rep, err = s.call(ctx, request{Op: "start", Key: spec.Key, Spec: ws})
+	}
 	s.opMu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("driver: %w", err)
@@ -406,6 +415,31 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 		return nil, errors.New("driver: supervisor answered a start without a pid")
 	}
 	return s.register(newHandle(spec.Key, *rep.State)), nil
+}
+
+// canRunAs checks, when a is set, that the supervisor honours runAs: one
+// of an older build would ignore it and run the rank as itself (root).
+func (s *Supervisor) canRunAs(ctx context.Context, a *Account) error {
+	if a == nil {
+		return nil
+	}
+	s.mu.Lock()
+	v := s.version
+	s.mu.Unlock()
+	if v == 0 {
+		rep, err := s.call(ctx, request{Op: "hello"})
+		if err != nil && !isUnknownOp(err) {
+			return err
+		}
+		v = rep.Version
+		s.mu.Lock()
+		s.version = v
+		s.mu.Unlock()
+	}
+	if v < runAsVersion {
+		return fmt.Errorf("the node's supervisor (protocol %d) is of a build that cannot run a rank as another user; it is replaced by this agent's once no rank runs", v)
+	}
+	return nil
 }
 
 // Tasks returns a handle for every rank the supervisor knows: running,

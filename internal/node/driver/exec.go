@@ -77,6 +77,25 @@ type Spec struct {
 	CPUMillis   int64
 	// CgroupName names the per-task cgroup.
 	CgroupName string
+	// RunAs is the account the process runs under, with its group as its
+	// only group; nil: the supervisor's own (the agent's user, with its
+	// groups). Its kept output's files are created owned by it, mode 0600.
+	// Switching needs a supervisor running as root; the agent decides
+	// whether to ask (see the agent's runAs).
+	RunAs *Account
+}
+
+// Account is a Unix identity, by number: ranks may run as users with no
+// entry in the node's passwd file.
+type Account struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+}
+
+// credential is how a process is started as a: the uid, the gid, and the
+// gid alone as its groups, so it never keeps the supervisor's.
+func (a *Account) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: uint32(a.UID), Gid: uint32(a.GID), Groups: []uint32{uint32(a.GID)}}
 }
 
 // Exit is how a process ended.

@@ -50,6 +50,7 @@ type logStream struct {
 	maxFiles int
 	sink     int       // write-only /dev/null: output that cannot be written
 	log      io.Writer // the supervisor's log
+	owner    *Account  // owns the files it creates; nil: the supervisor
 
 	mu       sync.Mutex // guards everything below
 	epfd     int        // the copier's epoll set the pipe is in; -1 if none
@@ -63,8 +64,8 @@ type logStream struct {
 // newLogStream makes the pipe a rank writes path's stream into and opens
 // (creating) the current file. It returns the pipe's write end for the
 // rank, which the caller closes once the rank is started.
-func newLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.Writer) (*logStream, int, error) {
-	ls, err := openLogStream(path, maxBytes, maxFiles, sink, log)
+func newLogStream(path string, maxBytes int64, maxFiles int, owner *Account, sink int, log io.Writer) (*logStream, int, error) {
+	ls, err := openLogStream(path, maxBytes, maxFiles, owner, sink, log)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -89,7 +90,7 @@ func newLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.Wr
 // adoptLogStream takes over the copying of a live rank's stream fd (1 or
 // 2) that an earlier supervisor started, when that fd is still the pipe
 // with inode ino: /proc gives a new read end of it.
-func adoptLogStream(pid, fd int, ino uint64, path string, maxBytes int64, maxFiles int, sink int, log io.Writer) (*logStream, error) {
+func adoptLogStream(pid, fd int, ino uint64, path string, maxBytes int64, maxFiles int, owner *Account, sink int, log io.Writer) (*logStream, error) {
 	r, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("adopt fd %d of %d: %w", fd, pid, err)
@@ -99,7 +100,7 @@ func adoptLogStream(pid, fd int, ino uint64, path string, maxBytes int64, maxFil
 		unix.Close(r)
 		return nil, fmt.Errorf("adopt fd %d of %d: no longer the pipe the rank was started with", fd, pid)
 	}
-	ls, err := openLogStream(path, maxBytes, maxFiles, sink, log)
+	ls, err := openLogStream(path, maxBytes, maxFiles, owner, sink, log)
 	if err != nil {
 		unix.Close(r)
 		return nil, err
@@ -109,14 +110,14 @@ func adoptLogStream(pid, fd int, ino uint64, path string, maxBytes int64, maxFil
 }
 
 // openLogStream is a stream of path, its current file open, without a pipe.
-func openLogStream(path string, maxBytes int64, maxFiles int, sink int, log io.Writer) (*logStream, error) {
+func openLogStream(path string, maxBytes int64, maxFiles int, owner *Account, sink int, log io.Writer) (*logStream, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultLogFileBytes
 	}
 	if maxFiles <= 0 {
 		maxFiles = DefaultLogFiles
 	}
-	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, sink: sink, log: log, epfd: -1, pipe: -1, file: -1}
+	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, owner: owner, sink: sink, log: log, epfd: -1, pipe: -1, file: -1}
 	if err := ls.open(false); err != nil {
 		return nil, err
 	}
@@ -133,10 +134,13 @@ func (ls *logStream) pipeInode() uint64 {
 }
 
 // open opens the current file, appending to what it holds, or, with
-// truncate, empty.
-func (ls *logStream) open(truncate bool) error {
+// fresh, empty.
+func (ls *logStream) open(fresh bool) error {
+	if ls.owner != nil {
+		return ls.openOwned(fresh)
+	}
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC
-	if truncate {
+	if fresh {
 		flags |= unix.O_TRUNC
 	}
 	// Not O_APPEND: splice refuses files opened for appending, and the
@@ -145,6 +149,54 @@ func (ls *logStream) open(truncate bool) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", ls.path, err)
 	}
+	return ls.opened(fd)
+}
+
+// openOwned is open for a rank with an account of its own, whose task
+// directory is that user's: the user can put anything where the file goes
+// while the rank runs (a rotation opens a new file), a symlink (root would
+// write, or chown, through it) or a FIFO (the open would block the copier,
+// and every rank's output with it). So the last element is never
+// followed, the open never blocks, and only a regular file is written: a
+// new one (fresh: in place of whatever has the name) made the owner's,
+// mode 0600, or an existing one already the owner's.
+func (ls *logStream) openOwned(fresh bool) error {
+	flags := unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	if fresh {
+		_ = unix.Unlink(ls.path) // never follows a symlink: removes it
+	}
+	created := true
+	fd, err := unix.Open(ls.path, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if errors.Is(err, unix.EEXIST) && !fresh {
+		created = false
+		fd, err = unix.Open(ls.path, flags, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", ls.path, err)
+	}
+	var st unix.Stat_t
+	err = unix.Fstat(fd, &st)
+	switch {
+	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = errNotRegular
+	case created:
+		err = unix.Fchown(fd, ls.owner.UID, ls.owner.GID)
+	case int(st.Uid) != ls.owner.UID:
+		err = fmt.Errorf("owned by uid %d, not the rank's uid %d", st.Uid, ls.owner.UID)
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, false)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("open %s: %w", ls.path, err)
+	}
+	return ls.opened(fd)
+}
+
+// opened makes fd the current file, at its end.
+func (ls *logStream) opened(fd int) error {
 	end, err := unix.Seek(fd, 0, io.SeekEnd)
 	if err != nil {
 		unix.Close(fd)
@@ -463,7 +515,7 @@ func (r *LogReader) openAfter(after uint64) (bool, error) {
 	if after != 0 {
 		for i, name := range names {
 			var st unix.Stat_t
-			if unix.Stat(name, &st) == nil && st.Ino == after {
+			if unix.Lstat(name, &st) == nil && st.Ino == after {
 				start = i + 1
 				break
 			}
@@ -471,9 +523,9 @@ func (r *LogReader) openAfter(after uint64) (bool, error) {
 	}
 	opened := false
 	for _, name := range names[start:] {
-		f, err := os.Open(name)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+		f, err := OpenRegular(name)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotRegular) {
+			continue // not one the copier wrote: the rank's user put it there
 		}
 		if err != nil {
 			return opened, err
@@ -507,4 +559,37 @@ func (r *LogReader) retained() []string {
 		out = append(out, rotatedName(r.path, k))
 	}
 	return append(out, r.path)
+}
+
+// errNotRegular: OpenRegular found something other than a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// OpenRegular opens path for reading when it is a regular file. Under a
+// directory the rank's user owns, that user may have put a symlink there
+// (root would read through it, and show another user's file as the rank's
+// log) or a FIFO (the open would block): it follows no symlink in the
+// last element, does not block, and refuses anything but a regular file
+// (a symlink among them) with an error wrapping errNotRegular.
+func OpenRegular(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			err = errNotRegular // a symlink
+		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: errNotRegular}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }

@@ -222,7 +222,7 @@ func TestUnwritableLogDropsOutputWithoutBlockingTheRank(t *testing.T) {
 	}
 	defer sink.Close()
 	var log bytes.Buffer
-	ls, w, err := newLogStream(path, 1<<20, 2, int(sink.Fd()), &log)
+	ls, w, err := newLogStream(path, 1<<20, 2, nil, int(sink.Fd()), &log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestClosedStreamLeavesTheEpollSet(t *testing.T) {
 	}
 	defer unix.Close(c.wake)
 	defer unix.Close(c.epfd)
-	ls, w, err := newLogStream(filepath.Join(t.TempDir(), "stdout.log"), 1<<20, 2, int(sink.Fd()), io.Discard)
+	ls, w, err := newLogStream(filepath.Join(t.TempDir(), "stdout.log"), 1<<20, 2, nil, int(sink.Fd()), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -406,14 +406,25 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 		return State{}, err
 	}
 	argv := append([]string{path}, ws.Argv[1:]...)
+	var cred *syscall.Credential // nil: the rank runs as the supervisor
+	if ws.RunAs != nil {
+		cred = ws.RunAs.credential()
+	}
 	if ws.MemoryBytes > 0 || ws.CPUMillis > 0 {
 		exe, err := os.Executable()
 		if err != nil {
 			return State{}, fmt.Errorf("find own executable: %w", err)
 		}
-		argv = append([]string{exe, "cg-exec", "--cgroup", ws.Cgroup,
+		cg := []string{exe, "cg-exec", "--cgroup", ws.Cgroup,
 			"--memory-bytes", strconv.FormatInt(ws.MemoryBytes, 10),
-			"--cpu-millis", strconv.FormatInt(ws.CPUMillis, 10), "--"}, argv...)
+			"--cpu-millis", strconv.FormatInt(ws.CPUMillis, 10)}
+		if ws.RunAs != nil {
+			// cg-exec joins the cgroup as the supervisor (moving a
+			// process into a cgroup takes root), then becomes the account.
+			cg = append(cg, "--uid", strconv.Itoa(ws.RunAs.UID), "--gid", strconv.Itoa(ws.RunAs.GID))
+			cred = nil
+		}
+		argv = append(append(cg, "--"), argv...)
 		path = exe
 	}
 	// Kept output goes through a pipe per stream into rotating files (see
@@ -437,7 +448,7 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 		if path == "" {
 			continue
 		}
-		ls, w, err := newLogStream(path, ws.LogFileBytes, ws.LogFiles, int(s.sink.Fd()), s.log)
+		ls, w, err := newLogStream(path, ws.LogFileBytes, ws.LogFiles, ws.RunAs, int(s.sink.Fd()), s.log)
 		if err == nil {
 			logs, fds[i+1] = append(logs, ls), w
 			err = s.copier.add(ls)
@@ -463,7 +474,7 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 		// The rank also holds its pipes' read ends (fds 3 and 4), so
 		// that, while no supervisor runs, its writes fill the pipe and
 		// wait for the next one instead of killing it with SIGPIPE.
-		conf = &logConf{Paths: [2]string{ws.Stdout, ws.Stderr}, FileBytes: ws.LogFileBytes, Files: ws.LogFiles}
+		conf = &logConf{Paths: [2]string{ws.Stdout, ws.Stderr}, FileBytes: ws.LogFileBytes, Files: ws.LogFiles, Owner: ws.RunAs}
 		k := 0
 		for i, p := range conf.Paths {
 			if p != "" {
@@ -479,8 +490,10 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 		Env:   ws.Env,
 		Files: files,
 		// A session of its own: one signal to the group reaches the rank
-		// and everything it started, and nothing else.
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		// and everything it started, and nothing else. With a credential,
+		// the child sets its groups, gid and uid before it changes to Dir
+		// and execs: the rank needs the account's access to both.
+		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
 	})
 	if err != nil {
 		closeLogs()
@@ -574,7 +587,7 @@ func (s *supervisor) adoptLogs(r *record) {
 		if path == "" {
 			continue
 		}
-		ls, err := adoptLogStream(r.State.PID, i+1, c.Inodes[i], path, c.FileBytes, c.Files, int(s.sink.Fd()), s.log)
+		ls, err := adoptLogStream(r.State.PID, i+1, c.Inodes[i], path, c.FileBytes, c.Files, c.Owner, int(s.sink.Fd()), s.log)
 		if err == nil {
 			if err = s.copier.add(ls); err != nil {
 				ls.close()

@@ -43,6 +43,8 @@ type wireSpec struct {
 	MemoryBytes  int64  `json:"memoryBytes,omitempty"`
 	CPUMillis    int64  `json:"cpuMillis,omitempty"`
 	Cgroup       string `json:"cgroup,omitempty"`
+	// RunAs is the account the rank runs under; nil: the supervisor's.
+	RunAs *Account `json:"runAs,omitempty"`
 }
 
 // reply answers a request (ID set) or tells of an exit (Event "exit").
@@ -63,9 +65,15 @@ type reply struct {
 // protocolVersion is what this build's supervisor speaks: 1 added hello
 // and retire; 2 bounds kept output (logFileBytes, logFiles: a supervisor
 // of version 1 ignores them and appends without bound until the agent
-// replaces it, as it replaces any other build once idle). A later field a
-// supervisor of an older version would ignore must check the version first.
-const protocolVersion = 2
+// replaces it, as it replaces any other build once idle); 3 runs a rank as
+// another account (runAs: a supervisor of version 2 would ignore it and
+// run the rank as itself, root, so the agent asks the version before such
+// a start and refuses it below 3). A later field a supervisor of an older
+// version would ignore must check the version first.
+const protocolVersion = 3
+
+// runAsVersion is the first protocol version that honours runAs.
+const runAsVersion = 3
 
 // unknownOp starts a supervisor's answer to an op it does not know, in
 // every build: how an agent tells a supervisor from before an op.
@@ -110,6 +118,9 @@ type logConf struct {
 	Inodes    [2]uint64 `json:"i"`
 	FileBytes int64     `json:"b,omitempty"`
 	Files     int       `json:"n,omitempty"`
+	// Owner owns the files the copier creates (the rank's account); nil:
+	// the supervisor.
+	Owner *Account `json:"o,omitempty"`
 }
 
 // maxMessage bounds one line (a rank's environment can be large).
