@@ -270,9 +270,21 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxPrefill := fs.Duration("max-pending-prefill", 5*time.Second, "a replica with this much prefill queued counts as saturated; -1s: only KV cache and sequence slots count")
 	streamHdr := fs.Duration("stream-header-timeout", 60*time.Second, "a replica that sends no response headers for a streamed request this long counts as failed and the next is tried (0: no bound)")
 	hdr := fs.Duration("header-timeout", 0, "the same for requests not streamed, whose headers come with the whole completion (0: no bound)")
+	apiKeys := fs.String("api-keys", "", "YAML or JSON file of API keys (name, sha256 or key, requestsPerMinute, tokensPerMinute, models): callers must then send one as Authorization: Bearer or x-api-key; without it anyone may call the gateway")
+	newKey := fs.String("new-api-key", "", "print a new API key for `NAME` and its key-file entry (the key's SHA-256), then exit")
 	prof := profileFlags(fs)
 	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
+	}
+	if *newKey != "" {
+		secret, hash := gateway.NewKey()
+		entry := fmt.Sprintf("  - name: %s\n    sha256: %s\n", *newKey, hash)
+		if _, err := gateway.ParseKeyFile([]byte("keys:\n" + entry)); err != nil {
+			fmt.Fprintf(stderr, "gateway: --new-api-key: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "# the key, for the client (the file keeps only its SHA-256):\n#   %s\n# its entry under keys: in the --api-keys file:\n%s", secret, entry)
+		return 0
 	}
 	if *streamHdr < 0 || *hdr < 0 {
 		fmt.Fprintln(stderr, "gateway: --stream-header-timeout and --header-timeout must not be negative (0: no bound)")
@@ -297,7 +309,18 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			eps[i].Engine = &cfg
 		}
 	}
+	var keys gateway.Keys
+	if *apiKeys != "" {
+		kf, err := gateway.LoadKeyFile(*apiKeys)
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway: --api-keys: %v\n", err)
+			return 2
+		}
+		keys = kf
+		fmt.Fprintf(stderr, "gateway: %d API keys from %s\n", len(kf.Names()), *apiKeys)
+	}
 	g, err := gateway.New(gateway.Config{
+		Keys:   keys,
 		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
 		MaxQueued: *maxQueued, QueueTimeout: *queueTimeout, MaxPendingPrefill: *maxPrefill,
 		StreamHeaderTimeout: gateway.TimeoutFromFlag(*streamHdr), HeaderTimeout: gateway.TimeoutFromFlag(*hdr),

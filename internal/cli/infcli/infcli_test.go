@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -83,6 +85,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"bench", "inference", "-o", "xml"}, 2, "want table, json or yaml"},
 		{[]string{"bench", "inference", "--scenario", "nope"}, 1, "unknown scenario"},
 		{[]string{"engine-sim", "stray"}, 2, "unexpected argument"},
+		{[]string{"gateway", "--endpoints", "http://127.0.0.1:1", "--api-keys", "/nonexistent/keys.yaml"}, 2, "--api-keys: read key file"},
+		{[]string{"gateway", "--new-api-key", "a b"}, 2, `keys[0].name: "a b"`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -233,5 +237,60 @@ func TestReplicaAddrs(t *testing.T) {
 		if (err != nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
 			t.Errorf("replicaAddrs(%q, %d) = %v, %v; want %v", tc.listen, tc.n, got, err, tc.want)
 		}
+	}
+}
+
+func TestGatewayAPIKeys(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"gateway", "--new-api-key", "team-a"}, &out, &errOut); code != 0 {
+		t.Fatalf("--new-api-key: exit %d: %s", code, errOut.String())
+	}
+	m := regexp.MustCompile(`(?m)^#   (sk-gw-\S+)$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no key in %q", out.String())
+	}
+	secret := m[1]
+	// What --new-api-key prints is a key file's entry as it stands.
+	keyFile := filepath.Join(t.TempDir(), "keys.yaml")
+	if err := os.WriteFile(keyFile, []byte("keys:\n"+out.String()+"    requestsPerMinute: 100\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	engine, stopEngine := start(t, "engine-sim", "--listen", "127.0.0.1:0", "--model", "Qwen3-8B", "--time", "zero")
+	gw, stopGateway := start(t, "gateway", "--listen", "127.0.0.1:0", "--endpoints", engine, "--api-keys", keyFile)
+	post := func(key string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, gw+"/v1/completions",
+			strings.NewReader(`{"model":"Qwen3-8B","prompt":"hello","max_tokens":3}`))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(""); code != 401 || !strings.Contains(body, `"invalid_api_key"`) {
+		t.Errorf("without a key: %d %s", code, body)
+	}
+	// The gateway learns the model from the engine on its first refresh.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := post(secret)
+		if code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the key: %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := stopGateway(); code != 0 {
+		t.Errorf("gateway exit %d", code)
+	}
+	if code := stopEngine(); code != 0 {
+		t.Errorf("engine-sim exit %d", code)
 	}
 }

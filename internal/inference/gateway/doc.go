@@ -19,8 +19,16 @@
 // internal/hardware's capacity and roofline model, not from hand-tuned
 // thresholds.
 //
+// API keys (Config.Keys, keys.go, keyauth.go) are optional: with them,
+// each request names a key (Authorization: Bearer, or x-api-key), is held
+// to the key's models and to its requests and tokens per minute, and is
+// counted in Usage and /metrics by key name. KeyFile reads them from a
+// YAML or JSON file that holds the keys' SHA-256, not the keys.
+//
 // It imports the standard library, internal/inference/openai (wire
 // parsing, error bodies, tokenizer), internal/hardware (capacity model),
-// internal/inference/autoscale and internal/inference/promtext. It never links the engine simulator
+// internal/inference/autoscale, internal/inference/promtext,
+// golang.org/x/time/rate (the keys' rate limits) and github.com/goccy/go-yaml
+// (key files). It never links the engine simulator
 // (TestDoesNotLinkTheSimulator).
 package gateway

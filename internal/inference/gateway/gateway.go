@@ -74,7 +74,15 @@ type Config struct {
 	// own (upstream.go): pooled keep-alive connections, no goroutines of
 	// its own, net/http's Transport for https.
 	Transport http.RoundTripper
-	Logger    *slog.Logger // nil discards
+	// Keys authenticates callers of the completion and model-list paths
+	// (keys.go): each request must name a key it knows, in
+	// Authorization: Bearer or x-api-key, and is held to that key's
+	// models and rate limits (keyauth.go); Usage reports what each key
+	// did. A KeyFile (LoadKeyFile) is the file-backed one; a server may
+	// pass its own. nil: no authentication, every request is served.
+	// /health and /metrics are never authenticated.
+	Keys   Keys
+	Logger *slog.Logger // nil discards
 }
 
 // Gateway is the OpenAI-compatible reverse proxy. It serves
@@ -104,6 +112,8 @@ type Gateway struct {
 
 	qmu    sync.Mutex        // guards queues; taken after mu when both are
 	queues map[string]*queue // admission, by model
+
+	keyStates sync.Map // KeyInfo.Name → *keyState (keyauth.go); "" counts the unauthorized
 }
 
 // endpoint is what the gateway learned about one Endpoint.
@@ -423,6 +433,10 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
+	key, _, ok := g.authenticate(w, r, time.Now())
+	if !ok {
+		return
+	}
 	// Models scaled to zero are served too: their requests are held.
 	g.mu.Lock()
 	set := maps.Clone(g.known)
@@ -442,7 +456,9 @@ func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, m := range models {
-		out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "gangway"})
+		if key.allows(m) {
+			out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "gangway"})
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	writeJSON(w, out)
@@ -479,6 +495,11 @@ type proxyBufs struct {
 	req    Request
 	open   atomic.Int32 // request writes handed a reader over body and not finished
 	trace  httptrace.ClientTrace
+
+	// reached and completion are set by relay: an engine answered, with
+	// completion tokens (its usage block, or one per streamed event).
+	reached    bool
+	completion int
 }
 
 // maxPooledBytes caps what a pooled buffer may grow to and stay pooled.
@@ -507,6 +528,7 @@ func (g *Gateway) putBufs(b *proxyBufs, body []byte, p openai.PromptRequest) {
 		b.hashes = b.req.Hashes[:0]
 	}
 	b.req = Request{}
+	b.reached, b.completion = false, 0
 	g.bufs.Put(b)
 }
 
@@ -520,6 +542,11 @@ func (b *proxyBufs) bodyOver(body []byte) io.ReadCloser {
 
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	key, ks, ok := g.authenticate(w, r, start)
+	if !ok {
+		g.metrics.request("", http.StatusUnauthorized)
+		return
+	}
 	bufs := g.getBufs()
 	body, err := openai.ReadBodyInto(bufs.body, http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes), r.ContentLength, g.cfg.MaxBodyBytes)
 	if err != nil {
@@ -535,6 +562,30 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if ks != nil && !key.allows(p.Model) {
+		g.denyModel(w, ks, p.Model)
+		return
+	}
+	maxTokens := p.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = g.cfg.DefaultMaxTokens
+	}
+	req := &bufs.req
+	if p.TokenIDs != nil {
+		*req = *RequestFor(p.TokenIDs, maxTokens)
+	} else {
+		RequestForText(req, bufs.hashes, p.Prompt, maxTokens)
+	}
+	if ks != nil {
+		// The reservation is prompt plus max_tokens; settled (before
+		// bufs go back to the pool: defers run last in, first out) to
+		// what the engine produced.
+		prompt, reserved := req.PromptTokens, req.PromptTokens+req.MaxTokens
+		if !g.admitKey(w, ks, p.Model, reserved, time.Now()) {
+			return
+		}
+		defer func() { ks.settle(time.Now(), reserved, prompt, bufs.completion, bufs.reached) }()
+	}
 	rt := g.pool(p.Model)
 	if rt == nil {
 		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) {
@@ -546,16 +597,6 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 			g.notAdmitted(w, r, p.Model, err)
 			return
 		}
-	}
-	maxTokens := p.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = g.cfg.DefaultMaxTokens
-	}
-	req := &bufs.req
-	if p.TokenIDs != nil {
-		*req = *RequestFor(p.TokenIDs, maxTokens)
-	} else {
-		RequestForText(req, bufs.hashes, p.Prompt, maxTokens)
 	}
 
 	// A model the source knows whose every replica fails to connect is
@@ -635,7 +676,7 @@ func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, r
 			lastErr = fmt.Errorf("replica %s answered %d", t.Replica, resp.StatusCode)
 			continue
 		}
-		g.relay(w, r, resp, t, p, bufs.relay, start)
+		g.relay(w, r, resp, t, p, bufs, start)
 		return tried, nil, true
 	}
 	return tried, lastErr, false
@@ -714,6 +755,11 @@ func (g *Gateway) upstreamRequest(r *http.Request, replica string, bufs *proxyBu
 		GetBody:       func() (io.ReadCloser, error) { return bufs.bodyOver(body), nil },
 	}).WithContext(httptrace.WithClientTrace(r.Context(), &bufs.trace))
 	copyHeader(out.Header, r.Header)
+	if g.cfg.Keys != nil {
+		// The gateway's keys are its own: engines never see them.
+		out.Header.Del("Authorization")
+		out.Header.Del("X-Api-Key")
+	}
 	return out, nil
 }
 
@@ -735,8 +781,9 @@ var dataPrefix = []byte(openai.EventPrefix)
 // relay streams resp to the client, flushing each chunk as it arrives:
 // the last one is left for the server to write with the end of the
 // answer, in one write.
-func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p openai.PromptRequest, buf []byte, start time.Time) {
+func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, t *Ticket, p openai.PromptRequest, bufs *proxyBufs, start time.Time) {
 	defer resp.Body.Close()
+	buf := bufs.relay
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
@@ -785,18 +832,24 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 		code = 499
 	}
 	g.metrics.request(p.Model, code)
+	tokens := 0
+	if resp.StatusCode == http.StatusOK {
+		if p.Stream {
+			// One event per token, plus [DONE] (and a role or usage
+			// event, which this estimate tolerates).
+			tokens = max(events-1, 0)
+		} else {
+			tokens = completionTokens(tail)
+		}
+	}
+	bufs.reached, bufs.completion = true, tokens
 	if outcome != Success || resp.StatusCode != http.StatusOK {
 		return
 	}
 	e2e := now.Sub(start)
-	tokens := 0
 	if p.Stream {
-		// One event per token, plus [DONE] (and a role or usage event,
-		// which this estimate tolerates).
-		tokens = events - 1
 		g.metrics.latency(ttft, e2e, tokens)
 	} else {
-		tokens = completionTokens(tail)
 		g.metrics.latency(0, e2e, tokens)
 	}
 }

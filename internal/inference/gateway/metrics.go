@@ -208,6 +208,7 @@ func (g *Gateway) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			pw.Sample(f.name, []promtext.Label{{Name: "model", Value: row.model}, {Name: "replica", Value: row.c.ID}}, f.v(row))
 		}
 	}
+	g.writeKeyMetrics(pw, pl)
 	if err := pw.Flush(); err != nil {
 		g.log.Debug("write metrics", "err", err)
 	}

@@ -5,7 +5,8 @@
 //     bodies, parsed by one validating scan with encoding/json as the
 //     reference (ParsePromptInto, FuzzParsePromptAgrees);
 //   - answers: Chunk with its completion and chat choices, usage, vLLM's
-//     response ids and error bodies (WriteError);
+//     response ids and error bodies (vLLM's WriteError, and OpenAI's
+//     WriteOpenAIError for authentication and rate limits);
 //   - streaming: server-sent-event framing (AppendEvent, DoneEvent) and an
 //     encoding/json-exact string encoder for hand-rendered events;
 //   - the approximate tokenizer (one token per 4 bytes, chained block

@@ -93,3 +93,27 @@ type Chunk struct {
 	Choices any    `json:"choices"`
 	Usage   *Usage `json:"usage,omitempty"`
 }
+
+// ErrorBody is OpenAI's own error body, {"error": {...}}, which the
+// gateway sends for the refusals that OpenAI's clients act on by code:
+// invalid_api_key (401), model_not_found (404) and rate_limit_exceeded
+// (429). Engines' errors keep vLLM's flat APIError.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of an ErrorBody. Param is null in every body
+// gangway writes; Type is OpenAI's ("invalid_request_error", or
+// "requests" and "tokens" for the two rate limits).
+type ErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// WriteOpenAIError writes OpenAI's error body with status code, error
+// type typ and error code errCode.
+func WriteOpenAIError(w http.ResponseWriter, code int, typ, errCode, msg string) {
+	WriteJSON(w, code, ErrorBody{Error: ErrorDetail{Message: msg, Type: typ, Code: errCode}})
+}
