@@ -58,6 +58,12 @@ type CA struct {
 // LoadOrCreateCA reads dir/ca.crt and dir/ca.key, or creates both (the key
 // 0600, valid ten years) when neither exists. created says which.
 func LoadOrCreateCA(dir string) (ca *CA, created bool, err error) {
+	return LoadOrCreateNamedCA(dir, "gangway cluster CA")
+}
+
+// LoadOrCreateNamedCA is LoadOrCreateCA for a CA other than the cluster's
+// (etcd's own, say); name is the common name a new CA gets.
+func LoadOrCreateNamedCA(dir, name string) (ca *CA, created bool, err error) {
 	certPath, keyPath := filepath.Join(dir, CAFile), filepath.Join(dir, CAKeyFile)
 	certPEM, cerr := os.ReadFile(certPath)
 	keyPEM, kerr := os.ReadFile(keyPath)
@@ -75,7 +81,7 @@ func LoadOrCreateCA(dir string) (ca *CA, created bool, err error) {
 	case cerr == nil || kerr == nil:
 		return nil, false, fmt.Errorf("pki: %s has one of %s and %s but not the other; restore it or remove both to make a new CA (every node must then join again)", dir, CAFile, CAKeyFile)
 	}
-	ca, err = NewCA("gangway cluster CA", 10*365*24*time.Hour)
+	ca, err = NewCA(name, 10*365*24*time.Hour)
 	if err != nil {
 		return nil, false, err
 	}
@@ -167,6 +173,29 @@ func (ca *CA) IssueServer(hosts []string, ttl time.Duration) (certPEM, keyPEM []
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki: issue server certificate: %w", err)
+	}
+	keyPEM, err = encodeKey(key)
+	return encodeCert(der), keyPEM, err
+}
+
+// IssueClient issues a certificate that authenticates name as a client
+// (CN=name, O=org) and serves nothing; key and certificate PEM. It is for
+// clients of a CA other than the cluster's: Verify names no node or server
+// unless org is OrgNodes or OrgServers.
+func (ca *CA) IssueClient(name, org string, ttl time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, err := NewKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	subject := pkix.Name{CommonName: name}
+	if org != "" {
+		subject.Organization = []string{org}
+	}
+	tmpl := ca.template(subject, ttl)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: issue client certificate: %w", err)
 	}
 	keyPEM, err = encodeKey(key)
 	return encodeCert(der), keyPEM, err

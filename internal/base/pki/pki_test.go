@@ -89,6 +89,40 @@ func TestHandshakes(t *testing.T) {
 	}
 }
 
+// TestClientCertificate: a client certificate authenticates its holder to
+// a server of the same CA, names neither a node nor a server, and cannot
+// serve; a named CA keeps its name and loads back.
+func TestClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca, created, err := LoadOrCreateNamedCA(dir, "etcd CA")
+	if err != nil || !created || ca.Cert.Subject.CommonName != "etcd CA" {
+		t.Fatalf("LoadOrCreateNamedCA = %v, created %v", err, created)
+	}
+	if again, _, err := LoadOrCreateNamedCA(dir, "ignored"); err != nil || !again.Cert.Equal(ca.Cert) {
+		t.Fatalf("second LoadOrCreateNamedCA = %v; want the same CA", err)
+	}
+	scert, skey, _ := ca.IssueServer([]string{"127.0.0.1"}, time.Hour)
+	skp, _ := NewKeyPair(scert, skey)
+	ccert, ckey, err := ca.IssueClient("etcd-client", "gangway:etcd", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckp, err := NewKeyPair(ccert, ckey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := handshake(t, ServerTLS(skp, ca.Pool(), true), ClientTLS(ca.Pool(), ckp), "127.0.0.1")
+	if got.Subject.CommonName != "etcd-client" {
+		t.Fatalf("server saw %v; want etcd-client", got.Subject)
+	}
+	if id, ok := Verify(got); ok {
+		t.Fatalf("a client certificate reads as %+v", id)
+	}
+	if err := tryHandshake(ServerTLS(ckp, nil, false), ClientTLS(ca.Pool(), nil), "127.0.0.1"); err == nil {
+		t.Fatal("a client certificate served")
+	}
+}
+
 // TestKeyPairRotates: after Set, new handshakes present the new
 // certificate.
 func TestKeyPairRotates(t *testing.T) {

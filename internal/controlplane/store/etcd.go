@@ -2,16 +2,19 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
@@ -28,10 +31,11 @@ const (
 
 // EmbeddedConfig configures a single-member etcd inside this process.
 type EmbeddedConfig struct {
-	// Dir holds etcd's data (member/ under it).
+	// Dir holds etcd's data (etcd/ under it) and its PKI (EtcdPKIDir).
 	Dir string
 	// ClientAddr is where other processes can reach this etcd
-	// ("127.0.0.1:2379"); empty picks a free loopback port.
+	// ("127.0.0.1:2379"), over TLS with a client certificate of etcd's own
+	// CA (Embedded.ClientFiles); empty picks a free loopback port.
 	ClientAddr string
 	// PeerAddr is the raft peer address; empty picks a free loopback port.
 	PeerAddr string
@@ -42,12 +46,24 @@ type EmbeddedConfig struct {
 // Embedded is a running embedded etcd member.
 type Embedded struct {
 	etcd *embed.Etcd
-	// Endpoint is the client URL others may dial.
+	// Endpoint is the client URL others may dial: https, and only with the
+	// client certificate in ClientFiles.
 	Endpoint string
+	// ClientFiles are the CA, certificate and key under
+	// Dir/EtcdPKIDir that a client of Endpoint trusts and presents
+	// (etcdctl --cacert --cert --key).
+	ClientFiles TLSFiles
+	clientTLS   *tls.Config
 }
 
 // StartEmbedded starts a single-member etcd and waits until it serves.
 // Close stops it.
+//
+// Its client listener is TLS and requires a client certificate signed by
+// a CA of etcd's own (not the cluster CA, which signs nodes), made under
+// Dir/EtcdPKIDir on the first start and reused after. The in-process
+// Client needs none of it. The peer listener stays plain loopback: there
+// is one member; several would need peer TLS too.
 func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if c.Dir == "" {
 		return nil, errors.New("store: embedded etcd needs a data directory")
@@ -79,10 +95,35 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 			return nil, err
 		}
 	}
+	host, _, err := net.SplitHostPort(c.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("store: etcd client address %q: %w", c.ClientAddr, err)
+	}
+	hosts := []string{"127.0.0.1", "::1", "localhost"}
+	if host != "" && !slices.Contains(hosts, host) {
+		hosts = append(hosts, host)
+	}
+	p, err := ensureEtcdPKI(filepath.Join(c.Dir, EtcdPKIDir), hosts)
+	if err != nil {
+		return nil, err
+	}
+	clientTLS, err := p.client.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
 	cfg := embed.NewConfig()
 	cfg.Name = "gangway"
 	cfg.Dir = filepath.Join(c.Dir, "etcd")
-	cu := url.URL{Scheme: "http", Host: c.ClientAddr}
+	cfg.ClientTLSInfo = transport.TLSInfo{
+		CertFile:      p.server.Cert,
+		KeyFile:       p.server.Key,
+		TrustedCAFile: p.server.CA,
+		// etcd's own gRPC gateway dials the member with these.
+		ClientCertFile: p.client.Cert,
+		ClientKeyFile:  p.client.Key,
+		ClientCertAuth: true,
+	}
+	cu := url.URL{Scheme: "https", Host: c.ClientAddr}
 	pu := url.URL{Scheme: "http", Host: c.PeerAddr}
 	cfg.ListenClientUrls = []url.URL{cu}
 	cfg.AdvertiseClientUrls = []url.URL{cu}
@@ -119,8 +160,13 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, errors.New("store: embedded etcd did not become ready in 60s")
 	}
-	return &Embedded{etcd: e, Endpoint: cu.String()}, nil
+	return &Embedded{etcd: e, Endpoint: cu.String(), ClientFiles: p.client, clientTLS: clientTLS}, nil
 }
+
+// ClientTLS is a TLS configuration that dials Endpoint (with DialWith):
+// it trusts etcd's CA and presents the client certificate. Each call
+// returns a new copy.
+func (e *Embedded) ClientTLS() *tls.Config { return e.clientTLS.Clone() }
 
 // Client returns an in-process client that needs no network round trip.
 // Closing it does not stop the member.
@@ -138,10 +184,29 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Dial connects to an external etcd cluster.
+// Dial connects to an external etcd cluster over plain connections (or
+// TLS without a client certificate, for https endpoints whose CA the
+// system trusts); DialWith can present one.
 func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	return DialWith(ctx, DialConfig{Endpoints: endpoints})
+}
+
+// DialConfig says how to reach an etcd cluster.
+type DialConfig struct {
+	Endpoints []string
+	// TLS, if not nil, is used for every connection: its RootCAs trust the
+	// cluster's servers and its certificate authenticates this client
+	// (Embedded.ClientTLS, or TLSFiles.ClientConfig for an external
+	// cluster). Nil: the endpoints' schemes decide.
+	TLS *tls.Config
+}
+
+// DialWith connects to an etcd cluster as c says.
+func DialWith(ctx context.Context, c DialConfig) (*clientv3.Client, error) {
+	endpoints := c.Endpoints
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
+		TLS:         c.TLS,
 		DialTimeout: 5 * time.Second,
 		Context:     ctx,
 		Logger:      zap.NewNop(),

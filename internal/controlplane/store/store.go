@@ -2,8 +2,9 @@
 // assignments, rank statuses, checkpoints and progress, with multi-key
 // changes in single transactions and a watch-fed cache for the controllers.
 //
-// It imports the standard library, internal/api, internal/base/fastjson
-// and etcd's client and server packages.
+// It imports the standard library, internal/api, internal/base/fastjson,
+// internal/base/pki (the embedded etcd's own CA) and etcd's client and
+// server packages.
 package store
 
 import (
