@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
+	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/controlplane/server"
+	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/node/agent"
 	"github.com/gangway/gangway/internal/node/cgroup"
@@ -35,10 +37,43 @@ func runServer(ctx context.Context, e *Env, args []string) int {
 		return fail(e, err)
 	}
 	cfg.Log.Info("gangway server listening", "addr", ln.Addr().String())
-	if err := s.Run(ctx, ln); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, ln) }()
+	select {
+	case <-s.Ready():
+		printJoinToken(ctx, e, s)
+	case err := <-done:
+		if err != nil {
+			return fail(e, err)
+		}
+		return 0
+	}
+	if err := <-done; err != nil {
 		return fail(e, err)
 	}
 	return 0
+}
+
+// printJoinToken prints, as kubeadm init does, a join token good for one
+// agent and an hour, and the command that uses it.
+func printJoinToken(ctx context.Context, e *Env, s *server.Server) {
+	admin, err := s.AdminConfig()
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "gangway server: no admin config to make a join token with: %v\n", err)
+		return
+	}
+	c, err := newClient(admin)
+	if err != nil {
+		return
+	}
+	t, err := c.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: 1, TTL: api.Duration(time.Hour), Description: "printed at start"})
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "gangway server: make a join token: %v\n", err)
+		return
+	}
+	fmt.Fprintf(e.Stdout, "Admin client config: %s (token and CA; also in ~/.config/gangway/config unless --client-config \"\")\n"+
+		"Join a node (this token admits one, for an hour; more: gangway token create --kind join --uses N):\n"+
+		"  gangway agent --server %s --ca-file %s --join %s\n", s.AdminConfigPath(), admin.Server, admin.CAFile, t.Secret)
 }
 
 // serverConfig parses `gangway server`'s flags into the whole server
@@ -75,6 +110,12 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	nodeCertTTL := fs.Duration("node-cert-ttl", server.DefaultNodeCertTTL, "how long node certificates last (agents renew them at two thirds)")
 	secretsDir := fs.String("secrets-dir", "", "directory of the files jobs' secretEnv names, one directory per user: DIR/USER/FILE (default: none)")
 	clientConfig := fs.String("client-config", client.DefaultConfigPath(e.Getenv), "client config the first start adds the admin's context to (\"\": only DATA_DIR/admin.conf)")
+	auditLog := fs.String("audit-log", "", "file every mutating request is appended to, one JSON line each (default DATA_DIR/audit.log; \"-\": none)")
+	apiRate := fs.Float64("api-rate", server.DefaultAPIRate, "requests a second each user (and each unauthenticated address) may make, twice that in a burst; admins and agents are not limited (negative: no limit)")
+	gwKeys := fs.String("gateway-api-keys", "", "API key file the gateway requires a key from (as gangway gateway --api-keys; default: no keys)")
+	etcdCA := fs.String("etcd-ca", "", "CA file of an external etcd's client TLS (with --etcd-endpoints https://...)")
+	etcdCert := fs.String("etcd-cert", "", "client certificate for the external etcd")
+	etcdKey := fs.String("etcd-key", "", "its key")
 	advertise := fs.String("advertise-url", "", "URL clients reach this server at, written into the admin's client config (default https:// and the listen address)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
@@ -101,6 +142,21 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
+		AuditLog: *auditLog, APIRate: *apiRate,
+	}
+	if *gwKeys != "" {
+		kf, err := gateway.LoadKeyFile(*gwKeys)
+		if err != nil {
+			return cfg, nil, fail(e, fmt.Errorf("--gateway-api-keys: %w", err)), false
+		}
+		cfg.GatewayKeys = kf
+	}
+	if *etcdCA != "" || *etcdCert != "" {
+		tc, err := store.TLSFiles{CA: *etcdCA, Cert: *etcdCert, Key: *etcdKey}.ClientConfig()
+		if err != nil {
+			return cfg, nil, fail(e, fmt.Errorf("--etcd-ca, --etcd-cert, --etcd-key: %w", err)), false
+		}
+		cfg.EtcdTLS = tc
 	}
 	if *endpoints != "" {
 		cfg.EtcdEndpoints = strings.Split(*endpoints, ",")

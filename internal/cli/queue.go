@@ -13,7 +13,7 @@ import (
 
 func runQueue(ctx context.Context, e *Env, args []string) int {
 	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
-		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C]\n       gangway queue delete NAME")
+		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root]\n       gangway queue delete NAME")
 		return 2
 	}
 	verb := args[0]
@@ -23,6 +23,9 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	borrow := fs.Int("borrow-limit", -1, "GPUs it may borrow above its guarantee (default unbounded)")
 	weight := fs.Float64("weight", 1, "weight in fair share")
 	cohort := fs.String("cohort", "", "cohort whose queues lend each other idle guarantee")
+	users := fs.String("users", "", "comma-separated users who may submit to it (with --groups; both empty: every user)")
+	groups := fs.String("groups", "", "comma-separated groups whose users may submit to it")
+	allowRoot := fs.Bool("allow-root", false, "let users whose account is root (uid 0) run jobs in it")
 	pos, code, ok := cmdkit.ParseArgs(fs, args[1:])
 	if !ok {
 		return code
@@ -42,7 +45,8 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stdout, "queue %s deleted\n", pos[0])
 		return 0
 	}
-	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight}
+	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight,
+		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot}
 	if *borrow >= 0 {
 		spec.BorrowLimitGPUs = borrow
 	}

@@ -121,6 +121,8 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 	out := cmdkit.OutputFlag(fs)
 	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
 	limit := fs.Int("limit", 0, "jobs: only the newest N")
+	user := fs.String("user", "", "jobs: only this user's")
+	me := fs.Bool("me", false, "jobs: only mine")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
@@ -129,8 +131,12 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway get: --limit %d: want a positive number\n", *limit)
 		return 2
 	}
-	if (*live || *limit > 0) && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job")) {
-		fmt.Fprintln(e.Stderr, "gangway get: --live and --limit apply to the job list (gangway get jobs)")
+	if (*live || *limit > 0 || *user != "" || *me) && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job")) {
+		fmt.Fprintln(e.Stderr, "gangway get: --live, --limit, --user and --me apply to the job list (gangway get jobs)")
+		return 2
+	}
+	if *me && *user != "" {
+		fmt.Fprintln(e.Stderr, "gangway get: give --user or --me, not both")
 		return 2
 	}
 	c, err := srv.client()
@@ -154,7 +160,14 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			printJobs(e.Stdout, []*api.Job{&d.Job})
 			return 0
 		}
-		l, err := c.Jobs(ctx, client.JobQuery{Live: *live, Limit: *limit})
+		if *me {
+			w, err := c.WhoAmI(ctx)
+			if err != nil {
+				return fail(e, err)
+			}
+			*user = w.Name
+		}
+		l, err := c.Jobs(ctx, client.JobQuery{Live: *live, Limit: *limit, User: *user})
 		if err != nil {
 			return fail(e, err)
 		}
@@ -231,7 +244,7 @@ func age(t time.Time) string {
 
 func printJobs(w io.Writer, jobs []*api.Job) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tQUEUE\tPHASE\tRANKS\tGPUS\tATTEMPT\tNODES\tAGE\tREASON")
+	fmt.Fprintln(tw, "ID\tNAME\tUSER\tQUEUE\tPHASE\tRANKS\tGPUS\tATTEMPT\tNODES\tAGE\tREASON")
 	for _, j := range jobs {
 		att, nodes := "-", "-"
 		if a := j.Status.Current(); a != nil {
@@ -242,7 +255,7 @@ func printJobs(w io.Writer, jobs []*api.Job) {
 		if t := j.Array; t != nil {
 			name += "[" + strconv.Itoa(t.Index) + "]" // task index, as Slurm's 12_7
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, name, j.Spec.Queue, j.Status.Phase,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, name, dash(j.Spec.User), j.Spec.Queue, j.Status.Phase,
 			j.Spec.Ranks, j.Spec.GPUs(), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70))
 	}
 	tw.Flush()

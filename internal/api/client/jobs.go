@@ -54,6 +54,8 @@ type JobQuery struct {
 	Live bool
 	// Limit > 0 lists only the newest Limit jobs.
 	Limit int
+	// User, if set, keeps only that user's jobs (of those listed).
+	User string
 	// Index > 0 makes it a blocking query: the answer waits until jobs
 	// changed after store revision Index, or Wait (the server's default
 	// when 0) ends.
@@ -69,6 +71,9 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) (api.JobList, error) {
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.User != "" {
+		v.Set("user", q.User)
 	}
 	r := &request{method: http.MethodGet, path: "/v1/jobs"}
 	if q.Index > 0 {

@@ -237,11 +237,18 @@ func (ca *CA) template(subject pkix.Name, ttl time.Duration) *x509.Certificate {
 	return &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      subject,
-		NotBefore:    now.Add(-time.Minute), // clocks a little apart
+		NotBefore:    now.Add(-Backdate), // clocks a little apart
 		NotAfter:     end,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
 }
+
+// Backdate is how far before its issue a certificate is valid from, for
+// clocks a little apart.
+const Backdate = time.Minute
+
+// IssuedAt is when a certificate this CA made was issued.
+func IssuedAt(c *x509.Certificate) time.Time { return c.NotBefore.Add(Backdate) }
 
 // NewCSR makes a key and a certificate request for a node's name.
 func NewCSR(node string) (csrPEM, keyPEM []byte, err error) {

@@ -174,7 +174,7 @@ func (s *Server) authenticate(r *http.Request) (*api.Who, error) {
 		if !id.Node {
 			return &api.Who{Kind: kindServer, Name: id.Name, Role: api.RoleAdmin, Via: "certificate"}, nil
 		}
-		if at, revoked := s.revokedAt(id.Name); revoked && !cert.NotBefore.After(at) {
+		if at, revoked := s.revokedAt(id.Name); revoked && !pki.IssuedAt(cert).After(at) {
 			return nil, errRevokedNode
 		}
 		return &api.Who{Kind: kindNode, Name: id.Name, Via: "certificate"}, nil

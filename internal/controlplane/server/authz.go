@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/audit"
 )
 
 // Authorization: what a caller may do. Every route has an access level in
@@ -97,6 +102,12 @@ func (s *Server) guard(mux *http.ServeMux) http.Handler {
 		}
 		if wh != nil {
 			r = r.WithContext(context.WithValue(r.Context(), whoKey{}, wh))
+			audit.Annotate(r.Context(), wh.Name, wh.Kind, wh.Role)
+		}
+		if ok, retry := s.allowRate(r, wh); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, math.Ceil(retry.Seconds())))))
+			writeError(w, http.StatusTooManyRequests, fmt.Errorf("too many requests from %s: at most %g a second; retry after %s", describeWho(wh), s.cfg.APIRate, retry.Round(time.Millisecond)))
+			return
 		}
 		if err := allowed(need, wh); err != nil {
 			code := http.StatusForbidden
@@ -109,6 +120,26 @@ func (s *Server) guard(mux *http.ServeMux) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// allowRate spends one of the caller's requests: users by name, the
+// unauthenticated by address; admins, servers and nodes are not limited
+// (operators, and agents whose rate the protocol bounds).
+func (s *Server) allowRate(r *http.Request, wh *api.Who) (bool, time.Duration) {
+	if s.limiter == nil {
+		return true, 0
+	}
+	key := ""
+	switch {
+	case wh == nil:
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		key = "ip:" + host
+	case wh.Kind == kindNode || isAdmin(wh):
+		return true, 0
+	default:
+		key = "user:" + wh.Name
+	}
+	return s.limiter.Allow(key)
 }
 
 // allowed checks a route's access against the caller.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
@@ -21,8 +22,20 @@ import (
 const maxBody = 4 << 20
 
 // Handler returns the HTTP API: every route behind authentication and
-// its access rule (guard).
-func (s *Server) Handler() http.Handler { return s.guard(s.routes()) }
+// its access rule (guard), every mutating request but an agent's routine
+// ones (heartbeats, renewals) in the audit log.
+func (s *Server) Handler() http.Handler {
+	inner := s.guard(s.routes())
+	audited := audit.Middleware(s.audit, nil, inner)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/agent/heartbeat", "/v1/agent/renew":
+			inner.ServeHTTP(w, r)
+		default:
+			audited.ServeHTTP(w, r)
+		}
+	})
+}
 
 // routes is the API's mux, without guard.
 func (s *Server) routes() *http.ServeMux {

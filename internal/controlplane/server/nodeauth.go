@@ -67,6 +67,15 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, errors.New("join: this server has no CA key to sign node certificates (give it --tls-ca-key)"))
 		return
 	}
+	// The request is checked before the token is spent on it.
+	if csr, err := pki.ParseCSR([]byte(req.CSR)); err != nil || csr.Subject.CommonName != req.Node {
+		msg := "the certificate request must name the node joining"
+		if err != nil {
+			msg = err.Error()
+		}
+		writeError(w, http.StatusBadRequest, api.ErrorForField("csr", "%s", msg))
+		return
+	}
 	ctx := r.Context()
 	by, err := s.admitJoin(ctx, r)
 	if err != nil {
@@ -141,6 +150,12 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) issueNodeCert(w http.ResponseWriter, r *http.Request, req api.JoinRequest, by string) {
+	// Certificates carry whole seconds: one issued in the second of the
+	// node's revocation would read as issued before it, so wait for the
+	// next second.
+	if at, ok := s.revokedAt(req.Node); ok && time.Now().Truncate(time.Second).Equal(at.Truncate(time.Second)) {
+		time.Sleep(time.Until(at.Truncate(time.Second).Add(time.Second)))
+	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	cert, err := s.ca.SignNode([]byte(req.CSR), req.Node, []string{host}, s.cfg.NodeCertTTL)
 	if err != nil {

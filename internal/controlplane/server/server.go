@@ -15,7 +15,8 @@
 // revoke) and tlsconf.go (the CA and certificates).
 //
 // It imports api, api/client (the client config it writes for the first
-// admin), base/fastjson, base/pki, controlplane/controller,
+// admin), base/fastjson, base/pki, controlplane/audit,
+// controlplane/controller, controlplane/ratelimit,
 // controlplane/store, inference/autoscale, inference/gateway, launch,
 // planner and topology.
 package server
@@ -37,7 +38,9 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/pki"
+	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/ratelimit"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/planner"
@@ -108,6 +111,20 @@ type Config struct {
 	// SecretsDir holds the files jobs' secretEnv names: DIR/USER/FILE.
 	// "" keeps no secrets.
 	SecretsDir string
+	// AuditLog is the file every mutating request is appended to (JSON
+	// lines; rotated at 100 MiB, 5 kept); default DataDir/audit.log, "-"
+	// none (GET /v1/audit still shows the newest AuditKeep).
+	AuditLog  string
+	AuditKeep int
+	// APIRate and APIBurst bound each user's (and each unauthenticated
+	// address's) requests per second; admins and nodes are not limited.
+	// 0: DefaultAPIRate; negative: no limit.
+	APIRate  float64
+	APIBurst int
+	// GatewayKeys, if set, makes the gateway require an API key from it.
+	GatewayKeys gateway.Keys
+	// EtcdTLS is the client TLS for an external etcd (EtcdEndpoints).
+	EtcdTLS *tls.Config
 	// AdvertiseURL is the URL clients reach this server at, written into
 	// the admin's client config; default https:// and the listener's
 	// address (loopback for a wildcard one).
@@ -139,6 +156,18 @@ func (c *Config) applyDefaults() {
 	}
 	if c.NodeCertTTL <= 0 {
 		c.NodeCertTTL = DefaultNodeCertTTL
+	}
+	if c.AuditLog == "" && c.DataDir != "" {
+		c.AuditLog = filepath.Join(c.DataDir, "audit.log")
+	}
+	if c.AuditKeep <= 0 {
+		c.AuditKeep = 10000
+	}
+	if c.APIRate == 0 {
+		c.APIRate = DefaultAPIRate
+	}
+	if c.APIBurst <= 0 {
+		c.APIBurst = int(2 * max(c.APIRate, 1))
 	}
 }
 
@@ -213,7 +242,16 @@ type Server struct {
 	refusedAuth atomic.Int64
 	// ready is closed once the API serves with its first admin token.
 	ready chan struct{}
+	// audit records mutating requests; set by Run before it serves.
+	audit *audit.Log
+	// limiter bounds each user's request rate; nil: none.
+	limiter *ratelimit.Limiter
 }
+
+// DefaultAPIRate is each user's request rate allowed by default, per
+// second (twice that in a burst): far above what a person or a script
+// submitting jobs needs, far below what hurts the control plane.
+const DefaultAPIRate = 100
 
 // New checks cfg and returns a server; Run starts it.
 func New(cfg Config) (*Server, error) {
@@ -221,13 +259,21 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	return &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()),
-		written: map[string]api.RankStatus{}, ready: make(chan struct{})}, nil
+	s := &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()),
+		written: map[string]api.RankStatus{}, ready: make(chan struct{})}
+	if cfg.APIRate > 0 {
+		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
+	}
+	return s, nil
 }
 
 // Ready is closed once the server serves its API over TLS, with the admin
 // token of a first start made (AdminConfig can then be read).
 func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// AdminConfigPath is where the first start wrote the admin's client
+// configuration.
+func (s *Server) AdminConfigPath() string { return filepath.Join(s.cfg.DataDir, AdminConfigFile) }
 
 // AdminConfig is the client configuration of the admin token the server's
 // first start wrote to DataDir/admin.conf.
@@ -287,7 +333,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	var cli *clientv3.Client
 	if len(s.cfg.EtcdEndpoints) > 0 {
-		c, err := store.Dial(ctx, s.cfg.EtcdEndpoints)
+		c, err := store.DialWith(ctx, store.DialConfig{Endpoints: s.cfg.EtcdEndpoints, TLS: s.cfg.EtcdTLS})
 		if err != nil {
 			return err
 		}
@@ -321,6 +367,14 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.setRevoked(m)
 	}
 	ln = tls.NewListener(ln, tlsCfg)
+	auditPath := s.cfg.AuditLog
+	if auditPath == "-" {
+		auditPath = ""
+	}
+	if s.audit, err = audit.Open(auditPath, s.cfg.AuditKeep); err != nil {
+		return fmt.Errorf("server: audit log: %w", err)
+	}
+	defer s.audit.Close()
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
@@ -336,7 +390,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); s.refreshRevocations(cctx) }()
 	// The gateway always runs: it watches every deployment's replicas,
 	// which the autoscaler needs; it serves requests only with a listener.
-	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log,
+	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log, Keys: s.cfg.GatewayKeys,
 		StreamHeaderTimeout: s.cfg.GatewayStreamHeaderTimeout, HeaderTimeout: s.cfg.GatewayHeaderTimeout})
 	if err != nil {
 		return fmt.Errorf("server: gateway: %w", err)

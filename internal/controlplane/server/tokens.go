@@ -14,6 +14,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
@@ -33,6 +34,44 @@ func (s *Server) tokenRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/whoami", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, http.StatusOK, who(r))
 	})
+	mux.HandleFunc("GET /v1/audit", s.auditRecords)
+}
+
+// auditRecords answers GET /v1/audit?who=&since=&limit=: the newest
+// mutating requests this replica served, oldest first.
+func (s *Server) auditRecords(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var f audit.Filter
+	var fe api.FieldErrors
+	f.Who = q.Get("who")
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			fe.Add("since", "%q: want a time such as 2026-12-02T10:00:00Z", v)
+		}
+		f.Since = t
+	}
+	f.Limit = 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			fe.Add("limit", "%q: want a positive integer", v)
+		}
+		f.Limit = n
+	}
+	if err := fe.Err(); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if s.audit == nil {
+		writeJSON(w, r, http.StatusOK, []api.AuditRecord{})
+		return
+	}
+	recs := s.audit.Recent(f)
+	if recs == nil {
+		recs = []api.AuditRecord{}
+	}
+	writeJSON(w, r, http.StatusOK, recs)
 }
 
 func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
