@@ -175,3 +175,22 @@ func FuzzParseKeyFile(f *testing.F) {
 		}
 	})
 }
+
+// TestREADMEKeyFile: the key file the README shows parses.
+func TestREADMEKeyFile(t *testing.T) {
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(keys:.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("the README shows no key file")
+	}
+	kf, err := ParseKeyFile(m[1])
+	if err != nil {
+		t.Fatalf("the README's key file: %v", err)
+	}
+	if _, ok := kf.Lookup("sk-gw-example-key-do-not-use-0001"); !ok {
+		t.Error("the README's key file does not admit the key its hash is of")
+	}
+}
