@@ -113,9 +113,11 @@ func (a *Agent) keep(certPEM, keyPEM, caPEM []byte) (*pki.KeyPair, error) {
 	return kp, nil
 }
 
-// renewAt is when a certificate is renewed: two thirds into its life.
+// renewAt is when a certificate is renewed: two thirds into its life
+// from its issue (its NotBefore is backdated for clock skew).
 func renewAt(c *x509.Certificate) time.Time {
-	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+	issued := pki.IssuedAt(c)
+	return issued.Add(c.NotAfter.Sub(issued) * 2 / 3)
 }
 
 // renewLoop renews the node's certificate before it expires, until ctx
