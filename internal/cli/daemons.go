@@ -113,6 +113,12 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	auditLog := fs.String("audit-log", "", "file every mutating request is appended to, one JSON line each (default DATA_DIR/audit.log; \"-\": none)")
 	apiRate := fs.Float64("api-rate", server.DefaultAPIRate, "requests a second each user (and each unauthenticated address) may make, twice that in a burst; admins and agents are not limited (negative: no limit)")
 	gwKeys := fs.String("gateway-api-keys", "", "API key file the gateway requires a key from (as gangway gateway --api-keys; default: no keys)")
+	oidcIssuer := fs.String("oidc-issuer", "", "also accept ID tokens from this OpenID Connect provider (its URL)")
+	oidcClient := fs.String("oidc-client-id", "", "the audience its ID tokens must name")
+	oidcUser := fs.String("oidc-user-claim", "email", "the claim that names the user")
+	oidcGroups := fs.String("oidc-groups-claim", "groups", "the claim that lists the user's groups")
+	oidcAdmins := fs.String("oidc-admin-groups", "", "comma-separated groups whose members are admins")
+	oidcViewers := fs.String("oidc-viewer-groups", "", "comma-separated groups whose members are viewers (others are users)")
 	etcdCA := fs.String("etcd-ca", "", "CA file of an external etcd's client TLS (with --etcd-endpoints https://...)")
 	etcdCert := fs.String("etcd-cert", "", "client certificate for the external etcd")
 	etcdKey := fs.String("etcd-key", "", "its key")
@@ -143,6 +149,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
 		AuditLog: *auditLog, APIRate: *apiRate,
+		OIDC: server.OIDCConfig{Issuer: *oidcIssuer, ClientID: *oidcClient, UserClaim: *oidcUser, GroupsClaim: *oidcGroups,
+			AdminGroups: splitList(*oidcAdmins), ViewerGroups: splitList(*oidcViewers)},
 	}
 	if *gwKeys != "" {
 		kf, err := gateway.LoadKeyFile(*gwKeys)

@@ -28,6 +28,9 @@ import (
 //   - a bearer token of ours ("gwt_<id>_<secret>"): its record, kept in
 //     the store with the secret's hash alone, says the user, role, groups
 //     and Unix account; expired and revoked tokens say so;
+//   - a bearer token that is an OIDC ID token, where the operator
+//     configured an issuer (oidc.go).
+//
 // Anything else is anonymous, which only /healthz and the join admit
 // (authz.go).
 
@@ -185,6 +188,9 @@ func (s *Server) authenticate(r *http.Request) (*api.Who, error) {
 	}
 	prefix, id, secret, ours := splitToken(tok)
 	if !ours {
+		if s.oidc != nil {
+			return s.oidc.verify(r.Context(), tok)
+		}
 		return nil, errBadToken
 	}
 	if prefix == joinTokenPrefix {

@@ -10,7 +10,8 @@
 // process (store, cache, gateway, HTTP) and leader election. The wire
 // types are internal/api's; Go callers use internal/api/client.
 //
-// Security is authn.go (who calls: a node certificate or a token),
+// Security is authn.go (who calls: a node certificate, a token, or an
+// OIDC ID token checked by coreos/go-oidc in oidc.go),
 // authz.go (what each route needs), tokens.go, nodeauth.go (join, renew,
 // revoke) and tlsconf.go (the CA and certificates).
 //
@@ -121,6 +122,8 @@ type Config struct {
 	// 0: DefaultAPIRate; negative: no limit.
 	APIRate  float64
 	APIBurst int
+	// OIDC, if its Issuer is set, accepts the provider's ID tokens.
+	OIDC OIDCConfig
 	// GatewayKeys, if set, makes the gateway require an API key from it.
 	GatewayKeys gateway.Keys
 	// EtcdTLS is the client TLS for an external etcd (EtcdEndpoints).
@@ -246,6 +249,8 @@ type Server struct {
 	audit *audit.Log
 	// limiter bounds each user's request rate; nil: none.
 	limiter *ratelimit.Limiter
+	// oidc verifies ID tokens; nil without an issuer. Set by Run.
+	oidc *oidcAuth
 }
 
 // DefaultAPIRate is each user's request rate allowed by default, per
@@ -362,6 +367,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	if err := s.bootstrap(ctx, s.advertiseURL(ln.Addr())); err != nil {
 		return err
+	}
+	if s.cfg.OIDC.Issuer != "" {
+		if s.oidc, err = newOIDC(ctx, s.cfg.OIDC); err != nil {
+			return err
+		}
 	}
 	if m, err := s.st.Revocations(ctx); err == nil {
 		s.setRevoked(m)
