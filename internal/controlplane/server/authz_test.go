@@ -412,3 +412,48 @@ func TestRateLimitPerUser(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretEnv: a job's secretEnv names a file in its user's directory
+// under --secrets-dir: a missing one is refused at submission, naming the
+// variable; a present one reaches the rank's assignment (and nothing of
+// it is in the stored spec).
+func TestSecretEnv(t *testing.T) {
+	dir := t.TempDir()
+	e := startAgentEnvWith(t, func(c *Config) { c.SecretsDir = dir })
+	nodes := e.twoNodes()
+	alice := e.user("alice", api.RoleUser)
+	spec := []byte(`{"ranks": 2, "gpusPerRank": 2, "command": ["true"], "secretEnv": {"HF_TOKEN": "hf"}}`)
+	if _, err := alice.SubmitID(e.ctx, spec); statusOf(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), "hf") {
+		t.Errorf("a secret file that is not there: %v; want 422", err)
+	}
+	os.MkdirAll(filepath.Join(dir, "alice"), 0o700)
+	os.WriteFile(filepath.Join(dir, "alice", "hf"), []byte("hf_value\n"), 0o600)
+	id, err := alice.SubmitID(e.ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := alice.Job(e.ctx, id); err != nil || strings.Contains(fmt.Sprint(d.Job.Spec), "hf_value") {
+		t.Errorf("the stored spec holds the secret's value (or %v)", err)
+	}
+	wctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	for {
+		l, err := nodes["n1"].Assignments(wctx, client.AssignmentQuery{Node: "n1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range l.Assignments {
+			if a.JobID == id {
+				if a.Env["HF_TOKEN"] != "hf_value" {
+					t.Errorf("the rank's HF_TOKEN = %q; want the file's value", a.Env["HF_TOKEN"])
+				}
+				return
+			}
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatal("job never assigned to n1")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
