@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/gangway/gangway/internal/base/yamlpos"
 	"github.com/gangway/gangway/internal/hardware"
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/parser"
 )
 
 // Catalog is the set of GPUs and models the planner knows by name: the
@@ -285,16 +283,16 @@ func ParseCatalog(data []byte) (gpus []GPU, models []Model, err error) {
 	}()
 	var f catalogFile
 	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
-		return nil, nil, fmt.Errorf("catalog: %s", describeYAMLError(data, err))
+		return nil, nil, fmt.Errorf("catalog: %s", yamlpos.Describe(data, err))
 	}
 	seen := map[string]bool{}
 	for i, e := range f.GPUs {
 		g, field, err := e.gpu()
 		if err != nil {
-			return nil, nil, fmt.Errorf("catalog: %sgpus[%d]: %w", position(data, fmt.Sprintf("$.gpus[%d]", i), field), i, err)
+			return nil, nil, fmt.Errorf("catalog: %sgpus[%d]: %w", yamlpos.Of(data, fmt.Sprintf("$.gpus[%d]", i), field), i, err)
 		}
 		if seen[strings.ToLower(g.Name)] {
-			return nil, nil, fmt.Errorf("catalog: %sgpus[%d]: duplicate name %q", position(data, fmt.Sprintf("$.gpus[%d]", i), "name"), i, g.Name)
+			return nil, nil, fmt.Errorf("catalog: %sgpus[%d]: duplicate name %q", yamlpos.Of(data, fmt.Sprintf("$.gpus[%d]", i), "name"), i, g.Name)
 		}
 		seen[strings.ToLower(g.Name)] = true
 		gpus = append(gpus, g)
@@ -303,69 +301,15 @@ func ParseCatalog(data []byte) (gpus []GPU, models []Model, err error) {
 	for i, e := range f.Models {
 		m, field, err := e.model()
 		if err != nil {
-			return nil, nil, fmt.Errorf("catalog: %smodels[%d]: %w", position(data, fmt.Sprintf("$.models[%d]", i), field), i, err)
+			return nil, nil, fmt.Errorf("catalog: %smodels[%d]: %w", yamlpos.Of(data, fmt.Sprintf("$.models[%d]", i), field), i, err)
 		}
 		if seen[strings.ToLower(m.Name)] {
-			return nil, nil, fmt.Errorf("catalog: %smodels[%d]: duplicate name %q", position(data, fmt.Sprintf("$.models[%d]", i), "name"), i, m.Name)
+			return nil, nil, fmt.Errorf("catalog: %smodels[%d]: duplicate name %q", yamlpos.Of(data, fmt.Sprintf("$.models[%d]", i), "name"), i, m.Name)
 		}
 		seen[strings.ToLower(m.Name)] = true
 		models = append(models, m)
 	}
 	return gpus, models, nil
-}
-
-var (
-	yamlPosRe  = regexp.MustCompile(`^\[(\d+):(\d+)\] `)
-	yamlTypeRe = regexp.MustCompile(`cannot unmarshal (\S+) into Go (?:struct field \S+|value) of type (\S+)`)
-)
-
-// describeYAMLError turns a decoder error into "[line:col] key: problem",
-// naming the key on that line and the types in YAML terms.
-func describeYAMLError(data []byte, err error) string {
-	msg := yaml.FormatError(err, false, false)
-	msg = strings.TrimSpace(strings.SplitN(msg, "\n", 2)[0])
-	m := yamlPosRe.FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	rest := msg[len(m[0]):]
-	if t := yamlTypeRe.FindStringSubmatch(rest); t != nil {
-		rest = fmt.Sprintf("want %s, got %s", t[2], t[1])
-	}
-	line, _ := strconv.Atoi(m[1])
-	lines := strings.Split(string(data), "\n")
-	if line >= 1 && line <= len(lines) {
-		text := strings.TrimLeft(strings.TrimSpace(lines[line-1]), "- ")
-		if key, _, ok := strings.Cut(text, ":"); ok && !strings.ContainsAny(key, "{}[], ") && key != "" && !strings.Contains(rest, key) {
-			rest = key + ": " + rest
-		}
-	}
-	return m[0] + rest
-}
-
-// position returns "[line:column] " of the field of the entry at path (or
-// of the entry when the field is absent), or "" when it cannot be found.
-func position(data []byte, path, field string) string {
-	file, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		return ""
-	}
-	for _, p := range []string{path + "." + field, path} {
-		if field == "" && p != path {
-			continue
-		}
-		yp, err := yaml.PathString(p)
-		if err != nil {
-			continue
-		}
-		n, err := yp.FilterFile(file)
-		if err != nil || n == nil || n.GetToken() == nil {
-			continue
-		}
-		pos := n.GetToken().Position
-		return fmt.Sprintf("[%d:%d] ", pos.Line, pos.Column)
-	}
-	return ""
 }
 
 // Load reads a catalog extension (see ParseCatalog) and adds its entries,

@@ -15,5 +15,6 @@
 // vector parsers, no clock, no randomness. Its GPUs, models and
 // precisions are internal/hardware's (type aliases), and Serve is a
 // front-end over hardware's replica memory model. It imports the standard
-// library, github.com/goccy/go-yaml and internal/hardware.
+// library, github.com/goccy/go-yaml, internal/base/yamlpos (its errors'
+// positions) and internal/hardware.
 package planner

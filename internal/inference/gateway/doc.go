@@ -29,6 +29,6 @@
 // parsing, error bodies, tokenizer), internal/hardware (capacity model),
 // internal/inference/autoscale, internal/inference/promtext,
 // golang.org/x/time/rate (the keys' rate limits) and github.com/goccy/go-yaml
-// (key files). It never links the engine simulator
+// (key files), internal/base/yamlpos (their errors' positions). It never links the engine simulator
 // (TestDoesNotLinkTheSimulator).
 package gateway

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gangway/gangway/internal/base/yamlpos"
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/parser"
 )
 
 // Keys says which API keys may call the gateway. The gateway calls Lookup
@@ -158,7 +158,7 @@ func ParseKeyFile(data []byte) (f *KeyFile, err error) {
 	}
 	var doc keyFileDoc
 	if err := yaml.UnmarshalWithOptions(data, &doc, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrKeyFile, describeYAMLError(data, err))
+		return nil, fmt.Errorf("%w: %s", ErrKeyFile, yamlpos.Describe(data, err))
 	}
 	if len(doc.Keys) == 0 {
 		return nil, fmt.Errorf("%w: keys: no keys (a gateway with a key file and no keys would refuse everyone)", ErrKeyFile)
@@ -182,7 +182,7 @@ func ParseKeyFile(data []byte) (f *KeyFile, err error) {
 		}
 		if msg != "" {
 			path := fmt.Sprintf("keys[%d]", i)
-			return nil, fmt.Errorf("%w: %s%s.%s: %s", ErrKeyFile, position(data, "$."+path, field), path, field, msg)
+			return nil, fmt.Errorf("%w: %s%s.%s: %s", ErrKeyFile, yamlpos.Of(data, "$."+path, field), path, field, msg)
 		}
 		byName[e.Name], hashAt[sum] = i, i
 		f.byHash[sum] = KeyInfo{Name: e.Name, RequestsPerMinute: e.RequestsPerMinute, TokensPerMinute: e.TokensPerMinute, Models: e.Models}
@@ -242,55 +242,4 @@ func isSHA256Hex(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-var (
-	yamlPosRE  = regexp.MustCompile(`^\[(\d+):(\d+)\] `)
-	yamlTypeRE = regexp.MustCompile(`cannot unmarshal (\S+) into Go (?:struct field \S+|value) of type (\S+)`)
-)
-
-// describeYAMLError makes goccy's multi-line error one line that keeps
-// its "[line:column]" and names the key on that line.
-func describeYAMLError(data []byte, err error) string {
-	msg := yaml.FormatError(err, false, false)
-	msg = strings.TrimSpace(strings.SplitN(msg, "\n", 2)[0])
-	m := yamlPosRE.FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	rest := msg[len(m[0]):]
-	if t := yamlTypeRE.FindStringSubmatch(rest); t != nil {
-		rest = fmt.Sprintf("want %s, got %s", t[2], t[1])
-	}
-	line, _ := strconv.Atoi(m[1])
-	lines := strings.Split(string(data), "\n")
-	if line >= 1 && line <= len(lines) {
-		text := strings.TrimLeft(strings.TrimSpace(lines[line-1]), "- ")
-		if key, _, ok := strings.Cut(text, ":"); ok && !strings.ContainsAny(key, "{}[], ") && key != "" && !strings.Contains(rest, key) {
-			rest = key + ": " + rest
-		}
-	}
-	return m[0] + rest
-}
-
-// position returns "[line:column] " of field of the entry at path (or of
-// the entry when the field is absent), or "" when it cannot be found.
-func position(data []byte, path, field string) string {
-	file, err := parser.ParseBytes(data, 0)
-	if err != nil {
-		return ""
-	}
-	for _, p := range []string{path + "." + field, path} {
-		yp, err := yaml.PathString(p)
-		if err != nil {
-			continue
-		}
-		n, err := yp.FilterFile(file)
-		if err != nil || n == nil || n.GetToken() == nil {
-			continue
-		}
-		pos := n.GetToken().Position
-		return fmt.Sprintf("[%d:%d] ", pos.Line, pos.Column)
-	}
-	return ""
 }
