@@ -9,7 +9,6 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cpuprof"
-	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/version"
 	"github.com/gangway/gangway/internal/cli/infcli"
 	"github.com/gangway/gangway/internal/cli/plancli"
@@ -201,17 +199,11 @@ func sharedTransport(caFile string) (*http.Transport, error) {
 		return t, nil
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	if caFile != "" {
-		b, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("CA file: %w", err)
-		}
-		pool, err := pki.PoolFromPEM(b)
-		if err != nil {
-			return nil, fmt.Errorf("CA file %s: %w", caFile, err)
-		}
-		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	tc, err := client.TLSConfig(client.Config{CAFile: caFile})
+	if err != nil {
+		return nil, err
 	}
+	t.TLSClientConfig = tc
 	transports[caFile] = t
 	return t, nil
 }

@@ -122,7 +122,7 @@ func New(cfg Config) (*Client, error) {
 		if cfg.MaxIdleConnsPerHost > 0 {
 			t.MaxIdleConnsPerHost = cfg.MaxIdleConnsPerHost
 		}
-		tc, err := tlsConfig(cfg)
+		tc, err := TLSConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -162,9 +162,9 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// tlsConfig is the default transport's TLS: cfg.TLS with cfg.CAFile's CA
-// as the roots.
-func tlsConfig(cfg Config) (*tls.Config, error) {
+// TLSConfig is the TLS a client of cfg uses on its default transport:
+// cfg.TLS with cfg.CAFile's CA as the roots.
+func TLSConfig(cfg Config) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if cfg.TLS != nil {
 		tc = cfg.TLS.Clone()

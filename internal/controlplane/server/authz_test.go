@@ -457,3 +457,16 @@ func TestSecretEnv(t *testing.T) {
 		}
 	}
 }
+
+// nodeIdentityOf names the node a certificate is for .
+func nodeIdentityOf(certPEM []byte) (string, error) {
+	c, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return "", err
+	}
+	id, ok := pki.Verify(c)
+	if !ok || !id.Node {
+		return "", errors.New("not a node certificate")
+	}
+	return id.Name, nil
+}

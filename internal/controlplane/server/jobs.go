@@ -251,22 +251,28 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		s.cancelArray(w, r)
 		return
 	}
+	j, err := s.changeOwnJob(r, func(j *api.Job) { j.Status.CancelRequested = true })
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	writeJSON(w, r, http.StatusAccepted, j)
+}
+
+// changeOwnJob applies change to the unfinished job the request names,
+// if the caller owns it (or is an admin).
+func (s *Server) changeOwnJob(r *http.Request, change func(*api.Job)) (*api.Job, error) {
 	wh := who(r)
-	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
+	return s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
 		if err := mayAct(wh, "job "+j.ID, j.Spec.User); err != nil {
 			return err
 		}
 		if j.Status.Phase.Final() {
 			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
 		}
-		j.Status.CancelRequested = true
+		change(j)
 		return nil
 	})
-	if err != nil {
-		writeError(w, statusFor(err), err)
-		return
-	}
-	writeJSON(w, r, http.StatusAccepted, j)
 }
 
 // jobCanceller is what cancelJobs needs of the store.
@@ -490,17 +496,7 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("priority", "must be an integer"))
 		return
 	}
-	wh := who(r)
-	j, err := s.st.ModifyJob(r.Context(), r.PathValue("id"), func(j *api.Job) error {
-		if err := mayAct(wh, "job "+j.ID, j.Spec.User); err != nil {
-			return err
-		}
-		if j.Status.Phase.Final() {
-			return fmt.Errorf("job %s already %s: %w", j.ID, j.Status.Phase, errConflict)
-		}
-		j.Spec.Priority = p
-		return nil
-	})
+	j, err := s.changeOwnJob(r, func(j *api.Job) { j.Spec.Priority = p })
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return

@@ -182,16 +182,3 @@ func (s *Server) revokeNode(ctx context.Context, name string) error {
 	s.revoked.mu.Unlock()
 	return nil
 }
-
-// nodeIdentityOf names the node a certificate is for (tests).
-func nodeIdentityOf(certPEM []byte) (string, error) {
-	c, err := pki.ParseCert(certPEM)
-	if err != nil {
-		return "", err
-	}
-	id, ok := pki.Verify(c)
-	if !ok || !id.Node {
-		return "", errors.New("not a node certificate")
-	}
-	return id.Name, nil
-}

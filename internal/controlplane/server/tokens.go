@@ -200,20 +200,6 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sweepTokens deletes the records of tokens expired a day ago (kept that
-// long so that their users are told "expired").
-func (s *Server) sweepTokens(ctx context.Context, now time.Time) {
-	ts, err := s.st.Tokens(ctx)
-	if err != nil {
-		return
-	}
-	for _, t := range ts {
-		if now.Sub(t.ExpiresAt) > 24*time.Hour || t.Kind == api.TokenJoin && t.UsesLeft <= 0 && now.Sub(t.CreatedAt) > 24*time.Hour {
-			_ = s.st.DeleteToken(ctx, t.ID)
-		}
-	}
-}
-
 // AdminConfigFile is where a server's first start leaves the admin's
 // client configuration (token, CA, server URL), 0600, under --data-dir.
 const AdminConfigFile = "admin.conf"

@@ -229,7 +229,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: listen for logs on %s: %w", listen, err)
 	}
 	a.listenURL = "https://" + ln.Addr().String()
-	ln = tls.NewListener(ln, serverTLS(creds, pool))
+	ln = tls.NewListener(ln, pki.ServerTLS(creds, pool, true))
 	drv, err := driver.Connect(ctx, a.cfg.DataDir, a.cfg.ShimPath, a.log)
 	if err != nil {
 		ln.Close()

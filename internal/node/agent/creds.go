@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -189,12 +188,6 @@ func onlyServer(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// serverTLS is how the agent serves: its node certificate, and a client
-// certificate from the CA required.
-func serverTLS(kp *pki.KeyPair, pool *x509.CertPool) *tls.Config {
-	return pki.ServerTLS(kp, pool, true)
 }
 
 // isForbidden reports whether the server refused a request as not this
