@@ -21,6 +21,38 @@ type RegisterResponse struct {
 	FenceAfter Duration `json:"fenceAfter"`
 	// CheckpointRoot is the default parent of job checkpoint directories.
 	CheckpointRoot string `json:"checkpointRoot"`
+	// Witnesses are the other nodes the agent asks, once the server has
+	// been silent for WitnessDown, whether they hear it either. If every
+	// one answers that it does not, the control plane is down (not this
+	// node cut off) and the agent keeps its ranks past FenceAfter, for up
+	// to MaxOutage. Empty: the agent fences after FenceAfter whatever
+	// happens (too few nodes to tell).
+	Witnesses []Witness `json:"witnesses,omitempty"`
+	// WitnessDown is how long a witness must have gone without a
+	// successful heartbeat for its answer to count as "the server is
+	// down": longer than any gap in a run of heartbeats the server counts
+	// as unbroken.
+	WitnessDown Duration `json:"witnessDown,omitempty"`
+	// MaxOutage bounds how long an agent keeps ranks while no server
+	// answers; the server declares a silent node lost after it whatever
+	// the witnesses say.
+	MaxOutage Duration `json:"maxOutage,omitempty"`
+}
+
+// Witness is another node an agent asks about the server.
+type Witness struct {
+	Node string `json:"node"`
+	// URL is the witness's agent endpoint (https).
+	URL string `json:"url"`
+}
+
+// ServerContact is a witness's answer: how long ago its last heartbeat
+// succeeded (in its own clock, so no clocks are compared), and whether it
+// has ever had one.
+type ServerContact struct {
+	Node    string   `json:"node"`
+	SinceOK Duration `json:"sinceOK"`
+	Never   bool     `json:"never,omitempty"`
 }
 
 // Heartbeat is the agent's periodic, level-triggered report: everything it
@@ -34,6 +66,10 @@ type Heartbeat struct {
 	Checkpoints []CheckpointReport `json:"checkpoints,omitempty"`
 	Progress    []Progress         `json:"progress,omitempty"`
 	SentAt      time.Time          `json:"sentAt"`
+	// Witnesses are the nodes the agent now asks whether the server is
+	// down (RegisterResponse.Witnesses): the server learns from them which
+	// set it holds.
+	Witnesses []string `json:"witnesses,omitempty"`
 }
 
 // CheckpointReport says a rank's agent saw a committed checkpoint.
@@ -54,6 +90,11 @@ type HeartbeatResponse struct {
 	// outside the job's checkpoint directory. A correct agent sees it
 	// nonzero only in races (a job that finished meanwhile).
 	Refused int `json:"refused,omitempty"`
+	// Witnesses replace the agent's witnesses (the server picks new ones
+	// when one is lost, or when a node that had too few finds more
+	// peers); an agent whose registration said WitnessDown takes them
+	// even when empty.
+	Witnesses []Witness `json:"witnesses,omitempty"`
 }
 
 // AssignmentList is a node's desired ranks at a store revision.

@@ -626,6 +626,14 @@ type NodeStatus struct {
 	// LastHeartbeat is filled in by the API from the server's memory;
 	// heartbeats are not written to the store.
 	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`
+	// Witnesses are the nodes this node's agent asks whether the server
+	// is down (RegisterResponse.Witnesses): the server declares the node
+	// lost quickly only while one of them is heard from.
+	Witnesses []string `json:"witnesses,omitempty"`
+	// PrevWitnesses are the witnesses before the last change, until the
+	// agent's heartbeat shows it holds the new ones: until then either
+	// set may be the one it asks.
+	PrevWitnesses []string `json:"prevWitnesses,omitempty"`
 }
 
 // Schedulable reports whether new ranks may be placed on the node.
@@ -693,6 +701,8 @@ func (n *Node) Clone() *Node {
 	c := *n
 	c.GPUs = append([]GPU(nil), n.GPUs...)
 	c.Labels = cloneMap(n.Labels)
+	c.Status.Witnesses = append([]string(nil), n.Status.Witnesses...)
+	c.Status.PrevWitnesses = append([]string(nil), n.Status.PrevWitnesses...)
 	return &c
 }
 

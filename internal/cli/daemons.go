@@ -87,7 +87,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated URLs of an external etcd cluster (default: embedded single member)")
 	etcdClient := fs.String("etcd-client-addr", "", "embedded etcd's client address (default: a free loopback port)")
 	etcdPeer := fs.String("etcd-peer-addr", "", "embedded etcd's peer address (default: a free loopback port)")
-	nodeTimeout := fs.Duration("node-timeout", 3*time.Second, "a node that misses heartbeats this long is lost")
+	nodeTimeout := fs.Duration("node-timeout", server.DefaultNodeTimeout, "a node that misses heartbeats this long is lost (once one of its witnesses is heard; at least 4 heartbeat intervals for witnesses to keep ranks through a control-plane outage)")
+	maxOutage := fs.Duration("max-outage", server.DefaultMaxOutage, "agents keep their ranks this long while no server answers them or their witnesses")
 	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
 	var ckDirRoots stringList
@@ -143,7 +144,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		return cfg, nil, fail(e, err), false
 	}
 	cfg = server.Config{
-		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval,
+		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval, MaxOutage: *maxOutage,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,

@@ -25,7 +25,7 @@ import (
 // learn the heartbeat interval (1s) and their fencing lease (timeout minus
 // one interval) from it when they register.
 const (
-	nodeTimeout = 3 * time.Second
+	nodeTimeout = 4500 * time.Millisecond // server.DefaultNodeTimeout
 	fakeGPUs    = 8
 )
 
@@ -36,12 +36,49 @@ type cluster struct {
 	net    *Network
 	dir    string
 	url    string
+	listen string // the server's address
 	api    *client.Client
 	admin  client.Config // the admin's (api's) configuration
 	config string        // the client config the server wrote
 	server *proc
 	agents []*agentProc
 	jobs   []string // submitted, for the failure dump
+}
+
+// submitRunning submits a job and waits until its attempt runs and it has
+// reported step minStep.
+func (c *cluster) submitRunning(ctx context.Context, specYAML string, minStep int64) (string, *api.JobDetail) {
+	c.t.Helper()
+	id := c.submit(ctx, specYAML)
+	var d *api.JobDetail
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
+		var err error
+		if d, err = c.api.Job(ctx, id); err != nil {
+			return false, nil
+		}
+		if d.Job.Status.Phase.Final() {
+			return false, fmt.Errorf("job ended %s: %s", d.Job.Status.Phase, d.Job.Status.Reason)
+		}
+		a := d.Job.Status.Current()
+		return a != nil && !a.RunningAt.IsZero() && d.Progress != nil && d.Progress.Latest.Step >= minStep, nil
+	}); err != nil {
+		c.t.Fatalf("waiting for job %s to run: %v", id, err)
+	}
+	return id, d
+}
+
+// startServer starts (or starts again, on the same data dir and address)
+// the server; its log is appended to.
+func (c *cluster) startServer() error {
+	cmd := exec.Command(gangwayBin, "server", "--data-dir", filepath.Join(c.dir, "server"),
+		"--listen", c.listen, "--node-timeout", nodeTimeout.String(), "--client-config", c.config)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p, err := startProc("server", cmd, filepath.Join(c.dir, "server.log"))
+	if err != nil {
+		return err
+	}
+	c.server = p
+	return nil
 }
 
 // proc is a process the test started and waits for.
@@ -54,7 +91,7 @@ type proc struct {
 }
 
 func startProc(name string, cmd *exec.Cmd, logPath string) (*proc, error) {
-	f, err := os.Create(logPath)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -128,13 +165,10 @@ func startCluster(t *testing.T, hosts int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen := net.JoinHostPort(n.Gateway.String(), strconv.Itoa(port))
-	c.url = "https://" + listen
+	c.listen = net.JoinHostPort(n.Gateway.String(), strconv.Itoa(port))
+	c.url = "https://" + c.listen
 	c.config = filepath.Join(c.dir, "client-config")
-	cmd := exec.Command(gangwayBin, "server", "--data-dir", filepath.Join(c.dir, "server"),
-		"--listen", listen, "--node-timeout", nodeTimeout.String(), "--client-config", c.config)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if c.server, err = startProc("server", cmd, filepath.Join(c.dir, "server.log")); err != nil {
+	if err := c.startServer(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.server.stop(syscall.SIGTERM, 10*time.Second) })

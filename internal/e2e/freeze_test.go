@@ -14,36 +14,22 @@ import (
 
 // TestFrozenAgent: an agent stalls (SIGSTOP: a long GC pause, a starved
 // CPU, or a server too slow to answer) for longer than its fencing lease but
-// shorter than the node timeout. On waking it fences, killing its ranks,
-// while the server never marks the node lost. The job must still finish:
-// the killed ranks fail their attempt, and the agent, whose heartbeats
-// succeed again, must go back to work.
+// shorter than the node timeout. Its supervisor, whose lease the frozen
+// agent cannot renew, kills its ranks, while the server never marks the
+// node lost. The job must still finish: the killed ranks fail their
+// attempt, and the agent, whose heartbeats succeed again, must go back to
+// work.
 func TestFrozenAgent(t *testing.T) {
 	c := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	id := c.submit(ctx, fmt.Sprintf(`name: e2e-frozen-agent
+	id, d := c.submitRunning(ctx, fmt.Sprintf(`name: e2e-frozen-agent
 ranks: 2
 ranksPerNode: 1
 restartBackoff: 200ms
 terminationGracePeriod: 5s
 command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-every, "100", --step-delay, 30ms]
-`, strconv.Quote(gangwayBin)))
-
-	var d *api.JobDetail
-	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
-		var err error
-		if d, err = c.api.Job(ctx, id); err != nil {
-			return false, nil
-		}
-		if d.Job.Status.Phase.Final() {
-			return false, fmt.Errorf("job ended %s: %s", d.Job.Status.Phase, d.Job.Status.Reason)
-		}
-		a := d.Job.Status.Current()
-		return a != nil && !a.RunningAt.IsZero() && d.Progress != nil && d.Progress.Latest.Step >= 20, nil
-	}); err != nil {
-		t.Fatalf("waiting for job %s to run: %v", id, err)
-	}
+`, strconv.Quote(gangwayBin)), 20)
 	att := *d.Job.Status.Current()
 	p := att.Placement[1]
 	victim := c.agentByNode(p.Node)
@@ -53,10 +39,9 @@ command: [%s, train-example, --steps, "500", --checkpoint-every, "20", --log-eve
 	}
 
 	// Freeze the agent (not its ranks) just after a heartbeat, for more
-	// than the lease (node timeout − one heartbeat interval = 2s) and less
-	// than the node timeout (3s). On waking, its fencing check and its next
-	// heartbeat race; retry until the fence wins.
-	const freeze = 2300 * time.Millisecond
+	// than the lease (node timeout − one heartbeat interval) and less than
+	// the node timeout. The supervisor fences while the agent sleeps.
+	const freeze = nodeTimeout - 600*time.Millisecond
 	fenced := false
 	for try := 1; try <= 5 && !fenced; try++ {
 		n0, err := c.api.Node(ctx, p.Node)

@@ -8,7 +8,7 @@
 // O=gangway:nodes; a server is CN=gangway-server, O=gangway:servers (as
 // Kubernetes' system:nodes group). Verify reads them back.
 //
-// It imports only the standard library.
+// It imports only the standard library (net/http for AgentClient).
 package pki
 
 import (

@@ -118,10 +118,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	// Three missed heartbeats make a node lost, as with the defaults (1 s,
-	// 3 s).
+	// The default ratio of node timeout to heartbeat (4.5 s to 1 s), so
+	// that every node gets witnesses and each heartbeat tends them.
 	lb, err := server.StartLoopback(server.Config{DataDir: filepath.Join(dir, "server"), Log: lg,
-		HeartbeatInterval: cfg.Interval, NodeTimeout: 3 * cfg.Interval})
+		HeartbeatInterval: cfg.Interval, NodeTimeout: cfg.Interval * 9 / 2})
 	if err != nil {
 		return nil, err
 	}
@@ -550,16 +550,22 @@ func (a *agents) agent(ctx context.Context, n *api.Node, gate chan struct{}) {
 	sleepCtx(ctx, rand.N(every))
 	t := time.NewTicker(every)
 	defer t.Stop()
+	held := witnessNames(lease.Witnesses)
 	for ctx.Err() == nil {
-		hb := api.Heartbeat{Node: n.Name, AckRevision: rev.Load(), SentAt: time.Now()}
+		// As an agent: the witnesses it holds travel with each beat.
+		hb := api.Heartbeat{Node: n.Name, AckRevision: rev.Load(), SentAt: time.Now(), Witnesses: held}
 		t0 := time.Now()
 		resp, err := c.Heartbeat(ctx, &hb)
 		if ctx.Err() != nil {
 			return
 		}
 		a.record(time.Since(t0), err)
+		if err == nil {
+			held = witnessNames(resp.Witnesses)
+		}
 		if err == nil && resp.Reregister {
 			lease, _ = c.Register(ctx, reg)
+			held = witnessNames(lease.Witnesses)
 		}
 		select {
 		case <-ctx.Done():
@@ -614,4 +620,12 @@ func (a *agents) joinOne(ctx context.Context, name string) (*client.Client, erro
 	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true,
 		TLSClientConfig: pki.ClientTLS(pool, kp), ForceAttemptHTTP2: false}
 	return client.New(client.Config{Server: a.join.Server, Transport: tr, Timeout: -1})
+}
+
+func witnessNames(ws []api.Witness) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.Node
+	}
+	return out
 }

@@ -37,8 +37,12 @@ import (
 
 // Config tunes the controller.
 type Config struct {
-	// NodeTimeout: a node silent this long is lost. Default 3s.
+	// NodeTimeout: a node silent this long is lost (if a witness of it
+	// is heard; see Fencing). Default 3s.
 	NodeTimeout time.Duration
+	// Fencing is the timing contract with the agents; zero: derived from
+	// NodeTimeout and a 1s heartbeat.
+	Fencing Fencing
 	// CheckpointRoot is the parent of default job checkpoint directories.
 	CheckpointRoot string
 	// SecretsDir holds the files spec.secretEnv names, a directory per
@@ -94,6 +98,9 @@ type Controller struct {
 func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *slog.Logger) *Controller {
 	if cfg.NodeTimeout <= 0 {
 		cfg.NodeTimeout = 3 * time.Second
+	}
+	if cfg.Fencing.NodeTimeout == 0 {
+		cfg.Fencing = NewFencing(time.Second, cfg.NodeTimeout, 0)
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
@@ -247,7 +254,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	start := time.Now()
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
-	p.life = lifecycle{v: p.v, beats: c.live, nodeTimeout: c.cfg.NodeTimeout, now: p.now}
+	p.life = lifecycle{v: p.v, beats: c.live, nodeTimeout: c.cfg.NodeTimeout, fence: c.cfg.Fencing, now: p.now}
 	p.nodes(ctx)
 	p.subs = c.take()
 	p.reps, p.reported = c.takeReports()

@@ -24,6 +24,9 @@ import (
 // out. *Liveness is one.
 type heartbeats interface {
 	Get(node string) (at time.Time, ack int64)
+	// Run: since when node's heartbeats have come unbroken, its last
+	// one, and whether this leader heard from it at all.
+	Run(node string) (since, last time.Time, ok bool)
 }
 
 var _ heartbeats = (*Liveness)(nil)
@@ -37,6 +40,7 @@ type lifecycle struct {
 	reported    map[string]*api.RankStatus
 	beats       heartbeats
 	nodeTimeout time.Duration // a node silent longer is lost
+	fence       Fencing       // ... if a witness of it was heard throughout
 	now         time.Time     // the pass's time
 }
 
@@ -97,11 +101,47 @@ func (l *lifecycle) nodeLost(name string, n *api.Node) (*api.Node, time.Duration
 	if silent <= l.nodeTimeout {
 		return nil, 0
 	}
+	reason := fmt.Sprintf("no heartbeat for %.1fs", silent.Seconds())
+	if l.fence.Witnesses > 0 && len(n.Status.Witnesses)+len(n.Status.PrevWitnesses) > 0 {
+		// Its agent keeps its ranks through an outage of the control
+		// plane that its witnesses confirm: the node is lost only once a
+		// witness of the set it holds (either set, while a change may not
+		// have reached it; an agent with none fences on its own) has been
+		// heard long enough to have told it otherwise, or after the
+		// longest outage ranks outlive.
+		w, ok := l.heardWitness(n.Status.Witnesses)
+		if _, prevOK := l.heardWitness(n.Status.PrevWitnesses); !prevOK {
+			ok = false
+		}
+		switch {
+		case ok:
+			if w != "" {
+				reason += fmt.Sprintf(" while its witness %s was heard", w)
+			}
+		case silent > l.fence.MaxOutage+l.nodeTimeout:
+			reason += " (no witness heard either; past the longest outage agents ride out)"
+		default:
+			return nil, 0
+		}
+	}
 	m := n.Clone()
 	m.Status.State = api.NodeLost
 	m.Status.LostAt = l.now
-	m.Status.Reason = fmt.Sprintf("no heartbeat for %.1fs", silent.Seconds())
+	m.Status.Reason = reason
 	return m, silent
+}
+
+// heardWitness names a witness of ws whose heartbeats have come unbroken
+// for the fencing's witness run, up to now; ok if there is one, or if ws
+// is empty (an agent with no witness fences on its own).
+func (l *lifecycle) heardWitness(ws []string) (string, bool) {
+	for _, w := range ws {
+		since, last, ok := l.beats.Run(w)
+		if ok && l.now.Sub(last) <= l.fence.StreakGap && l.now.Sub(since) >= l.fence.WitnessRun {
+			return w, true
+		}
+	}
+	return "", len(ws) == 0
 }
 
 // rank is a rank's newest status: reported, else as the view has it.

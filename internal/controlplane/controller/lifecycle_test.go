@@ -23,6 +23,11 @@ type fakeBeats map[string]beat
 
 func (f fakeBeats) Get(node string) (time.Time, int64) { return f[node].at, f[node].ack }
 
+func (f fakeBeats) Run(node string) (time.Time, time.Time, bool) {
+	b, ok := f[node]
+	return b.run, b.at, ok
+}
+
 // world is what one test's lifecycle decides from.
 type world struct {
 	nodes    []*api.Node      // default: n1 and n2, ready

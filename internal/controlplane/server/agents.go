@@ -56,6 +56,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
+	// Heard from now, before it is written Ready: a pass that sees it
+	// Ready must not find it silent since its last life.
+	s.liveness().Beat(n.Name, 0, now)
+	// The agent holds no witnesses while it registers; it gets these.
+	ws, _ := s.pickWitnesses(n.Name, nil)
 	for {
 		old, err := s.st.Node(ctx, n.Name)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -63,7 +68,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		reg := n
-		reg.Status = api.NodeStatus{State: api.NodeReady, RegisteredAt: now}
+		reg.Status = api.NodeStatus{State: api.NodeReady, RegisteredAt: now, Witnesses: ws}
 		if old != nil {
 			// Keep what operators set.
 			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
@@ -79,14 +84,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		}
 		break
 	}
-	s.liveness().Beat(n.Name, 0, now)
-	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs))
+	s.log.Info("node registered", "node", n.Name, "address", n.Address, "gpus", len(n.GPUs), "witnesses", len(ws))
 	writeJSON(w, r, http.StatusOK, api.RegisterResponse{
 		HeartbeatInterval: api.Duration(s.cfg.HeartbeatInterval),
 		// Fence a heartbeat before the server could declare the node lost,
 		// so its ranks are dead before any replacement starts.
-		FenceAfter:     api.Duration(s.cfg.NodeTimeout - s.cfg.HeartbeatInterval),
+		FenceAfter:     api.Duration(s.fence.FenceAfter),
 		CheckpointRoot: s.cfg.CheckpointRoot,
+		Witnesses:      s.witnessURLs(ws),
+		WitnessDown:    api.Duration(s.fence.WitnessDown),
+		MaxOutage:      api.Duration(s.fence.MaxOutage),
 	})
 }
 
@@ -102,6 +109,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	began := time.Now()
 	if err := s.authenticateNode(ctx, r, hb.Node); err != nil {
 		writeError(w, http.StatusForbidden, fmt.Errorf("heartbeat for node %s: %w", hb.Node, err))
 		return
@@ -129,12 +137,22 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err) // 503: the wait timed out
 		return
 	}
-	s.liveness().Beat(hb.Node, hb.AckRevision, time.Now())
+	live := s.liveness()
+	live.Beat(hb.Node, hb.AckRevision, time.Now())
 	if err := s.storeReports(ctx, &hb); err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Refused: refused})
+	resp := api.HeartbeatResponse{Refused: refused}
+	if s.fence.Witnesses > 0 {
+		resp.Witnesses = s.witnessURLs(s.tendWitnesses(ctx, n, hb.Witnesses))
+	}
+	if time.Since(began) > s.cfg.HeartbeatInterval/4 {
+		// Answered so late the agent may count it failed and tell a
+		// witness-seeking peer the server is down: not an unbroken run.
+		live.Break(hb.Node, time.Now())
+	}
+	writeJSON(w, r, http.StatusOK, resp)
 }
 
 // putStatuses stores rank statuses: on the leader through the controller's

@@ -21,7 +21,8 @@ func TestConfigValidate(t *testing.T) {
 		{"no data dir", Config{}, "--data-dir is required"},
 		{"external etcd, no checkpoint root", Config{EtcdEndpoints: []string{"http://e:2379"}}, "--checkpoint-root is required"},
 		{"heartbeats too slow for the timeout", Config{DataDir: "d", NodeTimeout: 3 * time.Second, HeartbeatInterval: 2 * time.Second}, "--node-timeout 3s must be at least twice --heartbeat-interval 2s"},
-		{"default timeout against a slow heartbeat", Config{DataDir: "d", HeartbeatInterval: 2 * time.Second}, "--node-timeout 3s"},
+		{"default timeout against a slow heartbeat", Config{DataDir: "d", HeartbeatInterval: 3 * time.Second}, "--node-timeout 4.5s"},
+		{"negative max outage", Config{DataDir: "d", MaxOutage: -time.Minute}, "--max-outage -1m0s is negative"},
 		{"negative retention", Config{DataDir: "d", JobRetention: -time.Hour}, "--job-retention -1h0m0s is negative"},
 		{"negative max finished", Config{DataDir: "d", MaxFinishedJobs: -5}, "--max-finished-jobs -5 is negative"},
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
@@ -436,7 +437,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	u := fmt.Sprintf("%s/v1/logs?%s", strings.TrimRight(n.AgentURL, "/"), url.Values{
 		"task": {api.TaskKey(j.ID, attempt, rank)}, "stream": {q.Get("stream")}, "follow": {q.Get("follow")}}.Encode())
-	req, err := http.NewRequestWithContext(agentNodeCtx(ctx, node), http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(pki.ForNode(ctx, node), http.MethodGet, u, nil)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return

@@ -61,10 +61,15 @@ type Config struct {
 	// (empty: free loopback ports).
 	EtcdClientAddr string
 	EtcdPeerAddr   string
-	// NodeTimeout: a node silent this long is lost. Default 3s.
+	// NodeTimeout: a node silent this long is lost, once one of its
+	// witnesses has been heard long enough (controller.Fencing). Default
+	// DefaultNodeTimeout.
 	NodeTimeout time.Duration
 	// HeartbeatInterval agents are told to keep. Default 1s.
 	HeartbeatInterval time.Duration
+	// MaxOutage is how long agents keep their ranks while no server
+	// answers them or their witnesses; default controller.DefaultMaxOutage.
+	MaxOutage time.Duration
 	// Gateway, if set, serves the OpenAI API for every deployment on this
 	// listener (routing policy GatewayPolicy, default prefix-affinity).
 	Gateway       net.Listener
@@ -138,7 +143,7 @@ type Config struct {
 // applyDefaults fills what was left zero.
 func (c *Config) applyDefaults() {
 	if c.NodeTimeout <= 0 {
-		c.NodeTimeout = 3 * time.Second
+		c.NodeTimeout = DefaultNodeTimeout
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = time.Second
@@ -186,6 +191,8 @@ func (c Config) Validate() error {
 		return errors.New("server: --checkpoint-root is required with an external etcd")
 	case c.HeartbeatInterval*2 > c.NodeTimeout:
 		return fmt.Errorf("server: --node-timeout %s must be at least twice --heartbeat-interval %s", c.NodeTimeout, c.HeartbeatInterval)
+	case c.MaxOutage < 0:
+		return fmt.Errorf("server: --max-outage %s is negative", c.MaxOutage)
 	case c.JobRetention < 0:
 		return fmt.Errorf("server: --job-retention %s is negative (0 keeps finished jobs)", c.JobRetention)
 	case c.MaxFinishedJobs < 0:
@@ -207,6 +214,10 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	live *controller.Liveness // replaced on each leadership; read via liveness()
+	// fence is the timing contract with the agents; pool what witnesses
+	// are picked from (witnesses.go).
+	fence controller.Fencing
+	pool  witnessPool
 
 	// Set once Run has opened the store; read by handlers.
 	st *store.Store
@@ -253,6 +264,16 @@ type Server struct {
 	oidc *oidcAuth
 }
 
+// DefaultNodeTimeout is how long a node may be silent before it is lost:
+// 4.5 heartbeats, the least that leaves the agents' witnesses (see
+// controller.Fencing) time to tell a dead control plane from a cut-off
+// node, with half a heartbeat to spare.
+const DefaultNodeTimeout = 4500 * time.Millisecond
+
+// DefaultMaxOutage is how long agents keep ranks through a control-plane
+// outage by default.
+const DefaultMaxOutage = controller.DefaultMaxOutage
+
 // DefaultAPIRate is each user's request rate allowed by default, per
 // second (twice that in a burst): far above what a person or a script
 // submitting jobs needs, far below what hurts the control plane.
@@ -264,7 +285,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.applyDefaults()
-	s := &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), live: controller.NewLiveness(time.Now()),
+	fence := controller.NewFencing(cfg.HeartbeatInterval, cfg.NodeTimeout, cfg.MaxOutage)
+	s := &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), fence: fence,
+		live:    controller.NewLiveness(time.Now()).SetStreakGap(fence.StreakGap),
 		written: map[string]api.RankStatus{}, ready: make(chan struct{})}
 	if cfg.APIRate > 0 {
 		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
@@ -508,7 +531,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 		s.setLeader(true)
 		// A new leader gives every node a full timeout from now.
 		s.mu.Lock()
-		s.live = controller.NewLiveness(time.Now())
+		s.live = controller.NewLiveness(time.Now()).SetStreakGap(s.fence.StreakGap)
 		s.mu.Unlock()
 		// Losing the session (etcd unreachable past its TTL) ends this
 		// term: the watcher cancels runCtx, and is waited for below.
@@ -523,7 +546,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 			cancel()
 		}()
 		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
-			NodeTimeout: s.cfg.NodeTimeout, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
+			NodeTimeout: s.cfg.NodeTimeout, Fencing: s.fence, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
 			JobArchive: s.cfg.JobArchive, RetentionTick: s.cfg.RetentionTick, SecretsDir: s.cfg.SecretsDir,
 		}, s.log)

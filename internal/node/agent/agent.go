@@ -90,6 +90,7 @@ type Agent struct {
 	cfg    Config
 	log    *slog.Logger
 	server *client.Client     // the API of the control plane; set by Run
+	peerHC *http.Client       // asks witnesses (witness.go); set by Run
 	creds  *pki.KeyPair       // the node's certificate; set by Run
 	drv    *driver.Supervisor // set by Run before its loops start
 
@@ -112,8 +113,17 @@ type Agent struct {
 	lease      api.RegisterResponse
 	lastOK     time.Time // last successful heartbeat
 	fenced     bool
+	// leaseUntil is when the ranks' lease lapses (witness.go); witnesses
+	// are the nodes asked while the server is silent; outage: they said
+	// it is down, and the lease runs on their word.
+	leaseUntil time.Time
+	witnesses  []api.Witness
+	outage     bool
+	noWord     string // why the witnesses did not keep the ranks, last time asked
 	registered bool
-	ckptSent   map[string]int64 // newest checkpoint step reported per job
+	ckptSent   map[string]int64     // newest checkpoint step reported per job
+	ran        map[string]time.Time // task keys run and forgotten, when
+	ranSwept   time.Time
 	pendingCk  []api.CheckpointReport
 	pendingPr  []api.Progress
 	listenURL  string
@@ -174,7 +184,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	return &Agent{
 		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
-		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{},
+		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{}, ran: map[string]time.Time{},
 	}, nil
 }
 
@@ -220,6 +230,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		TLS: pki.ClientTLS(pool, creds)}); err != nil {
 		return fmt.Errorf("agent: --server: %w", err)
 	}
+	a.peerHC = pki.AgentClient(pool, creds)
+	defer a.peerHC.CloseIdleConnections()
 	listen := a.cfg.Listen
 	if listen == "" {
 		listen = net.JoinHostPort(a.cfg.Address, "0")
@@ -244,7 +256,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stop()
 	a.adopt(ctx)
 
-	srv := &http.Server{Handler: onlyServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: peersOrServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
 	serveErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -369,16 +381,25 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	if len(n.GPUs) == 0 && inv.Reason != "" {
 		a.log.Warn("no GPUs", "reason", inv.Reason)
 	}
+	// Whatever witnesses this agent had may not be the server's any more:
+	// it holds none until the registration answers.
+	a.mu.Lock()
+	a.witnesses = nil
+	a.mu.Unlock()
+	sent := time.Now()
 	resp, err := a.server.Register(ctx, &api.RegisterRequest{Node: n})
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 	a.mu.Lock()
 	a.lease = resp
+	a.witnesses = resp.Witnesses
 	a.registered = true
-	a.lastOK = time.Now()
-	a.fenced = false
+	a.lastOK = sent
+	a.fenced, a.outage = false, false
+	d := a.grantLocked(sent.Add(resp.FenceAfter.D()))
 	a.mu.Unlock()
+	a.passLease(d)
 	a.log.Info("registered", "server", a.cfg.Server, "gpus", len(n.GPUs), "address", a.cfg.Address)
 	return nil
 }
@@ -507,8 +528,11 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 			a.log.Debug("heartbeat failed", "err", err)
 			a.checkFence()
 		case resp.Reregister:
+			// The server has this node lost (or not at all): it has ended
+			// the attempts of whatever runs here, so nothing may run on.
 			// Nothing in this report was stored: keep it for the next one.
 			a.log.Info("server asks to register again")
+			a.fenceNow("the server has this node lost")
 			return
 		default:
 			if resp.Refused > 0 {
@@ -517,7 +541,7 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 				// node's operator looks.
 				a.log.Warn("the server refused reports of this heartbeat", "refused", resp.Refused)
 			}
-			a.reported(hb)
+			a.reported(hb, resp)
 		}
 		select {
 		case <-ctx.Done():
@@ -536,26 +560,47 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 // for more changes to carry.
 const kickCoalesce = 3 * time.Millisecond
 
-// checkFence kills every rank once the server has been unreachable for the
-// lease: the server will declare this node lost and restart its gangs
-// elsewhere, and the old ranks must be dead by then.
+// checkFence kills every rank once their lease has lapsed (witness.go):
+// the server will declare this node lost and restart its gangs
+// elsewhere, and the old ranks must be dead by then. The supervisor holds
+// the same lease and does the same if this agent cannot.
 func (a *Agent) checkFence() {
 	a.mu.Lock()
-	fence := a.lease.FenceAfter.D()
-	if fence <= 0 || a.lastOK.IsZero() || a.fenced || time.Since(a.lastOK) < fence {
+	if a.lease.FenceAfter <= 0 || a.lastOK.IsZero() || a.fenced || time.Now().Before(a.leaseUntil) {
 		a.mu.Unlock()
 		return
 	}
-	a.fenced = true
+	why := "server unreachable past the lease"
+	if a.noWord != "" {
+		why += " (" + a.noWord + ")"
+	}
+	a.mu.Unlock()
+	a.fenceNow(why)
+}
+
+// fenceNow kills every rank and follows no assignment until a heartbeat
+// succeeds again.
+func (a *Agent) fenceNow(why string) {
+	a.mu.Lock()
+	if a.fenced {
+		a.mu.Unlock()
+		return
+	}
+	fence := a.lease.FenceAfter.D()
+	a.fenced, a.outage = true, false
 	var live []*driver.Handle
 	for _, t := range a.tasks {
-		if t.h != nil {
-			t.stopped = true
+		// Not marked stopped: a rank still in the assignment list stays
+		// known (and is never started again) until the list drops it.
+		if t.h != nil && !t.status.State.Terminal() {
 			live = append(live, t.h)
 		}
 	}
 	a.mu.Unlock()
-	a.log.Warn("server unreachable past the lease: fencing, killing all ranks", "lease", fence, "ranks", len(live))
+	if len(live) == 0 {
+		return
+	}
+	a.log.Warn(why+": fencing, killing all ranks", "lease", fence, "ranks", len(live))
 	// Stop every rank's group first, then kill them all: killed one after
 	// another, a rank could see its node-mate die and exit on its own
 	// before its own SIGKILL, and its end would not read as the fence's.
@@ -579,6 +624,7 @@ func (a *Agent) snapshotReport() api.Heartbeat {
 	for _, k := range keys {
 		hb.Ranks = append(hb.Ranks, a.tasks[k].status)
 	}
+	hb.Witnesses = witnessNames(a.witnesses)
 	hb.Checkpoints = append(hb.Checkpoints, a.pendingCk...)
 	hb.Progress = append(hb.Progress, a.pendingPr...)
 	// Ack the newest list once nothing outside it is alive.
@@ -594,13 +640,28 @@ func (a *Agent) snapshotReport() api.Heartbeat {
 	return hb
 }
 
-// reported drops what a successful heartbeat delivered.
-func (a *Agent) reported(hb api.Heartbeat) {
+// reported drops what a successful heartbeat delivered, and renews the
+// ranks' lease from when it was sent.
+func (a *Agent) reported(hb api.Heartbeat, resp api.HeartbeatResponse) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	d := a.reportedLocked(hb, resp)
+	a.mu.Unlock()
+	a.passLease(d)
+}
+
+func (a *Agent) reportedLocked(hb api.Heartbeat, resp api.HeartbeatResponse) time.Duration {
 	// The server heard from us no earlier than we sent; fencing counts from
 	// there, so a slow answer cannot make the fence late.
 	a.lastOK = hb.SentAt
+	if a.lease.WitnessDown > 0 {
+		a.witnesses = resp.Witnesses
+	}
+	a.noWord = ""
+	if a.outage {
+		a.outage = false
+		a.log.Info("the server answers again after an outage; ranks kept")
+	}
+	d := a.grantLocked(hb.SentAt.Add(a.lease.FenceAfter.D()))
 	if a.fenced {
 		// The server never declared us lost (we fenced on a stall). The
 		// killed ranks are reported as exited and the controller restarts
@@ -616,16 +677,34 @@ func (a *Agent) reported(hb api.Heartbeat) {
 			t.reportedFinal = true
 		}
 	}
-	// Forget finished ranks the server no longer wants and has heard of.
+	// Forget finished ranks the server no longer wants and has heard of:
+	// no longer in the newest assignment list, which no later list can
+	// bring back (a key names one attempt). A key forgotten is remembered
+	// a while longer, against a list answered from a stale view.
+	now := time.Now()
 	for k, t := range a.tasks {
 		if t.stopped && t.reportedFinal && t.status.State.Terminal() {
 			delete(a.tasks, k)
+			a.ran[k] = now
 			if t.h != nil {
 				a.drv.Forget(k)
 			}
 		}
 	}
+	if len(a.ran) > 0 && now.Sub(a.ranSwept) > time.Minute {
+		a.ranSwept = now
+		for k, at := range a.ran {
+			if now.Sub(at) > ranMemory {
+				delete(a.ran, k)
+			}
+		}
+	}
+	return d
 }
+
+// ranMemory is how long the agent refuses to start a rank again after it
+// forgot it.
+const ranMemory = 10 * time.Minute
 
 func (a *Agent) kickNow() {
 	select {

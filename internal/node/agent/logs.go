@@ -15,6 +15,7 @@ import (
 func (a *Agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/logs", a.serveLogs)
+	mux.HandleFunc("GET /v1/peer/contact", a.servePeerContact)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	return mux
 }

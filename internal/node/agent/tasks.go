@@ -109,6 +109,10 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	for k, asg := range want {
 		t, ok := a.tasks[k]
 		if !ok {
+			if _, done := a.ran[k]; done {
+				a.log.Warn("assignment names a rank this node already ran; not starting it again", "task", k)
+				continue
+			}
 			start = append(start, asg)
 			continue
 		}
@@ -320,6 +324,7 @@ func (a *Agent) watchLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		a.askWitnesses(ctx)
 		a.checkFence()
 		a.mu.Lock()
 		var ts []*task

@@ -477,6 +477,20 @@ func (s *Supervisor) Forget(key string) {
 	}
 }
 
+// Lease tells the supervisor to kill every rank unless another lease comes
+// within d (protocol 4; an older supervisor ignores it). It does not wait
+// for an answer.
+func (s *Supervisor) Lease(d time.Duration) {
+	s.opMu.RLock()
+	defer s.opMu.RUnlock()
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		_ = s.write(c, request{Op: "lease", LeaseMS: max(d.Milliseconds(), 1)})
+	}
+}
+
 // KillAll is the machine dying, for demos and tests: SIGKILL to the
 // supervisor serving dir and to the process group of every rank its
 // journal holds as alive. It returns how many rank groups were alive.

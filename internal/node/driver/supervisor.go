@@ -138,6 +138,10 @@ type supervisor struct {
 	ln        net.Listener
 	retired   chan struct{} // closed by a retire: exit now
 	build     string        // buildID of this process's executable
+	// leaseUntil: every rank is killed once it passes with no new lease
+	// (the agent is dead, frozen or cut off); zero: no lease held.
+	leaseUntil time.Time
+	fencedPID  map[int]bool // ranks the lease's lapse killed, until reaped
 }
 
 // sconn is one agent connection.
@@ -231,6 +235,7 @@ func serve(dir string, logw io.Writer) error {
 		select {
 		case <-sigc:
 		case <-tick.C:
+			s.checkLease(time.Now())
 			s.pollWatched()
 			s.noteStartTicks()
 		case <-s.retired:
@@ -363,6 +368,11 @@ func (s *supervisor) serveConn(sc *sconn) {
 			sc.send(&reply{ID: req.ID})
 		case "hello":
 			sc.send(&reply{ID: req.ID, Version: protocolVersion, Build: s.build})
+		case "lease":
+			s.renewLease(time.Duration(req.LeaseMS) * time.Millisecond)
+			if req.ID != 0 {
+				sc.send(&reply{ID: req.ID})
+			}
 		case "retire":
 			if err := s.retire(); err != nil {
 				sc.send(&reply{ID: req.ID, Err: err.Error()})
@@ -601,7 +611,57 @@ func (s *supervisor) adoptLogs(r *record) {
 	}
 }
 
+// renewLease sets the lease to d from now.
+func (s *supervisor) renewLease(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaseUntil = time.Now().Add(d)
+}
+
+// checkLease kills every rank once the lease has lapsed: the agent that
+// renews it on the server's word is dead, frozen or cut off, and the
+// server will start these gangs elsewhere. As the agent's own fence: every
+// group stopped first, then all killed, so that no rank sees a node-mate
+// die and exits on its own first.
+func (s *supervisor) checkLease(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leaseUntil.IsZero() || now.Before(s.leaseUntil) {
+		return
+	}
+	s.leaseUntil = time.Time{}
+	var pids []int
+	for pid := range s.byPID {
+		pids = append(pids, pid)
+	}
+	for _, r := range s.recs {
+		if r.watched && !r.Exited {
+			pids = append(pids, r.State.PID)
+		}
+	}
+	if len(pids) == 0 {
+		return
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(-pid, syscall.SIGSTOP)
+	}
+	if s.fencedPID == nil {
+		s.fencedPID = map[int]bool{}
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		s.fencedPID[pid] = true
+	}
+	fmt.Fprintf(s.log, "%s lease lapsed with no agent renewing it: fenced, killed %d ranks\n", now.Format(time.RFC3339), len(pids))
+}
+
 func (s *supervisor) exitedLocked(r *record, e Exit) {
+	if s.fencedPID[r.State.PID] {
+		delete(s.fencedPID, r.State.PID)
+		if e.Message == "" {
+			e.Message = "fenced: no agent renewed the node's lease"
+		}
+	}
 	r.Exited, r.Exit = true, e
 	x := e
 	s.appendLocked(entry{Key: r.Key, Exit: &x})

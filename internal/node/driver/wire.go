@@ -23,9 +23,12 @@ import (
 // request is one message from the agent.
 type request struct {
 	ID   int64     `json:"id"`
-	Op   string    `json:"op"` // "hello", "start", "list", "forget" or "retire"
+	Op   string    `json:"op"` // "hello", "start", "list", "forget", "retire" or "lease"
 	Key  string    `json:"key,omitempty"`
 	Spec *wireSpec `json:"spec,omitempty"`
+	// LeaseMS ("lease"): kill every rank unless another lease comes
+	// within this many milliseconds.
+	LeaseMS int64 `json:"leaseMs,omitempty"`
 }
 
 // wireSpec is Spec as the supervisor needs it.
@@ -68,9 +71,11 @@ type reply struct {
 // replaces it, as it replaces any other build once idle); 3 runs a rank as
 // another account (runAs: a supervisor of version 2 would ignore it and
 // run the rank as itself, root, so the agent asks the version before such
-// a start and refuses it below 3). A later field a supervisor of an older
+// a start and refuses it below 3); 4 fences on a lapsed lease ("lease": a
+// supervisor of version 3 answers it "unknown op" and the agent's own
+// fence stays the only one). A later field a supervisor of an older
 // version would ignore must check the version first.
-const protocolVersion = 3
+const protocolVersion = 4
 
 // runAsVersion is the first protocol version that honours runAs.
 const runAsVersion = 3
