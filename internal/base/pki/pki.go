@@ -112,7 +112,7 @@ func NewCA(name string, ttl time.Duration) (*CA, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: name, Organization: []string{"gangway"}},
-		NotBefore:             now.Add(-time.Minute),
+		NotBefore:             now.Add(-Backdate),
 		NotAfter:              now.Add(ttl),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -237,15 +237,19 @@ func (ca *CA) template(subject pkix.Name, ttl time.Duration) *x509.Certificate {
 	return &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      subject,
-		NotBefore:    now.Add(-Backdate), // clocks a little apart
+		NotBefore:    now.Add(-Backdate), // clocks apart
 		NotAfter:     end,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
 }
 
-// Backdate is how far before its issue a certificate is valid from, for
-// clocks a little apart.
-const Backdate = time.Minute
+// Backdate is how far before its issue a certificate is valid from: a
+// node whose clock is behind the server's (no NTP yet after a boot, a
+// drifting RTC) must still accept the server's new certificate, and the
+// server its new node certificate. Fencing and liveness compare no clocks
+// (each side measures its own durations), so certificates are what skew
+// could break; an hour covers any clock a person would not notice.
+const Backdate = time.Hour
 
 // IssuedAt is when a certificate this CA made was issued.
 func IssuedAt(c *x509.Certificate) time.Time { return c.NotBefore.Add(Backdate) }

@@ -239,3 +239,31 @@ func serverCertOf(t *testing.T, srv, cli *tls.Config) *x509.Certificate {
 	defer c.Close()
 	return c.ConnectionState().PeerCertificates[0]
 }
+
+// TestSkewedClocks: a node whose clock is up to Backdate behind the
+// server's (or ahead, within the certificates' life) still completes the
+// handshake with certificates the server has just issued; beyond that it
+// cannot, and says why.
+func TestSkewedClocks(t *testing.T) {
+	ca, err := NewCA("test", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scert, skey, _ := ca.IssueServer([]string{"127.0.0.1"}, 24*time.Hour)
+	skp, _ := NewKeyPair(scert, skey)
+	csr, nkey, _ := NewCSR("node-1")
+	ncert, _ := ca.SignNode(csr, "node-1", nil, 24*time.Hour)
+	nkp, _ := NewKeyPair(ncert, nkey)
+	for _, skew := range []time.Duration{-45 * time.Minute, 45 * time.Minute, 10 * time.Hour} {
+		cc := ClientTLS(ca.Pool(), nkp)
+		cc.Time = func() time.Time { return time.Now().Add(skew) }
+		if got := handshake(t, ServerTLS(skp, ca.Pool(), true), cc, "127.0.0.1"); got.Subject.CommonName != "node-1" {
+			t.Errorf("node clock %s off: the server saw %s", skew, got.Subject.CommonName)
+		}
+	}
+	cc := ClientTLS(ca.Pool(), nkp)
+	cc.Time = func() time.Time { return time.Now().Add(-2 * Backdate) }
+	if err := tryHandshake(ServerTLS(skp, ca.Pool(), true), cc, "127.0.0.1"); err == nil {
+		t.Error("a node clock twice the backdate behind accepted a certificate not yet valid for it")
+	}
+}
