@@ -55,6 +55,9 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Errorf("register node %s: %w", n.Name, err))
 		return
 	}
+	if s.forwarded(w, r, b, n.Name) {
+		return
+	}
 	now := time.Now()
 	// Heard from now, before it is written Ready: a pass that sees it
 	// Ready must not find it silent since its last life.
@@ -112,6 +115,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	began := time.Now()
 	if err := s.authenticateNode(ctx, r, hb.Node); err != nil {
 		writeError(w, http.StatusForbidden, fmt.Errorf("heartbeat for node %s: %w", hb.Node, err))
+		return
+	}
+	if s.forwarded(w, r, b, hb.Node) {
 		return
 	}
 	n, err := s.node(ctx, hb.Node)

@@ -175,6 +175,11 @@ func (s *Server) authenticate(r *http.Request) (*api.Who, error) {
 			return nil, errors.New("the client certificate names neither a node nor a server")
 		}
 		if !id.Node {
+			if node := r.Header.Get(forwardHeader); node != "" {
+				// A replica forwards an agent's request to the leader; it
+				// checked the node's certificate.
+				return &api.Who{Kind: kindNode, Name: node, Via: "certificate, forwarded by a replica"}, nil
+			}
 			return &api.Who{Kind: kindServer, Name: id.Name, Role: api.RoleAdmin, Via: "certificate"}, nil
 		}
 		if at, revoked := s.revokedAt(id.Name); revoked && !pki.IssuedAt(cert).After(at) {

@@ -262,6 +262,10 @@ type Server struct {
 	limiter *ratelimit.Limiter
 	// oidc verifies ID tokens; nil without an issuer. Set by Run.
 	oidc *oidcAuth
+	// advertised is this replica's URL for other replicas and clients;
+	// lead what it knows of the leader (forward.go). Set by Run.
+	advertised string
+	leaderOf   leaderState
 }
 
 // DefaultNodeTimeout is how long a node may be silent before it is lost:
@@ -388,7 +392,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	if err := s.bootstrap(ctx, s.advertiseURL(ln.Addr())); err != nil {
+	s.advertised = s.advertiseURL(ln.Addr())
+	if err := s.bootstrap(ctx, s.advertised); err != nil {
 		return err
 	}
 	if s.cfg.OIDC.Issuer != "" {
@@ -421,6 +426,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = s.cache.Run(cctx) }()
 	go func() { defer wg.Done(); s.refreshRevocations(cctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.watchLeader(cctx, cli) }()
 	// The gateway always runs: it watches every deployment's replicas,
 	// which the autoscaler needs; it serves requests only with a listener.
 	gw, err := gateway.New(gateway.Config{Source: deploymentSource{c: s.cache}, Policy: s.cfg.GatewayPolicy, Logger: s.log, Keys: s.cfg.GatewayKeys,
@@ -528,6 +535,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 		}
 		backoff = electionBackoff
 		s.log.Info("became leader")
+		s.publishLeader(ctx, cli, sess.Lease())
 		s.setLeader(true)
 		// A new leader gives every node a full timeout from now.
 		s.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -87,6 +88,9 @@ func (s *Server) setupTLS(addr net.Addr) (*tls.Config, error) {
 		}
 	}
 	s.agentHC = pki.AgentClient(s.ca.Pool(), clientKP)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy, tr.TLSClientConfig = nil, pki.ClientTLS(s.ca.Pool(), clientKP)
+	s.leaderOf.hc = &http.Client{Transport: tr, Timeout: 15 * time.Second}
 	return pki.ServerTLS(s.serverKP, s.ca.Pool(), false), nil
 }
 
