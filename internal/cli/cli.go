@@ -59,6 +59,7 @@ func commands() []command {
 		{name: "drain", args: "NODE", summary: "cordon a node and move its gangs elsewhere", run: nodeActionCmd("drain")},
 		{name: "node", args: "revoke NODE", summary: "cut a node off: its certificate is refused until it joins again", run: runNode},
 		{name: "token", args: "create|list|revoke", summary: "make, list or revoke users' and agents' (join) tokens", run: runToken},
+		{name: "ca", args: "create DIR", summary: "make a cluster CA for several server replicas to share (--tls-ca, --tls-ca-key)", run: runCA},
 		{name: "whoami", summary: "say who the server takes you for, and the account your jobs run as", run: runWhoami},
 		{name: "audit", args: "[--who U] [--since D]", summary: "show the newest mutating requests: who, what, from where, result", run: runAudit},
 		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},

@@ -86,7 +86,10 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	listen := fs.String("listen", ":7070", "address the API listens on")
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated URLs of an external etcd cluster (default: embedded single member)")
 	etcdClient := fs.String("etcd-client-addr", "", "embedded etcd's client address (default: a free loopback port)")
-	etcdPeer := fs.String("etcd-peer-addr", "", "embedded etcd's peer address (default: a free loopback port)")
+	etcdPeer := fs.String("etcd-peer-addr", "", "embedded etcd's peer address, where other members reach it (default: a free loopback port)")
+	etcdName := fs.String("etcd-name", "", "this replica's member name in --initial-cluster")
+	initialCluster := fs.String("initial-cluster", "", "run as one of several replicas, each with an embedded etcd member: every member as NAME=https://HOST:PEERPORT,... (etcd's --initial-cluster; 3 or 5 members; all replicas share --tls-ca/--tls-ca-key)")
+	clusterState := fs.String("initial-cluster-state", "new", "new (the replicas form a cluster together) or existing (this member replaces one of a running cluster)")
 	nodeTimeout := fs.Duration("node-timeout", server.DefaultNodeTimeout, "a node that misses heartbeats this long is lost (once one of its witnesses is heard; at least 4 heartbeat intervals for witnesses to keep ranks through a control-plane outage)")
 	maxOutage := fs.Duration("max-outage", server.DefaultMaxOutage, "agents keep their ranks this long while no server answers them or their witnesses")
 	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
@@ -131,6 +134,9 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	if *gwStreamHdr < 0 || *gwHdr < 0 {
 		return cfg, nil, fail(e, fmt.Errorf("--gateway-stream-header-timeout %s, --gateway-header-timeout %s: must not be negative (0: no bound)", *gwStreamHdr, *gwHdr)), false
 	}
+	if *clusterState != "new" && *clusterState != "existing" {
+		return cfg, nil, fail(e, fmt.Errorf("--initial-cluster-state %q: want new or existing", *clusterState)), false
+	}
 	if *archive != "" {
 		// Found out now, not at the first deletion days from now.
 		f, err := os.OpenFile(*archive, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -146,6 +152,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	cfg = server.Config{
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval, MaxOutage: *maxOutage,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
+		EtcdName: *etcdName, InitialCluster: *initialCluster, ExistingCluster: *clusterState == "existing",
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/cmdkit"
+	"github.com/gangway/gangway/internal/base/pki"
 )
 
 // runToken is `gangway token create|list|revoke`: user tokens (who may do
@@ -218,4 +220,28 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// runCA makes a cluster CA for several server replicas to share
+// (--tls-ca, --tls-ca-key): `gangway ca create DIR`.
+func runCA(ctx context.Context, e *Env, args []string) int {
+	fs := cmdkit.NewFlags(e.Stderr, "ca", "create DIR")
+	rest, code, ok := cmdkit.ParseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 2 || rest[0] != "create" {
+		fmt.Fprintln(e.Stderr, "usage: gangway ca create DIR   (writes DIR/ca.crt and DIR/ca.key, the key readable by its owner only)")
+		return 2
+	}
+	ca, created, err := pki.LoadOrCreateCA(rest[1])
+	if err != nil {
+		return fail(e, err)
+	}
+	if !created {
+		return fail(e, fmt.Errorf("%s already holds a CA; not replacing it", rest[1]))
+	}
+	fmt.Fprintf(e.Stdout, "made the cluster CA %q in %s: give every server replica --tls-ca %s --tls-ca-key %s\n",
+		ca.Cert.Subject.CommonName, rest[1], filepath.Join(rest[1], pki.CAFile), filepath.Join(rest[1], pki.CAKeyFile))
+	return 0
 }

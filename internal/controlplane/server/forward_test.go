@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -12,8 +13,10 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/pki"
+	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/store"
+	"go.uber.org/goleak"
 )
 
 // replica is one server of several on a shared etcd.
@@ -151,4 +154,104 @@ func TestReplicasForwardAgentsToTheLeader(t *testing.T) {
 	if _, ack := r2.s.liveness().Get("n1"); ack != 9 {
 		t.Errorf("the new leader's heartbeat memory has ack %d; want 9", ack)
 	}
+}
+
+// TestThreeReplicasFormTheirOwnEtcd: three replicas, each with an embedded
+// etcd member of one cluster (peers over TLS with the shared CA); one
+// leads, an agent may use any of them, and when the leader stops another
+// leads on the two members left.
+func TestThreeReplicasFormTheirOwnEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three etcd members")
+	}
+	before := goleak.IgnoreCurrent()
+	dir := t.TempDir()
+	ca, _, err := pki.LoadOrCreateCA(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := make([]string, 3)
+	var members []string
+	for i := range peers {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[i] = ln.Addr().String()
+		ln.Close()
+		members = append(members, fmt.Sprintf("s%d=https://%s", i+1, peers[i]))
+	}
+	type started struct {
+		i int
+		r *replica
+	}
+	out := make(chan started, 3)
+	for i := range peers {
+		cfg := Config{DataDir: filepath.Join(dir, fmt.Sprintf("s%d", i+1)), EtcdName: fmt.Sprintf("s%d", i+1),
+			EtcdPeerAddr: peers[i], InitialCluster: strings.Join(members, ","),
+			TLSCA: filepath.Join(dir, "pki", pki.CAFile), TLSCAKey: filepath.Join(dir, "pki", pki.CAKeyFile), NodeTimeout: time.Minute}
+		go func() { out <- started{i, startReplica(t, cfg)} }()
+	}
+	rs := make([]*replica, 3)
+	for range rs {
+		s := <-out
+		if s.r == nil {
+			t.FailNow()
+		}
+		rs[s.i] = s.r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := func(among []*replica) *replica {
+		t.Helper()
+		var l *replica
+		if err := wait.Until(ctx, 50*time.Millisecond, func() (bool, error) {
+			n := 0
+			for _, r := range among {
+				if r.s.controller() != nil {
+					l, n = r, n+1
+				}
+			}
+			return n == 1, nil
+		}); err != nil {
+			t.Fatalf("never exactly one leader: %v", err)
+		}
+		return l
+	}
+	l := leader(rs)
+	var rest []*replica
+	for _, r := range rs {
+		if r != l {
+			rest = append(rest, r)
+		}
+	}
+	csr, key, _ := pki.NewCSR("n1")
+	cert, _ := ca.SignNode(csr, "n1", nil, time.Hour)
+	kp, _ := pki.NewKeyPair(cert, key)
+	agent, err := client.New(client.Config{Server: rest[0].url, TLS: pki.ClientTLS(ca.Pool(), kp), Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.CloseIdleConnections()
+	if err := wait.Until(ctx, 50*time.Millisecond, func() (bool, error) {
+		_, err := agent.Register(ctx, &api.RegisterRequest{Node: testNode("n1", "https://127.0.0.1:1", nil)})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("register through a replica that does not lead: %v", err)
+	}
+	l.stop()
+	l2 := leader(rest)
+	if _, err := l2.s.st.Node(ctx, "n1"); err != nil {
+		t.Errorf("after the leader stopped, the store on two members lost node n1: %v", err)
+	}
+	for _, r := range rest {
+		r.stop()
+	}
+	// Members' peer connections take a few seconds to wind down after
+	// the last member closes; wait for them rather than report them.
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	_ = wait.Until(wctx, 200*time.Millisecond, func() (bool, error) {
+		return goleak.Find(append(testenv.EtcdLeaks(), before)...) == nil, nil
+	})
 }

@@ -61,6 +61,16 @@ type Config struct {
 	// (empty: free loopback ports).
 	EtcdClientAddr string
 	EtcdPeerAddr   string
+	// EtcdName and InitialCluster make the embedded member one of several
+	// (replicas, each with its own DataDir): InitialCluster lists every
+	// member as name=https://host:port (etcd's --initial-cluster, the
+	// peer addresses), this one as EtcdName at EtcdPeerAddr. Peers speak
+	// TLS with certificates of the cluster CA, which every replica must
+	// share (TLSCA and TLSCAKey). ExistingCluster joins a running cluster
+	// (a replaced member) instead of forming a new one.
+	EtcdName        string
+	InitialCluster  string
+	ExistingCluster bool
 	// NodeTimeout: a node silent this long is lost, once one of its
 	// witnesses has been heard long enough (controller.Fencing). Default
 	// DefaultNodeTimeout.
@@ -203,6 +213,12 @@ func (c Config) Validate() error {
 		return errors.New("server: give --tls-cert and --tls-key together")
 	case (c.TLSCA == "") != (c.TLSCAKey == ""):
 		return errors.New("server: give --tls-ca and --tls-ca-key together (the CA key signs node certificates)")
+	case c.InitialCluster != "" && len(c.EtcdEndpoints) > 0:
+		return errors.New("server: --initial-cluster forms an embedded etcd of several members; with --etcd-endpoints there is none")
+	case c.InitialCluster != "" && (c.EtcdName == "" || c.EtcdPeerAddr == ""):
+		return errors.New("server: --initial-cluster needs --etcd-name (this member's name in it) and --etcd-peer-addr (where the others reach it)")
+	case c.InitialCluster != "" && c.TLSCA == "":
+		return errors.New("server: replicas must share one cluster CA: give each --tls-ca and --tls-ca-key (make one with: gangway ca create DIR)")
 	case c.DataDir == "" && c.TLSCA == "":
 		return errors.New("server: --data-dir (where the cluster CA is made) or --tls-ca is required")
 	}
@@ -266,6 +282,8 @@ type Server struct {
 	// lead what it knows of the leader (forward.go). Set by Run.
 	advertised string
 	leaderOf   leaderState
+	// peerTLS is the embedded etcd's peer certificate (with other members).
+	peerTLS store.TLSFiles
 }
 
 // DefaultNodeTimeout is how long a node may be silent before it is lost:
@@ -363,6 +381,14 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if s.cfg.Gateway != nil {
 		defer s.cfg.Gateway.Close()
 	}
+	// TLS first: with other members, the embedded etcd's peers use the
+	// cluster CA.
+	tlsCfg, err := s.setupTLS(ln.Addr())
+	if err != nil {
+		return err
+	}
+	defer s.leaderOf.hc.CloseIdleConnections()
+	defer s.agentHC.CloseIdleConnections()
 	var cli *clientv3.Client
 	if len(s.cfg.EtcdEndpoints) > 0 {
 		c, err := store.DialWith(ctx, store.DialConfig{Endpoints: s.cfg.EtcdEndpoints, TLS: s.cfg.EtcdTLS})
@@ -371,9 +397,16 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}
 		cli = c
 	} else {
-		e, err := store.StartEmbedded(ctx, store.EmbeddedConfig{
+		ec := store.EmbeddedConfig{
 			Dir: s.cfg.DataDir, ClientAddr: s.cfg.EtcdClientAddr, PeerAddr: s.cfg.EtcdPeerAddr,
-		})
+			Name: s.cfg.EtcdName, InitialCluster: s.cfg.InitialCluster, ExistingCluster: s.cfg.ExistingCluster,
+		}
+		if s.cfg.InitialCluster != "" {
+			ec.PeerTLS, ec.PeerCN = s.peerTLS, pki.ServerName
+			s.log.Info("starting the embedded etcd member; it serves once a majority of --initial-cluster has started",
+				"name", s.cfg.EtcdName, "initial_cluster", s.cfg.InitialCluster)
+		}
+		e, err := store.StartEmbedded(ctx, ec)
 		if err != nil {
 			return err
 		}
@@ -388,10 +421,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	s.st = store.New(cli)
 	s.cache = store.NewCache(s.st, s.log)
 	s.statuses.st = s.st
-	tlsCfg, err := s.setupTLS(ln.Addr())
-	if err != nil {
-		return err
-	}
 	s.advertised = s.advertiseURL(ln.Addr())
 	if err := s.bootstrap(ctx, s.advertised); err != nil {
 		return err

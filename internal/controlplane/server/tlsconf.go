@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/base/pki"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // serverCertTTL is how long a server certificate the server issues itself
@@ -87,11 +88,38 @@ func (s *Server) setupTLS(addr net.Addr) (*tls.Config, error) {
 			return nil, err
 		}
 	}
+	if s.cfg.InitialCluster != "" {
+		if err := s.issuePeerCert(addr); err != nil {
+			return nil, err
+		}
+	}
 	s.agentHC = pki.AgentClient(s.ca.Pool(), clientKP)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy, tr.TLSClientConfig = nil, pki.ClientTLS(s.ca.Pool(), clientKP)
 	s.leaderOf.hc = &http.Client{Transport: tr, Timeout: 15 * time.Second}
 	return pki.ServerTLS(s.serverKP, s.ca.Pool(), false), nil
+}
+
+// issuePeerCert issues the certificate the embedded etcd member shows its
+// peers (a server's, for every name of this host and the peer address),
+// under DataDir/pki, at every start.
+func (s *Server) issuePeerCert(addr net.Addr) error {
+	hosts := s.hostNames(addr)
+	if h, _, err := net.SplitHostPort(s.cfg.EtcdPeerAddr); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	certPEM, keyPEM, err := s.ca.IssueServer(hosts, serverCertTTL)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.pkiDir(), 0o700); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.peerTLS = store.TLSFiles{CA: s.cfg.TLSCA, Cert: filepath.Join(s.pkiDir(), "etcd-peer.crt"), Key: filepath.Join(s.pkiDir(), "etcd-peer.key")}
+	if err := pki.WriteFile(s.peerTLS.Key, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return pki.WriteFile(s.peerTLS.Cert, certPEM, 0o644)
 }
 
 // hostNames are the names and addresses this server's certificate covers:

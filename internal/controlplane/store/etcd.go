@@ -38,7 +38,21 @@ type EmbeddedConfig struct {
 	// CA (Embedded.ClientFiles); empty picks a free loopback port.
 	ClientAddr string
 	// PeerAddr is the raft peer address; empty picks a free loopback port.
+	// With other members it is where they reach this one.
 	PeerAddr string
+	// Name is this member's name; default "gangway".
+	Name string
+	// InitialCluster lists every member as name=https://host:port (etcd's
+	// --initial-cluster), this one included; empty: this member alone.
+	InitialCluster string
+	// ExistingCluster joins a cluster that already runs (etcd's
+	// --initial-cluster-state existing) instead of forming a new one.
+	ExistingCluster bool
+	// PeerTLS secures the peer listener when there are other members:
+	// each member serves with Cert and Key and accepts only peers whose
+	// certificate chains to CA and is named PeerCN.
+	PeerTLS TLSFiles
+	PeerCN  string
 	// Verbose keeps etcd's own logging; by default it is silenced.
 	Verbose bool
 }
@@ -62,8 +76,8 @@ type Embedded struct {
 // Its client listener is TLS and requires a client certificate signed by
 // a CA of etcd's own (not the cluster CA, which signs nodes), made under
 // Dir/EtcdPKIDir on the first start and reused after. The in-process
-// Client needs none of it. The peer listener stays plain loopback: there
-// is one member; several would need peer TLS too.
+// Client needs none of it. Alone, the peer listener is plain loopback;
+// with other members (InitialCluster) it is TLS both ways (PeerTLS).
 func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	if c.Dir == "" {
 		return nil, errors.New("store: embedded etcd needs a data directory")
@@ -113,6 +127,9 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	}
 	cfg := embed.NewConfig()
 	cfg.Name = "gangway"
+	if c.Name != "" {
+		cfg.Name = c.Name
+	}
 	cfg.Dir = filepath.Join(c.Dir, "etcd")
 	cfg.ClientTLSInfo = transport.TLSInfo{
 		CertFile:      p.server.Cert,
@@ -127,9 +144,26 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	pu := url.URL{Scheme: "http", Host: c.PeerAddr}
 	cfg.ListenClientUrls = []url.URL{cu}
 	cfg.AdvertiseClientUrls = []url.URL{cu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	if c.InitialCluster != "" {
+		// Several members: raft between them over TLS, only with peers
+		// holding a certificate of the given CA and name.
+		if c.PeerTLS.CA == "" {
+			return nil, errors.New("store: a member of several needs peer TLS")
+		}
+		pu.Scheme = "https"
+		if err := checkInitialCluster(c.InitialCluster, cfg.Name, pu.String()); err != nil {
+			return nil, err
+		}
+		cfg.InitialCluster = c.InitialCluster
+		cfg.PeerTLSInfo = transport.TLSInfo{CertFile: c.PeerTLS.Cert, KeyFile: c.PeerTLS.Key, TrustedCAFile: c.PeerTLS.CA,
+			ClientCertAuth: true, AllowedCNs: []string{c.PeerCN}}
+		if c.ExistingCluster {
+			cfg.ClusterState = embed.ClusterStateFlagExisting
+		}
+	}
 	cfg.ListenPeerUrls = []url.URL{pu}
 	cfg.AdvertisePeerUrls = []url.URL{pu}
-	cfg.InitialCluster = cfg.Name + "=" + pu.String()
 	cfg.ListenMetricsUrls = nil
 	// A small single-member cluster: short election ticks keep start-up
 	// quick; snapshots and compaction keep the data directory small.
@@ -161,6 +195,40 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		return nil, errors.New("store: embedded etcd did not become ready in 60s")
 	}
 	return &Embedded{etcd: e, Endpoint: cu.String(), ClientFiles: p.client, clientTLS: clientTLS}, nil
+}
+
+// checkInitialCluster reports what in an --initial-cluster list cannot
+// work for member name advertising peerURL, in the flags' words.
+func checkInitialCluster(list, name, peerURL string) error {
+	seen := map[string]bool{}
+	found := false
+	for _, m := range strings.Split(list, ",") {
+		n, u, ok := strings.Cut(strings.TrimSpace(m), "=")
+		if !ok || n == "" || u == "" {
+			return fmt.Errorf("store: --initial-cluster %q: %q is not name=https://host:port", list, m)
+		}
+		pu, err := url.Parse(u)
+		if err != nil || pu.Scheme != "https" || pu.Port() == "" {
+			return fmt.Errorf("store: --initial-cluster: member %s at %q: want https://host:port (peers speak TLS)", n, u)
+		}
+		if seen[n] {
+			return fmt.Errorf("store: --initial-cluster names member %s twice", n)
+		}
+		seen[n] = true
+		if n == name {
+			found = true
+			if u != peerURL {
+				return fmt.Errorf("store: --initial-cluster has this member (%s) at %s, but --etcd-peer-addr makes it %s", name, u, peerURL)
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("store: --initial-cluster %q does not name this member (--etcd-name %s)", list, name)
+	}
+	if len(seen)%2 == 0 {
+		return fmt.Errorf("store: --initial-cluster has %d members: use an odd number (3 or 5) so that a majority survives a member's loss", len(seen))
+	}
+	return nil
 }
 
 // ClientTLS is a TLS configuration that dials Endpoint (with DialWith):
