@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,7 +40,9 @@ import (
 
 // Config configures an agent.
 type Config struct {
-	// Server is the control plane's base URL.
+	// Server is the control plane's base URL, or several replicas' URLs
+	// separated by commas (the agent moves to the next when one cannot be
+	// reached).
 	Server string
 	// Name is the node's name. Default: the host name.
 	Name string
@@ -136,8 +139,10 @@ func (c Config) Validate() error {
 	if c.Server == "" {
 		return errors.New("agent: --server is required")
 	}
-	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("agent: --server %q: want https://host:port (the server speaks TLS only)", c.Server)
+	for _, srv := range strings.Split(c.Server, ",") {
+		if u, err := url.Parse(strings.TrimSpace(srv)); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("agent: --server %q: want https://host:port (the server speaks TLS only), or several separated by commas", srv)
+		}
 	}
 	if c.DataDir == "" {
 		return errors.New("agent: --data-dir is required")
@@ -212,7 +217,8 @@ type task struct {
 // them) unless the agent fenced itself.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Address == "" {
-		addr, err := routeAddr(a.cfg.Server)
+		first, _, _ := strings.Cut(a.cfg.Server, ",")
+		addr, err := routeAddr(strings.TrimSpace(first))
 		if err != nil {
 			return err
 		}
