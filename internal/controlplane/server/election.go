@@ -97,3 +97,10 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 		sess.Close()
 	}
 }
+
+// testHooks are settings only tests change; zero values are production's.
+type testHooks struct {
+	// storeTimeout bounds each etcd request (store.Options.CallTimeout);
+	// 0: the store's default.
+	storeTimeout time.Duration
+}

@@ -250,6 +250,10 @@ type Server struct {
 	limiter *ratelimit.Limiter
 	// oidc verifies ID tokens; nil without an issuer. Set by Run.
 	oidc *oidcAuth
+	// etcd is the embedded member, nil with an external etcd. Set by Run.
+	etcd *store.Embedded
+	// hooks are what only tests set.
+	hooks testHooks
 }
 
 // DefaultAPIRate is each user's request rate allowed by default, per
@@ -336,6 +340,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		defer s.cfg.Gateway.Close()
 	}
 	var cli *clientv3.Client
+	var etcdStopped <-chan struct{} // the embedded member's; nil: never
 	if len(s.cfg.EtcdEndpoints) > 0 {
 		c, err := store.DialWith(ctx, store.DialConfig{Endpoints: s.cfg.EtcdEndpoints, TLS: s.cfg.EtcdTLS})
 		if err != nil {
@@ -350,14 +355,14 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		defer e.Close()
-		cli = e.Client()
+		cli, s.etcd, etcdStopped = e.Client(), e, e.Done()
 		s.log.Info("embedded etcd ready", "endpoint", e.Endpoint, "dir", s.cfg.DataDir)
 	}
 	defer cli.Close()
 	if err := os.MkdirAll(s.cfg.CheckpointRoot, 0o755); err != nil {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
-	s.st = store.New(cli)
+	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout})
 	s.cache = store.NewCache(s.st, s.log)
 	s.statuses.st = s.st
 	tlsCfg, err := s.setupTLS(ln.Addr())
@@ -442,6 +447,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case <-etcdStopped:
+		// Its in-process clients would only fail from now on.
+		err = errors.New("server: the embedded etcd stopped")
 	}
 	stopLead()
 	<-leadDone

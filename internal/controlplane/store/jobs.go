@@ -58,7 +58,7 @@ func (s *Store) CreateJobAs(ctx context.Context, j *api.Job) error {
 	if err != nil {
 		return fmt.Errorf("store: encode job: %w", err)
 	}
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
 		Then(clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: create job: %w", err)
@@ -98,7 +98,7 @@ func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpe
 	var written []string
 	undo := func(cause error) error {
 		for _, id := range written {
-			_, _ = s.c.Delete(context.WithoutCancel(ctx), jobKey(id))
+			_, _ = s.kv.Delete(context.WithoutCancel(ctx), jobKey(id))
 		}
 		return cause
 	}
@@ -114,7 +114,7 @@ func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpe
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0))
 			ops = append(ops, clientv3.OpPut(jobKey(j.ID), string(b)))
 		}
-		tr, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		tr, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return nil, undo(fmt.Errorf("store: create array %s: %w", arrayID, err))
 		}
@@ -131,7 +131,7 @@ func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpe
 
 // Job reads one job.
 func (s *Store) Job(ctx context.Context, id string) (*api.Job, error) {
-	resp, err := s.c.Get(ctx, jobKey(id))
+	resp, err := s.kv.Get(ctx, jobKey(id))
 	if err != nil {
 		return nil, fmt.Errorf("store: get job %s: %w", id, err)
 	}
@@ -148,7 +148,7 @@ func (s *Store) Job(ctx context.Context, id string) (*api.Job, error) {
 
 // Jobs lists every job, oldest first, and the store revision it read at.
 func (s *Store) Jobs(ctx context.Context) ([]*api.Job, int64, error) {
-	resp, err := s.c.Get(ctx, jobsPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, jobsPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list jobs: %w", err)
 	}
@@ -160,7 +160,7 @@ func (s *Store) Jobs(ctx context.Context) ([]*api.Job, int64, error) {
 // revision it read at: one ranged read of n keys, however many jobs the
 // store keeps.
 func (s *Store) RecentJobs(ctx context.Context, n int) ([]*api.Job, int64, error) {
-	resp, err := s.c.Get(ctx, jobsPrefix, clientv3.WithPrefix(),
+	resp, err := s.kv.Get(ctx, jobsPrefix, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(n)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list recent jobs: %w", err)
@@ -239,7 +239,7 @@ func (s *Store) StopAttempt(ctx context.Context, j *api.Job, attempt int, nodes 
 
 // Assignments lists what a node should run, at the revision read.
 func (s *Store) Assignments(ctx context.Context, node string) (api.AssignmentList, error) {
-	resp, err := s.c.Get(ctx, assignNodePrefix(node), clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, assignNodePrefix(node), clientv3.WithPrefix())
 	if err != nil {
 		return api.AssignmentList{}, fmt.Errorf("store: list assignments of %s: %w", node, err)
 	}
