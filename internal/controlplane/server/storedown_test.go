@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,5 +159,22 @@ func TestEmbeddedEtcdStoppedEndsRun(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Run still running a minute after its embedded etcd stopped")
+	}
+}
+
+// TestAssignmentsPollBeforeTheCacheLoadsIs503: an agent's long poll to a
+// server whose cache has not loaded the store is answered, once its wait
+// passes, 503 with the reason, never with a list (an empty one would stop
+// the agent's ranks).
+func TestAssignmentsPollBeforeTheCacheLoadsIs503(t *testing.T) {
+	s := newTestServer(t)
+	s.cache = store.NewCache(nil, s.log) // never runs: never loads
+	for _, index := range []string{"0", "42"} {
+		r := httptest.NewRequest("GET", "/v1/agent/assignments?node=n1&wait=50ms&index="+index, nil)
+		w := httptest.NewRecorder()
+		s.routes().ServeHTTP(w, asWho(r, &api.Who{Kind: kindNode, Name: "n1"}))
+		if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "has not loaded the store") {
+			t.Errorf("index %s: %d %s; want 503 saying the store is not loaded yet", index, w.Code, w.Body)
+		}
 	}
 }
