@@ -7,8 +7,10 @@
 // resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
 // its routes and handlers; http.go the routing and the helpers they share;
 // admit.go and capacity.go what a submission must pass; server.go the
-// process (store, cache, gateway, HTTP); election.go leader election. The
-// wire types are internal/api's; Go callers use internal/api/client.
+// process (store, cache, gateway, HTTP); election.go leader election;
+// cluster.go the check that the data directory and the store belong to
+// one cluster. The wire types are internal/api's; Go callers use
+// internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
 // OIDC ID token checked by coreos/go-oidc in oidc.go),
@@ -252,6 +254,8 @@ type Server struct {
 	oidc *oidcAuth
 	// etcd is the embedded member, nil with an external etcd. Set by Run.
 	etcd *store.Embedded
+	// clusterID is the cluster's (cluster.go). Set by Run before it serves.
+	clusterID string
 	// hooks are what only tests set.
 	hooks testHooks
 }
@@ -363,6 +367,10 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
 	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout})
+	var err error
+	if s.clusterID, err = s.checkCluster(ctx); err != nil {
+		return err
+	}
 	s.cache = store.NewCache(s.st, s.log)
 	s.statuses.st = s.st
 	tlsCfg, err := s.setupTLS(ln.Addr())
