@@ -50,7 +50,8 @@ func runServer(t *testing.T, s *Server) (c *client.Client, done <-chan error, st
 		stop()
 		t.Fatal(err)
 	}
-	adm.Retries = -1 // see every answer
+	adm.Retries = -1                             // see every answer
+	adm.Server = "https://" + ln.Addr().String() // admin.conf has the first run's
 	if c, err = client.New(adm); err != nil {
 		stop()
 		t.Fatal(err)
