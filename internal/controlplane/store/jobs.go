@@ -71,10 +71,11 @@ func (s *Store) CreateJobAs(ctx context.Context, j *api.Job) error {
 }
 
 // CreateJobs stores one job per index of the array a, all with spec,
-// under consecutive IDs; the first is the array's ID. They go batchOps to
-// a transaction; if one fails, the tasks already stored are deleted again
-// and the error returned, so an array is stored whole or not at all
-// (short of the store failing during the clean-up too).
+// under consecutive IDs; the first is the array's ID. They go in one
+// transaction when etcd's limits allow it; else batchOps to a
+// transaction, and if one fails, the tasks already stored are deleted
+// again and the error returned, so an array is stored whole or not at all
+// (short, in that case, of the store failing during the clean-up too).
 func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpec, now time.Time) ([]*api.Job, error) {
 	n := len(a.Indices)
 	if n == 0 {
@@ -95,6 +96,27 @@ func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpe
 			Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
 		}
 	}
+	cmps := make([]clientv3.Cmp, n)
+	ops := make([]clientv3.Op, n)
+	for i, j := range jobs {
+		b, err := json.Marshal(j)
+		if err != nil {
+			return nil, fmt.Errorf("store: encode job: %w", err)
+		}
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)
+		ops[i] = clientv3.OpPut(jobKey(j.ID), string(b))
+	}
+	// One transaction when etcd takes it (the embedded one takes up to
+	// MaxTxnOps and MaxRequestBytes): whole or nothing, whatever befalls
+	// the store meanwhile. Else batchOps to one (an external etcd with its
+	// default limits), cleaned up after a failure.
+	size, most := n, MaxTxnOps
+	if s.arrayTxnOps > 0 {
+		most = s.arrayTxnOps
+	}
+	if n > most || opsBytes(ops) > MaxRequestBytes-1<<20 {
+		size = batchOps
+	}
 	var written []string
 	undo := func(cause error) error {
 		for _, id := range written {
@@ -102,29 +124,24 @@ func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpe
 		}
 		return cause
 	}
-	for lo := 0; lo < n; lo += batchOps {
-		hi := min(lo+batchOps, n)
-		cmps := make([]clientv3.Cmp, 0, hi-lo)
-		ops := make([]clientv3.Op, 0, hi-lo)
-		for _, j := range jobs[lo:hi] {
-			b, err := json.Marshal(j)
-			if err != nil {
-				return nil, undo(fmt.Errorf("store: encode job: %w", err))
-			}
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0))
-			ops = append(ops, clientv3.OpPut(jobKey(j.ID), string(b)))
+	for lo := 0; lo < n; {
+		hi := min(lo+size, n)
+		tr, err := s.kv.Txn(ctx).If(cmps[lo:hi]...).Then(ops[lo:hi]...).Commit()
+		if err != nil && tooLarge(err) && size > batchOps {
+			size = batchOps // nothing written yet: the first try was all
+			continue
 		}
-		tr, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return nil, undo(fmt.Errorf("store: create array %s: %w", arrayID, err))
 		}
 		if !tr.Succeeded {
-			return nil, undo(fmt.Errorf("store: create array %s: job IDs %s.. already taken: %w", arrayID, jobs[lo].ID, ErrConflict))
+			return nil, undo(fmt.Errorf("store: create array %s: job IDs %s..%s (some) already taken: %w", arrayID, jobs[lo].ID, jobs[hi-1].ID, ErrConflict))
 		}
 		for _, j := range jobs[lo:hi] {
 			j.ModRevision = tr.Header.Revision
 			written = append(written, j.ID)
 		}
+		lo = hi
 	}
 	return jobs, nil
 }

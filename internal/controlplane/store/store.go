@@ -50,6 +50,10 @@ type Store struct {
 	idMu   sync.Mutex // guards idNext and idEnd
 	idNext int64      // next job ID of the reserved block
 	idEnd  int64      // first ID past the block
+
+	// arrayTxnOps, if set, replaces MaxTxnOps as the most tasks an array
+	// writes in one transaction (tests: the batched path).
+	arrayTxnOps int
 }
 
 // idBlock is how many job IDs one sequence update reserves.
