@@ -12,6 +12,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/audit"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // Authorization: what a caller may do. Every route has an access level in
@@ -94,6 +95,11 @@ func (s *Server) guard(mux *http.ServeMux) http.Handler {
 			return
 		}
 		wh, err := s.authenticate(r)
+		if errors.Is(err, store.ErrUnavailable) {
+			// The credentials could not be checked, not found wrong.
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("authenticate: %w", err))
+			return
+		}
 		if err != nil {
 			s.refusedAuth.Add(1)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="gangway"`)

@@ -99,7 +99,8 @@ func statusFor(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, store.ErrConflict), errors.Is(err, errConflict):
 		return http.StatusConflict
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrStale),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -7,8 +7,10 @@
 // resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
 // its routes and handlers; http.go the routing and the helpers they share;
 // admit.go and capacity.go what a submission must pass; server.go the
-// process (store, cache, gateway, HTTP) and leader election. The wire
-// types are internal/api's; Go callers use internal/api/client.
+// process (store, cache, gateway, HTTP); election.go leader election;
+// cluster.go the check that the data directory and the store belong to
+// one cluster. The wire types are internal/api's; Go callers use
+// internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
 // OIDC ID token checked by coreos/go-oidc in oidc.go),
@@ -47,7 +49,6 @@ import (
 	"github.com/gangway/gangway/internal/planner"
 	"github.com/gangway/gangway/internal/topology"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Config configures a server.
@@ -284,6 +285,12 @@ type Server struct {
 	leaderOf   leaderState
 	// peerTLS is the embedded etcd's peer certificate (with other members).
 	peerTLS store.TLSFiles
+	// etcd is the embedded member, nil with an external etcd. Set by Run.
+	etcd *store.Embedded
+	// clusterID is the cluster's (cluster.go). Set by Run before it serves.
+	clusterID string
+	// hooks are what only tests set.
+	hooks testHooks
 }
 
 // DefaultNodeTimeout is how long a node may be silent before it is lost:
@@ -390,6 +397,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	defer s.leaderOf.hc.CloseIdleConnections()
 	defer s.agentHC.CloseIdleConnections()
 	var cli *clientv3.Client
+	var etcdStopped <-chan struct{} // the embedded member's; nil: never
 	if len(s.cfg.EtcdEndpoints) > 0 {
 		c, err := store.DialWith(ctx, store.DialConfig{Endpoints: s.cfg.EtcdEndpoints, TLS: s.cfg.EtcdTLS})
 		if err != nil {
@@ -411,14 +419,17 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 		defer e.Close()
-		cli = e.Client()
+		cli, s.etcd, etcdStopped = e.Client(), e, e.Done()
 		s.log.Info("embedded etcd ready", "endpoint", e.Endpoint, "dir", s.cfg.DataDir)
 	}
 	defer cli.Close()
 	if err := os.MkdirAll(s.cfg.CheckpointRoot, 0o755); err != nil {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
-	s.st = store.New(cli)
+	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout})
+	if s.clusterID, err = s.checkCluster(ctx); err != nil {
+		return err
+	}
 	s.cache = store.NewCache(s.st, s.log)
 	s.statuses.st = s.st
 	s.advertised = s.advertiseURL(ln.Addr())
@@ -502,6 +513,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case <-etcdStopped:
+		// Its in-process clients would only fail from now on.
+		err = errors.New("server: the embedded etcd stopped")
 	}
 	stopLead()
 	<-leadDone
@@ -515,93 +529,6 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	ccancel()
 	wg.Wait()
 	return err
-}
-
-// Waits between two failed tries to join the election: doubled per
-// failure from the first to the last.
-const (
-	electionBackoff    = 250 * time.Millisecond
-	electionBackoffMax = 4 * time.Second
-)
-
-// lead campaigns for leadership and runs the controllers while leader,
-// again after each loss of it, until ctx ends; it returns only after the
-// goroutines it started have exited.
-func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
-	host, _ := os.Hostname()
-	backoff := electionBackoff
-	// retry waits after a failure; false when ctx ended meanwhile.
-	retry := func(what string, err error) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		s.log.Warn(what+" failed; retrying", "err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		defer t.Stop()
-		backoff = min(2*backoff, electionBackoffMax)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
-	for ctx.Err() == nil {
-		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(5), concurrency.WithContext(ctx))
-		if err != nil {
-			if !retry("leader session", err) {
-				return
-			}
-			continue
-		}
-		el := concurrency.NewElection(sess, store.Root+"leader")
-		if err := el.Campaign(ctx, fmt.Sprintf("%s/%d", host, os.Getpid())); err != nil {
-			sess.Close()
-			if !retry("campaign", err) {
-				return
-			}
-			continue
-		}
-		backoff = electionBackoff
-		s.log.Info("became leader")
-		s.publishLeader(ctx, cli, sess.Lease())
-		s.setLeader(true)
-		// A new leader gives every node a full timeout from now.
-		s.mu.Lock()
-		s.live = controller.NewLiveness(time.Now()).SetStreakGap(s.fence.StreakGap)
-		s.mu.Unlock()
-		// Losing the session (etcd unreachable past its TTL) ends this
-		// term: the watcher cancels runCtx, and is waited for below.
-		runCtx, cancel := context.WithCancel(ctx)
-		watchDone := make(chan struct{})
-		go func() {
-			defer close(watchDone)
-			select {
-			case <-sess.Done():
-			case <-runCtx.Done():
-			}
-			cancel()
-		}()
-		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
-			NodeTimeout: s.cfg.NodeTimeout, Fencing: s.fence, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
-			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
-			JobArchive: s.cfg.JobArchive, RetentionTick: s.cfg.RetentionTick, SecretsDir: s.cfg.SecretsDir,
-		}, s.log)
-		s.mu.Lock()
-		s.ctl = ctl
-		s.mu.Unlock()
-		_ = ctl.Run(runCtx)
-		cancel()
-		<-watchDone
-		s.mu.Lock()
-		s.ctl = nil
-		s.mu.Unlock()
-		s.setLeader(false)
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-		_ = el.Resign(rctx)
-		rcancel()
-		sess.Close()
-	}
 }
 
 func (s *Server) setLeader(v bool) {

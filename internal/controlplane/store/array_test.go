@@ -28,6 +28,9 @@ func TestCreateJobsStoresAnArrayWholeOrNotAtAll(t *testing.T) {
 	// 300 do not fit the 127 left of the block: a block of their own.
 	first, _ := strconv.Atoi(jobs[0].ID)
 	for i, j := range jobs {
+		if j.ModRevision != jobs[0].ModRevision {
+			t.Fatalf("task %d written at revision %d, task 0 at %d; want one transaction", i, j.ModRevision, jobs[0].ModRevision)
+		}
 		if j.ID != strconv.Itoa(first+i) || j.Array == nil || j.Array.ID != jobs[0].ID || j.Array.Index != i || j.Array.Count != 300 || j.Array.Limit != 5 {
 			t.Fatalf("task %d = id %s array %+v", i, j.ID, j.Array)
 		}
@@ -46,8 +49,10 @@ func TestCreateJobsStoresAnArrayWholeOrNotAtAll(t *testing.T) {
 		t.Fatalf("job after the array got id %s, inside the array's %d..%d", next.ID, first, first+299)
 	}
 
-	// A second array whose later transaction collides with an existing key
-	// leaves none of its tasks behind.
+	// A second array, written batchOps to a transaction (as for an etcd
+	// that does not take it in one), whose later transaction collides with
+	// an existing key leaves none of its tasks behind.
+	s.arrayTxnOps = batchOps
 	base, _ := strconv.Atoi(next.ID)
 	blockEnd := base - 1 + idBlock // the rest of next's block cannot hold 300 either
 	collide := strconv.Itoa(blockEnd + 1 + batchOps + 5)

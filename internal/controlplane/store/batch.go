@@ -142,7 +142,7 @@ func (s *Store) commitGroup(ctx context.Context, ws []JobWrite, puts []clientv3.
 		ops = append(ops, puts[i])
 		ops = append(ops, ws[i].ops...)
 	}
-	tr, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	tr, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err == nil && tr.Succeeded {
 		for _, i := range group {
 			ws[i].job.ModRevision = tr.Header.Revision
@@ -170,7 +170,7 @@ func (s *Store) commitOne(ctx context.Context, w JobWrite) (int64, error) {
 func (s *Store) commitEncoded(ctx context.Context, w JobWrite, put clientv3.Op) (int64, error) {
 	j := w.job
 	ops := append([]clientv3.Op{put}, w.ops...)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(jobKey(j.ID)), "=", j.ModRevision)).
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(jobKey(j.ID)), "=", j.ModRevision)).
 		Then(ops...).Commit()
 	if err != nil {
 		if tooLarge(err) {

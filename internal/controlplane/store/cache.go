@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -17,6 +18,11 @@ import (
 	"github.com/gangway/gangway/internal/base/fastjson"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// ErrStale: the cache cannot answer yet without going back in time: it
+// has not loaded the store since the server started, or is behind the
+// revision the asker already holds. A retry soon may succeed.
+var ErrStale = errors.New("store: the server's view of the store is behind")
 
 // Cache mirrors the live part of the store in memory, fed by one list and
 // then a watch: jobs not yet finished with their ranks, newest checkpoint
@@ -383,11 +389,25 @@ type cachedAssign struct {
 // With delta, a list answering a change carries in full only the
 // assignments written after after, and names the others (which the asker
 // had at after) in "unchanged".
+//
+// It never answers from a view older than the asker's: before the cache
+// has loaded the store (a server just started), or while it is behind
+// revision after (the asker's list came from a replica further on), it
+// waits, and fails with ErrStale when wait passes first. An agent that
+// applied such a list would stop ranks it was assigned since.
 func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait time.Duration, delta bool) (body []byte, rev int64, err error) {
-	if err := c.WaitRevision(ctx, 1); err != nil {
-		return nil, 0, err // not listed yet
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := c.WaitRevision(wctx, max(after, 1)); err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		cur := c.Revision()
+		if cur == 0 {
+			return nil, 0, fmt.Errorf("%w: it has not loaded the store since the server started; retry", ErrStale)
+		}
+		return nil, 0, fmt.Errorf("%w: it is at revision %d, before the index %d asked with; retry", ErrStale, cur, after)
 	}
-	var timeout <-chan time.Time
 	for {
 		c.mu.Lock()
 		if after == 0 || c.assignAt[node] > after {
@@ -405,17 +425,13 @@ func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait 
 			c.wake[node] = ch
 		}
 		c.mu.Unlock()
-		if timeout == nil {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			timeout = t.C
-		}
 		select {
 		case <-ch:
-		case <-timeout:
-			after = 0 // answer with the list as it is
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			after = 0 // answer with the list as it is, at after or later
 		}
 	}
 }

@@ -28,7 +28,7 @@ func (s *Store) CreateDeployment(ctx context.Context, d *api.Deployment) error {
 		return fmt.Errorf("store: encode deployment: %w", err)
 	}
 	k := deployKey(d.Spec.Name)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(b))).Commit()
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(b))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: create deployment %s: %w", d.Spec.Name, err)
 	}
@@ -41,7 +41,7 @@ func (s *Store) CreateDeployment(ctx context.Context, d *api.Deployment) error {
 
 // Deployment reads one deployment.
 func (s *Store) Deployment(ctx context.Context, name string) (*api.Deployment, error) {
-	resp, err := s.c.Get(ctx, deployKey(name))
+	resp, err := s.kv.Get(ctx, deployKey(name))
 	if err != nil {
 		return nil, fmt.Errorf("store: get deployment %s: %w", name, err)
 	}
@@ -58,7 +58,7 @@ func (s *Store) Deployment(ctx context.Context, name string) (*api.Deployment, e
 
 // Deployments lists deployments by name.
 func (s *Store) Deployments(ctx context.Context) ([]*api.Deployment, int64, error) {
-	resp, err := s.c.Get(ctx, deployPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, deployPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list deployments: %w", err)
 	}
@@ -82,7 +82,7 @@ func (s *Store) UpdateDeployment(ctx context.Context, d *api.Deployment) error {
 		return fmt.Errorf("store: encode deployment: %w", err)
 	}
 	k := deployKey(d.Spec.Name)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", d.ModRevision)).Then(clientv3.OpPut(k, string(b))).Commit()
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", d.ModRevision)).Then(clientv3.OpPut(k, string(b))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: update deployment %s: %w", d.Spec.Name, err)
 	}
@@ -117,7 +117,7 @@ func (s *Store) ModifyDeployment(ctx context.Context, name string, fn func(*api.
 // DeleteDeployment removes d if unchanged since read.
 func (s *Store) DeleteDeployment(ctx context.Context, d *api.Deployment) error {
 	k := deployKey(d.Spec.Name)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", d.ModRevision)).Then(clientv3.OpDelete(k)).Commit()
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", d.ModRevision)).Then(clientv3.OpDelete(k)).Commit()
 	if err != nil {
 		return fmt.Errorf("store: delete deployment %s: %w", d.Spec.Name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,6 +69,7 @@ type Embedded struct {
 	// (etcdctl --cacert --cert --key).
 	ClientFiles TLSFiles
 	clientTLS   *tls.Config
+	closeOnce   sync.Once
 }
 
 // StartEmbedded starts a single-member etcd and waits until it serves.
@@ -240,8 +242,12 @@ func (e *Embedded) ClientTLS() *tls.Config { return e.clientTLS.Clone() }
 // Closing it does not stop the member.
 func (e *Embedded) Client() *clientv3.Client { return v3client.New(e.etcd.Server) }
 
-// Close stops the member and waits for it.
-func (e *Embedded) Close() { e.etcd.Close() }
+// Close stops the member and waits for it. It may be called again.
+func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
+
+// Done is closed once the member has stopped: after Close, or by itself
+// on a fatal error, after which its clients only fail.
+func (e *Embedded) Done() <-chan struct{} { return e.etcd.Server.StopNotify() }
 
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

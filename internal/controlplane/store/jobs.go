@@ -58,7 +58,7 @@ func (s *Store) CreateJobAs(ctx context.Context, j *api.Job) error {
 	if err != nil {
 		return fmt.Errorf("store: encode job: %w", err)
 	}
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
 		Then(clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: create job: %w", err)
@@ -71,10 +71,11 @@ func (s *Store) CreateJobAs(ctx context.Context, j *api.Job) error {
 }
 
 // CreateJobs stores one job per index of the array a, all with spec,
-// under consecutive IDs; the first is the array's ID. They go batchOps to
-// a transaction; if one fails, the tasks already stored are deleted again
-// and the error returned, so an array is stored whole or not at all
-// (short of the store failing during the clean-up too).
+// under consecutive IDs; the first is the array's ID. They go in one
+// transaction when etcd's limits allow it; else batchOps to a
+// transaction, and if one fails, the tasks already stored are deleted
+// again and the error returned, so an array is stored whole or not at all
+// (short, in that case, of the store failing during the clean-up too).
 func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpec, now time.Time) ([]*api.Job, error) {
 	n := len(a.Indices)
 	if n == 0 {
@@ -95,43 +96,59 @@ func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpe
 			Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
 		}
 	}
+	cmps := make([]clientv3.Cmp, n)
+	ops := make([]clientv3.Op, n)
+	for i, j := range jobs {
+		b, err := json.Marshal(j)
+		if err != nil {
+			return nil, fmt.Errorf("store: encode job: %w", err)
+		}
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)
+		ops[i] = clientv3.OpPut(jobKey(j.ID), string(b))
+	}
+	// One transaction when etcd takes it (the embedded one takes up to
+	// MaxTxnOps and MaxRequestBytes): whole or nothing, whatever befalls
+	// the store meanwhile. Else batchOps to one (an external etcd with its
+	// default limits), cleaned up after a failure.
+	size, most := n, MaxTxnOps
+	if s.arrayTxnOps > 0 {
+		most = s.arrayTxnOps
+	}
+	if n > most || opsBytes(ops) > MaxRequestBytes-1<<20 {
+		size = batchOps
+	}
 	var written []string
 	undo := func(cause error) error {
 		for _, id := range written {
-			_, _ = s.c.Delete(context.WithoutCancel(ctx), jobKey(id))
+			_, _ = s.kv.Delete(context.WithoutCancel(ctx), jobKey(id))
 		}
 		return cause
 	}
-	for lo := 0; lo < n; lo += batchOps {
-		hi := min(lo+batchOps, n)
-		cmps := make([]clientv3.Cmp, 0, hi-lo)
-		ops := make([]clientv3.Op, 0, hi-lo)
-		for _, j := range jobs[lo:hi] {
-			b, err := json.Marshal(j)
-			if err != nil {
-				return nil, undo(fmt.Errorf("store: encode job: %w", err))
-			}
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0))
-			ops = append(ops, clientv3.OpPut(jobKey(j.ID), string(b)))
+	for lo := 0; lo < n; {
+		hi := min(lo+size, n)
+		tr, err := s.kv.Txn(ctx).If(cmps[lo:hi]...).Then(ops[lo:hi]...).Commit()
+		if err != nil && tooLarge(err) && size > batchOps {
+			size = batchOps // nothing written yet: the first try was all
+			continue
 		}
-		tr, err := s.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return nil, undo(fmt.Errorf("store: create array %s: %w", arrayID, err))
 		}
 		if !tr.Succeeded {
-			return nil, undo(fmt.Errorf("store: create array %s: job IDs %s.. already taken: %w", arrayID, jobs[lo].ID, ErrConflict))
+			return nil, undo(fmt.Errorf("store: create array %s: job IDs %s..%s (some) already taken: %w", arrayID, jobs[lo].ID, jobs[hi-1].ID, ErrConflict))
 		}
 		for _, j := range jobs[lo:hi] {
 			j.ModRevision = tr.Header.Revision
 			written = append(written, j.ID)
 		}
+		lo = hi
 	}
 	return jobs, nil
 }
 
 // Job reads one job.
 func (s *Store) Job(ctx context.Context, id string) (*api.Job, error) {
-	resp, err := s.c.Get(ctx, jobKey(id))
+	resp, err := s.kv.Get(ctx, jobKey(id))
 	if err != nil {
 		return nil, fmt.Errorf("store: get job %s: %w", id, err)
 	}
@@ -148,7 +165,7 @@ func (s *Store) Job(ctx context.Context, id string) (*api.Job, error) {
 
 // Jobs lists every job, oldest first, and the store revision it read at.
 func (s *Store) Jobs(ctx context.Context) ([]*api.Job, int64, error) {
-	resp, err := s.c.Get(ctx, jobsPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, jobsPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list jobs: %w", err)
 	}
@@ -160,7 +177,7 @@ func (s *Store) Jobs(ctx context.Context) ([]*api.Job, int64, error) {
 // revision it read at: one ranged read of n keys, however many jobs the
 // store keeps.
 func (s *Store) RecentJobs(ctx context.Context, n int) ([]*api.Job, int64, error) {
-	resp, err := s.c.Get(ctx, jobsPrefix, clientv3.WithPrefix(),
+	resp, err := s.kv.Get(ctx, jobsPrefix, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(n)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list recent jobs: %w", err)
@@ -239,7 +256,7 @@ func (s *Store) StopAttempt(ctx context.Context, j *api.Job, attempt int, nodes 
 
 // Assignments lists what a node should run, at the revision read.
 func (s *Store) Assignments(ctx context.Context, node string) (api.AssignmentList, error) {
-	resp, err := s.c.Get(ctx, assignNodePrefix(node), clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, assignNodePrefix(node), clientv3.WithPrefix())
 	if err != nil {
 		return api.AssignmentList{}, fmt.Errorf("store: list assignments of %s: %w", node, err)
 	}

@@ -13,7 +13,7 @@ import (
 
 // Node reads one node.
 func (s *Store) Node(ctx context.Context, name string) (*api.Node, error) {
-	resp, err := s.c.Get(ctx, nodeKey(name))
+	resp, err := s.kv.Get(ctx, nodeKey(name))
 	if err != nil {
 		return nil, fmt.Errorf("store: get node %s: %w", name, err)
 	}
@@ -30,7 +30,7 @@ func (s *Store) Node(ctx context.Context, name string) (*api.Node, error) {
 
 // Nodes lists every node by name.
 func (s *Store) Nodes(ctx context.Context) ([]*api.Node, int64, error) {
-	resp, err := s.c.Get(ctx, nodesPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, nodesPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: list nodes: %w", err)
 	}
@@ -58,7 +58,7 @@ func (s *Store) putNode(ctx context.Context, n *api.Node, also ...clientv3.Op) e
 		return fmt.Errorf("store: encode node: %w", err)
 	}
 	k := nodeKey(n.Name)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", n.ModRevision)).
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", n.ModRevision)).
 		Then(append([]clientv3.Op{clientv3.OpPut(k, string(b))}, also...)...).Commit()
 	if err != nil {
 		return fmt.Errorf("store: put node %s: %w", n.Name, err)

@@ -20,7 +20,7 @@ func (s *Store) PutQueue(ctx context.Context, q *api.Queue) error {
 	if err != nil {
 		return fmt.Errorf("store: encode queue: %w", err)
 	}
-	resp, err := s.c.Put(ctx, queueKey(q.Spec.Name), string(b))
+	resp, err := s.kv.Put(ctx, queueKey(q.Spec.Name), string(b))
 	if err != nil {
 		return fmt.Errorf("store: put queue %s: %w", q.Spec.Name, err)
 	}
@@ -30,7 +30,7 @@ func (s *Store) PutQueue(ctx context.Context, q *api.Queue) error {
 
 // Queue reads one queue.
 func (s *Store) Queue(ctx context.Context, name string) (*api.Queue, error) {
-	resp, err := s.c.Get(ctx, queueKey(name))
+	resp, err := s.kv.Get(ctx, queueKey(name))
 	if err != nil {
 		return nil, fmt.Errorf("store: get queue %s: %w", name, err)
 	}
@@ -47,7 +47,7 @@ func (s *Store) Queue(ctx context.Context, name string) (*api.Queue, error) {
 
 // Queues lists queues by name.
 func (s *Store) Queues(ctx context.Context) ([]*api.Queue, error) {
-	resp, err := s.c.Get(ctx, queuesPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, queuesPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("store: list queues: %w", err)
 	}
@@ -66,7 +66,7 @@ func (s *Store) Queues(ctx context.Context) ([]*api.Queue, error) {
 
 // DeleteQueue removes a queue.
 func (s *Store) DeleteQueue(ctx context.Context, name string) error {
-	resp, err := s.c.Delete(ctx, queueKey(name))
+	resp, err := s.kv.Delete(ctx, queueKey(name))
 	if err != nil {
 		return fmt.Errorf("store: delete queue %s: %w", name, err)
 	}

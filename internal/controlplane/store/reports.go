@@ -37,7 +37,7 @@ func (s *Store) PutRankStatuses(ctx context.Context, rs []api.RankStatus) error 
 	}
 	for len(ops) > 0 {
 		n := min(len(ops), batchOps)
-		if _, err := s.c.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
+		if _, err := s.kv.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
 			return fmt.Errorf("store: put rank statuses: %w", err)
 		}
 		ops = ops[n:]
@@ -48,7 +48,7 @@ func (s *Store) PutRankStatuses(ctx context.Context, rs []api.RankStatus) error 
 // RankStatuses lists the statuses of a job's ranks, all attempts, in
 // attempt then rank order.
 func (s *Store) RankStatuses(ctx context.Context, job string) ([]api.RankStatus, error) {
-	resp, err := s.c.Get(ctx, ranksPrefix+job+"/", clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, ranksPrefix+job+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("store: list ranks of %s: %w", job, err)
 	}
@@ -83,7 +83,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, job string, c api.Checkpoint)
 		return fmt.Errorf("store: encode checkpoint: %w", err)
 	}
 	k := ckptKey(job, c.Step)
-	if _, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(b))).Commit(); err != nil {
+	if _, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, string(b))).Commit(); err != nil {
 		return fmt.Errorf("store: put checkpoint of %s: %w", job, err)
 	}
 	return nil
@@ -91,7 +91,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, job string, c api.Checkpoint)
 
 // Checkpoints lists a job's committed checkpoints, oldest step first.
 func (s *Store) Checkpoints(ctx context.Context, job string) ([]api.Checkpoint, error) {
-	resp, err := s.c.Get(ctx, ckptPrefix+job+"/", clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, ckptPrefix+job+"/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("store: list checkpoints of %s: %w", job, err)
 	}
@@ -113,7 +113,7 @@ func decodeCheckpoints(kvs []*mvccpb.KeyValue) ([]api.Checkpoint, error) {
 
 // LatestCheckpoint returns the checkpoint with the highest step, or nil.
 func (s *Store) LatestCheckpoint(ctx context.Context, job string) (*api.Checkpoint, error) {
-	resp, err := s.c.Get(ctx, ckptPrefix+job+"/", clientv3.WithPrefix(),
+	resp, err := s.kv.Get(ctx, ckptPrefix+job+"/", clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1))
 	if err != nil {
 		return nil, fmt.Errorf("store: newest checkpoint of %s: %w", job, err)
@@ -136,7 +136,7 @@ func (s *Store) AppendProgress(ctx context.Context, job string, lines []api.Prog
 	}
 	k := progKey(job)
 	for {
-		resp, err := s.c.Get(ctx, k)
+		resp, err := s.kv.Get(ctx, k)
 		if err != nil {
 			return fmt.Errorf("store: read progress of %s: %w", job, err)
 		}
@@ -157,7 +157,7 @@ func (s *Store) AppendProgress(ctx context.Context, job string, lines []api.Prog
 		if err != nil {
 			return fmt.Errorf("store: encode progress: %w", err)
 		}
-		tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).Then(clientv3.OpPut(k, string(b))).Commit()
+		tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).Then(clientv3.OpPut(k, string(b))).Commit()
 		if err != nil {
 			return fmt.Errorf("store: write progress of %s: %w", job, err)
 		}
@@ -169,7 +169,7 @@ func (s *Store) AppendProgress(ctx context.Context, job string, lines []api.Prog
 
 // Progress reads a job's progress log, or nil if it has none.
 func (s *Store) Progress(ctx context.Context, job string) (*api.ProgressLog, error) {
-	resp, err := s.c.Get(ctx, progKey(job))
+	resp, err := s.kv.Get(ctx, progKey(job))
 	if err != nil {
 		return nil, fmt.Errorf("store: read progress of %s: %w", job, err)
 	}
@@ -190,7 +190,7 @@ func decodeProgress(job string, kvs []*mvccpb.KeyValue) (*api.ProgressLog, error
 
 // Revision returns the store's current revision.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.c.Get(ctx, seqJobs)
+	resp, err := s.kv.Get(ctx, seqJobs)
 	if err != nil {
 		return 0, fmt.Errorf("store: read revision: %w", err)
 	}

@@ -44,7 +44,7 @@ func (s *Store) DeleteFinishedJobs(ctx context.Context, jobs []FinishedJob) (int
 					clientv3.OpDelete(progKey(j.ID)),
 				}, nil)
 		}
-		resp, err := s.c.Txn(ctx).Then(ops...).Commit()
+		resp, err := s.kv.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return deleted, fmt.Errorf("store: delete finished jobs: %w", err)
 		}
@@ -88,7 +88,7 @@ func (s *Store) Issued(ctx context.Context, id string) bool {
 	if err != nil || n < 1 {
 		return false
 	}
-	resp, err := s.c.Get(ctx, seqJobs)
+	resp, err := s.kv.Get(ctx, seqJobs)
 	if err != nil || len(resp.Kvs) == 0 {
 		return false
 	}
@@ -111,7 +111,7 @@ func (s *Store) JobDetails(ctx context.Context, ids []string) ([]api.JobDetail, 
 			ops = append(ops, clientv3.OpGet(jobKey(id)), clientv3.OpGet(ranksPrefix+id+"/", clientv3.WithPrefix()),
 				clientv3.OpGet(ckptPrefix+id+"/", clientv3.WithPrefix()), clientv3.OpGet(progKey(id)))
 		}
-		resp, err := s.c.Txn(ctx).Then(ops...).Commit()
+		resp, err := s.kv.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			return nil, fmt.Errorf("store: read jobs: %w", err)
 		}

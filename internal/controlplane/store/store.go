@@ -44,11 +44,16 @@ const (
 
 // Store is typed access to gangway's state. Safe for concurrent use.
 type Store struct {
-	c *clientv3.Client
+	c  *clientv3.Client // watches, and the cache's list
+	kv clientv3.KV      // every other request: c's, bounded (bounded.go)
 
 	idMu   sync.Mutex // guards idNext and idEnd
 	idNext int64      // next job ID of the reserved block
 	idEnd  int64      // first ID past the block
+
+	// arrayTxnOps, if set, replaces MaxTxnOps as the most tasks an array
+	// writes in one transaction (tests: the batched path).
+	arrayTxnOps int
 }
 
 // idBlock is how many job IDs one sequence update reserves.
@@ -63,7 +68,7 @@ func (s *Store) jobIDs(ctx context.Context, n int64) (int64, error) {
 	s.idMu.Lock()
 	defer s.idMu.Unlock()
 	for s.idEnd-s.idNext < n {
-		resp, err := s.c.Get(ctx, seqJobs)
+		resp, err := s.kv.Get(ctx, seqJobs)
 		if err != nil {
 			return 0, fmt.Errorf("store: read job sequence: %w", err)
 		}
@@ -76,7 +81,7 @@ func (s *Store) jobIDs(ctx context.Context, n int64) (int64, error) {
 			cmp = clientv3.Compare(clientv3.ModRevision(seqJobs), "=", resp.Kvs[0].ModRevision)
 		}
 		size := max(n, idBlock)
-		tr, err := s.c.Txn(ctx).If(cmp).Then(clientv3.OpPut(seqJobs, strconv.FormatInt(cur+size, 10))).Commit()
+		tr, err := s.kv.Txn(ctx).If(cmp).Then(clientv3.OpPut(seqJobs, strconv.FormatInt(cur+size, 10))).Commit()
 		if err != nil {
 			return 0, fmt.Errorf("store: reserve job IDs: %w", err)
 		}
@@ -89,8 +94,17 @@ func (s *Store) jobIDs(ctx context.Context, n int64) (int64, error) {
 	return id, nil
 }
 
-// New wraps an etcd client. The caller keeps ownership of c.
-func New(c *clientv3.Client) *Store { return &Store{c: c} }
+// New wraps an etcd client with the default Options. The caller keeps
+// ownership of c.
+func New(c *clientv3.Client) *Store { return NewWith(c, Options{}) }
+
+// NewWith wraps an etcd client. The caller keeps ownership of c.
+func NewWith(c *clientv3.Client, o Options) *Store {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout}}
+}
 
 // Client exposes the underlying client (leader election uses it).
 func (s *Store) Client() *clientv3.Client { return s.c }

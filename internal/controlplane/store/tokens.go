@@ -33,7 +33,7 @@ func (s *Store) PutToken(ctx context.Context, t *api.Token) error {
 		return fmt.Errorf("store: encode token: %w", err)
 	}
 	k := tokenKey(t.ID)
-	tr, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", t.ModRevision)).
+	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", t.ModRevision)).
 		Then(clientv3.OpPut(k, string(b))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: put token %s: %w", t.ID, err)
@@ -47,7 +47,7 @@ func (s *Store) PutToken(ctx context.Context, t *api.Token) error {
 
 // Token reads one token record.
 func (s *Store) Token(ctx context.Context, id string) (*api.Token, error) {
-	resp, err := s.c.Get(ctx, tokenKey(id))
+	resp, err := s.kv.Get(ctx, tokenKey(id))
 	if err != nil {
 		return nil, fmt.Errorf("store: get token %s: %w", id, err)
 	}
@@ -64,7 +64,7 @@ func (s *Store) Token(ctx context.Context, id string) (*api.Token, error) {
 
 // Tokens lists every token record.
 func (s *Store) Tokens(ctx context.Context) ([]*api.Token, error) {
-	resp, err := s.c.Get(ctx, tokensPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, tokensPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("store: list tokens: %w", err)
 	}
@@ -82,7 +82,7 @@ func (s *Store) Tokens(ctx context.Context) ([]*api.Token, error) {
 
 // DeleteToken removes a token record (expired ones are swept).
 func (s *Store) DeleteToken(ctx context.Context, id string) error {
-	if _, err := s.c.Delete(ctx, tokenKey(id)); err != nil {
+	if _, err := s.kv.Delete(ctx, tokenKey(id)); err != nil {
 		return fmt.Errorf("store: delete token %s: %w", id, err)
 	}
 	return nil
@@ -91,7 +91,7 @@ func (s *Store) DeleteToken(ctx context.Context, id string) error {
 // RevokeNode records that certificates of node issued before at no longer
 // authenticate it.
 func (s *Store) RevokeNode(ctx context.Context, node string, at time.Time) error {
-	if _, err := s.c.Put(ctx, revokedPrefix+node, at.UTC().Format(time.RFC3339Nano)); err != nil {
+	if _, err := s.kv.Put(ctx, revokedPrefix+node, at.UTC().Format(time.RFC3339Nano)); err != nil {
 		return fmt.Errorf("store: revoke node %s: %w", node, err)
 	}
 	return nil
@@ -100,7 +100,7 @@ func (s *Store) RevokeNode(ctx context.Context, node string, at time.Time) error
 // Revocations maps each revoked node to the time before which its
 // certificates are refused.
 func (s *Store) Revocations(ctx context.Context) (map[string]time.Time, error) {
-	resp, err := s.c.Get(ctx, revokedPrefix, clientv3.WithPrefix())
+	resp, err := s.kv.Get(ctx, revokedPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("store: list revocations: %w", err)
 	}

@@ -28,3 +28,22 @@ func TestUndeltaRebuildsTheWholeList(t *testing.T) {
 		t.Fatal("undelta accepted an unchanged task it does not hold")
 	}
 }
+
+// TestFreshRefusesAnOlderList: a list older than the one held is not
+// applied (it would stop ranks assigned since); the same or newer is.
+func TestFreshRefusesAnOlderList(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		rev, index int64
+		ok         bool
+	}{
+		{"first list", 5, 0, true},
+		{"same revision (a wait that passed)", 9, 9, true},
+		{"newer", 12, 9, true},
+		{"older: a server behind", 7, 9, false},
+	} {
+		if err := fresh(api.AssignmentList{Revision: c.rev}, c.index); (err == nil) != c.ok {
+			t.Errorf("%s: fresh(revision %d, index %d) = %v; want ok %v", c.name, c.rev, c.index, err, c.ok)
+		}
+	}
+}

@@ -83,7 +83,18 @@ func (a *Agent) fetchAssignments(ctx context.Context, index int64) (api.Assignme
 	if err != nil {
 		return l, fmt.Errorf("assignments: %w", err)
 	}
-	return l, nil
+	return l, fresh(l, index)
+}
+
+// fresh refuses a list older than the one the agent holds, at index:
+// applying it would stop the ranks assigned in between. A server answers
+// none (its cache waits to catch up); this keeps an agent safe from one
+// that would.
+func fresh(l api.AssignmentList, index int64) error {
+	if l.Revision < index {
+		return fmt.Errorf("assignments: the list is at revision %d, older than the %d this agent holds; not applied", l.Revision, index)
+	}
+	return nil
 }
 
 // apply starts assigned ranks not yet running and stops running ranks no
