@@ -139,7 +139,7 @@ type conn struct {
 
 func serverFlag(fs *flag.FlagSet, e *Env) *conn {
 	return &conn{e: e,
-		server:  fs.String("server", "", "gangway server URL (default $GANGWAY_SERVER, the client config's context, or "+client.DefaultServer+")"),
+		server:  fs.String("server", "", "gangway server URL, or several replicas' separated by commas (default $GANGWAY_SERVER, the client config's context, or "+client.DefaultServer+")"),
 		token:   fs.String("token", "", "bearer token (default $GANGWAY_TOKEN or the client config's)"),
 		context: fs.String("context", "", "client config context to use (default $GANGWAY_CONTEXT or the config's current one)"),
 		caFile:  fs.String("ca-file", "", "PEM file of the cluster CA to trust (default $GANGWAY_CA_FILE or the client config's)"),

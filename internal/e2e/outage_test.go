@@ -36,6 +36,22 @@ command: [%s, train-example, --steps, "600", --checkpoint-every, "50", --log-eve
 		pids = append(pids, st.PID)
 	}
 
+	// Every node has its witnesses (given within a heartbeat or two of
+	// joining).
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
+		l, err := c.api.Nodes(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range l.Nodes {
+			if len(n.Status.Witnesses) < 2 || len(n.Status.PrevWitnesses) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("nodes never all got their witnesses: %v", err)
+	}
 	// Several node timeouts, so that an agent fencing on silence alone
 	// would have killed everything.
 	const outage = 3 * nodeTimeout

@@ -31,6 +31,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -51,7 +52,9 @@ const (
 
 // Config says how to reach a server. Only Server is required.
 type Config struct {
-	// Server is the base URL, such as "http://127.0.0.1:7070".
+	// Server is the base URL, such as "https://127.0.0.1:7070", or several
+	// replicas' separated by commas: a request that cannot reach one is
+	// retried (if it may be) on the next, and later requests go there.
 	Server string
 	// Transport carries every request; nil: a clone of
 	// http.DefaultTransport keeping MaxIdleConnsPerHost idle connections.
@@ -89,10 +92,12 @@ type Config struct {
 	CAFile string
 }
 
-// Client calls one server's /v1 API. It is safe for concurrent use; make
-// one per server and keep it, so that connections are reused.
+// Client calls one server's /v1 API, or several replicas' in turn: it
+// moves to the next when one cannot be reached. It is safe for concurrent
+// use; make one per cluster and keep it, so that connections are reused.
 type Client struct {
-	base    string
+	servers []string     // base URLs
+	turn    atomic.Int64 // servers[turn % len] is the current one
 	hc      *http.Client // Timeout 0: each request's context bounds it
 	timeout time.Duration
 	retries int
@@ -109,12 +114,17 @@ type Client struct {
 // New checks cfg and returns a client. It starts nothing: the transport
 // dials when the first request is sent.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.Server)
-	if err != nil {
-		return nil, fmt.Errorf("client: server %q: %w", cfg.Server, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("client: server %q: want http://host:port", cfg.Server)
+	var servers []string
+	for _, srv := range strings.Split(cfg.Server, ",") {
+		srv = strings.TrimSpace(srv)
+		u, err := url.Parse(srv)
+		if err != nil {
+			return nil, fmt.Errorf("client: server %q: %w", srv, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf("client: server %q: want https://host:port (or several, separated by commas)", srv)
+		}
+		servers = append(servers, strings.TrimRight(srv, "/"))
 	}
 	tr := cfg.Transport
 	if tr == nil {
@@ -130,7 +140,7 @@ func New(cfg Config) (*Client, error) {
 		tr = t
 	}
 	c := &Client{
-		base:    strings.TrimRight(cfg.Server, "/"),
+		servers: servers,
 		hc:      &http.Client{Transport: tr},
 		timeout: cfg.Timeout,
 		retries: cfg.Retries,
@@ -183,8 +193,26 @@ func TLSConfig(cfg Config) (*tls.Config, error) {
 	return tc, nil
 }
 
-// Server is the base URL the client calls.
-func (c *Client) Server() string { return c.base }
+// Server is the base URL the client calls now (of several, the one it has
+// moved to).
+func (c *Client) Server() string {
+	_, base := c.current()
+	return base
+}
+
+// current is the server the client calls now, and its turn (for moveOn).
+func (c *Client) current() (int64, string) {
+	turn := c.turn.Load()
+	return turn, c.servers[turn%int64(len(c.servers))]
+}
+
+// moveOn makes the next server of several the current one, unless another
+// request already moved on from turn.
+func (c *Client) moveOn(turn int64) {
+	if len(c.servers) > 1 {
+		c.turn.CompareAndSwap(turn, turn+1)
+	}
+}
 
 // Health says whether the server answers, and whether it leads.
 func (c *Client) Health(ctx context.Context) (api.Health, error) {
@@ -268,12 +296,12 @@ type request struct {
 
 // newRequest makes the http.Request for one try of r. It is the one place
 // every request passes, where credentials will be set.
-func (c *Client) newRequest(ctx context.Context, r *request) (*http.Request, error) {
+func (c *Client) newRequest(ctx context.Context, base string, r *request) (*http.Request, error) {
 	var body io.Reader
 	if r.body != nil {
 		body = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, c.base+r.path, body)
+	req, err := http.NewRequestWithContext(ctx, r.method, base+r.path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +318,8 @@ func (c *Client) newRequest(ctx context.Context, r *request) (*http.Request, err
 // send makes r's request and sends it once; the caller closes the
 // answer's body.
 func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
-	req, err := c.newRequest(ctx, r)
+	turn, base := c.current()
+	req, err := c.newRequest(ctx, base, r)
 	if err != nil {
 		return nil, err
 	}
@@ -310,13 +339,15 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		if c.caFile != "" {
 			where = "the CA file " + c.caFile + " is not the one that signed it; use the server's <data-dir>/pki/ca.crt"
 		}
-		return nil, fmt.Errorf("%w at %s: its certificate is not signed by a CA this client trusts: %s", ErrUntrusted, c.base, where)
+		return nil, fmt.Errorf("%w at %s: its certificate is not signed by a CA this client trusts: %s", ErrUntrusted, base, where)
 	case errors.As(err, &hn):
-		return nil, fmt.Errorf("%w at %s: %v (give the server a certificate for this name: gangway server --tls-san)", ErrUntrusted, c.base, hn)
+		return nil, fmt.Errorf("%w at %s: %v (give the server a certificate for this name: gangway server --tls-san)", ErrUntrusted, base, hn)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return nil, fmt.Errorf("%w at %s: it speaks plain HTTP; use http:// or give the server TLS", ErrUnreachable, c.base)
+		return nil, fmt.Errorf("%w at %s: it speaks plain HTTP; use http:// or give the server TLS", ErrUnreachable, base)
 	}
-	return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.base, err)
+	// Not reached: the next of several servers gets the next try.
+	c.moveOn(turn)
+	return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, base, err)
 }
 
 // ErrUntrusted is wrapped by the error of a request to a server whose

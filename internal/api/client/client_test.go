@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -325,5 +326,40 @@ func TestLinksNoServer(t *testing.T) {
 		if strings.HasPrefix(p, "github.com/gangway/gangway/") && !allowed[p] {
 			t.Errorf("links %s; the client may import only api, base/pki and base/version of gangway's packages", p)
 		}
+	}
+}
+
+// TestMovesToTheNextReplica: of several servers, a request that cannot
+// reach the current one is retried on the next, which later requests keep
+// using.
+func TestMovesToTheNextReplica(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	dead.Close() // connections refused
+	hits := 0
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		w.Write([]byte(`{"ok":true,"leader":true}`))
+	}))
+	defer live.Close()
+	c, err := New(Config{Server: deadURL + ", " + live.URL, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseIdleConnections()
+	if _, err := c.Health(context.Background()); err != nil {
+		t.Fatalf("health with the first server down: %v", err)
+	}
+	if c.Server() != live.URL {
+		t.Errorf("now calling %s; want the live %s", c.Server(), live.URL)
+	}
+	if _, err := c.Health(context.Background()); err != nil || hits != 2 {
+		t.Errorf("second request: %v, %d hits on the live server; want 2", err, hits)
+	}
+	if _, err := New(Config{Server: live.URL + ",ftp://x"}); err == nil || !strings.Contains(err.Error(), `"ftp://x"`) {
+		t.Errorf("a bad URL among several: %v; want it named", err)
 	}
 }

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // Witnesses (controller.Fencing): every node gets a few others it asks,
@@ -27,7 +29,9 @@ type witnessPool struct {
 func (s *Server) readyPool() []string {
 	s.pool.mu.Lock()
 	defer s.pool.mu.Unlock()
-	if now := time.Now(); now.Sub(s.pool.at) > time.Second {
+	// Read again every second, and at once while the pool is too small
+	// to give a node all its witnesses (a fleet starting up).
+	if now := time.Now(); now.Sub(s.pool.at) > time.Second || len(s.pool.names) <= s.fence.Witnesses {
 		s.pool.names, s.pool.at = s.cache.ReadyNodes(), now
 	}
 	return s.pool.names
@@ -102,13 +106,26 @@ func (s *Server) tendWitnesses(ctx context.Context, n *api.Node, held []string) 
 	if !changed {
 		return cur
 	}
-	m := n.Clone()
-	m.Status.Witnesses = ws
-	if len(held) > 0 {
-		// The agent may ask either set until it shows it has the new one.
-		m.Status.PrevWitnesses = held
+	put := func(n *api.Node) error {
+		m := n.Clone()
+		m.Status.Witnesses = ws
+		if len(held) > 0 {
+			// The agent may ask either set until it shows it has the new
+			// one.
+			m.Status.PrevWitnesses = held
+		}
+		return s.st.PutNode(ctx, m)
 	}
-	if err := s.st.PutNode(ctx, m); err != nil {
+	err := put(n)
+	if errors.Is(err, store.ErrConflict) {
+		// The cache is behind the record (a registration just written):
+		// once more on the record itself, if its witnesses are as read.
+		if n, err = s.st.Node(ctx, n.Name); err == nil && n.Status.State == api.NodeReady &&
+			slices.Equal(n.Status.Witnesses, cur) && len(n.Status.PrevWitnesses) == 0 {
+			err = put(n)
+		}
+	}
+	if err != nil {
 		return cur
 	}
 	return ws
