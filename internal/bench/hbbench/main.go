@@ -36,7 +36,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := cmdkit.OutputFlag(fs)
 	fs.IntVar(&cfg.Agents, "agents", 5000, "emulated agents (nodes)")
 	fs.IntVar(&cfg.GPUsPerNode, "gpus-per-node", 8, "fake GPUs each node registers")
-	fs.DurationVar(&cfg.Interval, "interval", 2*time.Second, "heartbeat interval (nodes are lost after three missed)")
+	fs.DurationVar(&cfg.Interval, "interval", 2*time.Second, "heartbeat interval (nodes are lost after 4.5 missed, while a witness is heard)")
 	fs.DurationVar(&cfg.Window, "window", 30*time.Second, "how long to measure once every agent registered")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound on the whole run")

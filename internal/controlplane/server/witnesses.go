@@ -51,15 +51,24 @@ func (s *Server) pickWitnesses(node string, cur []string) (ws []string, changed 
 			ws = append(ws, w)
 		}
 	}
-	if len(ws) < k {
-		var cand []string
-		for _, n := range ready {
+	// Draw at random rather than scan: a pick costs a few lookups, not one
+	// per node of the fleet (5,000 registering at once made that
+	// quadratic). A small pool is walked whole, from a random start.
+	if len(ws) < k && len(ready) > 0 {
+		draws := 4 * k
+		if len(ready) <= draws {
+			draws = len(ready)
+		}
+		start := rand.IntN(len(ready))
+		for i := 0; i < draws && len(ws) < k; i++ {
+			n := ready[(start+i)%len(ready)]
+			if len(ready) > 4*k {
+				n = ready[rand.IntN(len(ready))]
+			}
 			if n != node && !slices.Contains(ws, n) && s.readyWitness(n) {
-				cand = append(cand, n)
+				ws = append(ws, n)
 			}
 		}
-		rand.Shuffle(len(cand), func(i, j int) { cand[i], cand[j] = cand[j], cand[i] })
-		ws = append(ws, cand[:min(len(cand), k-len(ws))]...)
 	}
 	return ws, !slices.Equal(ws, cur)
 }
