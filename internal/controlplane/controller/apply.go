@@ -107,6 +107,9 @@ func (p *pass) flush(ctx context.Context) (left []api.RankStatus) {
 	carried := make([][]api.RankStatus, len(q))
 	for i := range q {
 		id := q[i].w.Job().ID
+		if f := p.fresh[id]; f != nil && f.claim != nil {
+			q[i].w = q[i].w.WithClaim(f.claim)
+		}
 		if rs := byJob[id]; len(rs) > 0 && len(rs) <= maxCarried {
 			q[i].w = q[i].w.WithRankStatuses(rs)
 			carried[i] = rs
@@ -208,7 +211,8 @@ func (p *pass) wrote(rev int64, err error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		if !errors.Is(err, store.ErrConflict) {
+		// A stale view, or a retried submission: expected, not failures.
+		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrKeyTaken) {
 			p.errs = append(p.errs, err)
 		}
 		return false

@@ -90,7 +90,7 @@ func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, err
 	if err != nil {
 		return nil, err
 	}
-	stored, err := ctl.Submit(ctx, []*api.Job{j}, passTakeWait)
+	stored, err := ctl.Submit(ctx, []*api.Job{j}, nil, passTakeWait)
 	if err == nil {
 		return stored[0], nil
 	}
@@ -102,7 +102,7 @@ func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, err
 	}
 	// Not taken, or its outcome unknown: an ID that exists now was stored
 	// by the pass.
-	switch err := s.st.CreateJobAs(ctx, j); {
+	switch err := s.st.CreateJobAs(ctx, j, nil); {
 	case err == nil:
 		return j, nil
 	case !errors.Is(err, store.ErrConflict):
@@ -118,8 +118,12 @@ func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.Jo
 		writeError(w, http.StatusBadRequest, api.ErrorForField("spec.array", "%s", err))
 		return
 	}
-	jobs, err := s.st.CreateJobs(r.Context(), spec, a, time.Now())
-	if err != nil {
+	jobs, err := s.st.CreateJobs(r.Context(), spec, a, time.Now(), nil)
+	switch {
+	case errors.Is(err, store.ErrUnfinished):
+		// Committed: its IDs are final, and the leader writes the rest.
+		s.log.Warn("job array committed but not all written; the leader's sweep writes the rest", "array_id", jobs[0].ID, "err", err)
+	case err != nil:
 		writeError(w, statusFor(err), err)
 		return
 	}
@@ -361,6 +365,12 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 	// An array's tasks share their submitter.
 	if err := mayAct(who(r), "array "+j.Array.ID, j.Spec.User); err != nil {
 		writeError(w, http.StatusForbidden, err)
+		return
+	}
+	// An array whose submitter crashed part-way is written whole first,
+	// or its tasks written later would escape the cancel.
+	if err := s.st.FinishArray(ctx, j.Array.ID); err != nil {
+		writeError(w, statusFor(err), err)
 		return
 	}
 	first, err := strconv.ParseInt(j.Array.ID, 10, 64)
