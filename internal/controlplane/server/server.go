@@ -6,9 +6,11 @@
 // the controller, and decide nothing of placement or lifecycle. A file per
 // resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
 // its routes and handlers; http.go the routing and the helpers they share;
-// admit.go and capacity.go what a submission must pass; server.go the
-// process (store, cache, gateway, HTTP) and leader election. The wire
-// types are internal/api's; Go callers use internal/api/client.
+// admit.go and capacity.go what a submission must pass; idempotency.go
+// its Idempotency-Key (a retry answers what the first try created);
+// server.go the process (store, cache, gateway, HTTP) and leader
+// election. The wire types are internal/api's; Go callers use
+// internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
 // OIDC ID token checked by coreos/go-oidc in oidc.go),
