@@ -3,11 +3,14 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
@@ -177,5 +180,55 @@ func TestIdempotencyKeyConcurrentRetries(t *testing.T) {
 	}
 	if got := e.jobsOf(t, "alice"); got != 1 {
 		t.Errorf("%d jobs stored; want 1", got)
+	}
+}
+
+// loseFirstAnswer passes every request on, but throws the first answer
+// away once the server has sent it whole, as a connection that breaks
+// just then would.
+type loseFirstAnswer struct {
+	http.RoundTripper
+	lost atomic.Bool
+}
+
+func (l *loseFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.RoundTripper.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost || l.lost.Swap(true) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, errors.New("read: connection reset by peer")
+}
+
+// TestSubmitWhoseAnswerIsLostCreatesOneJob: the Go client, whose first
+// try's answer is lost after the server created the job, tries again with
+// the same key and gets that job: one job, not two.
+func TestSubmitWhoseAnswerIsLostCreatesOneJob(t *testing.T) {
+	e := startAgentEnv(t)
+	tok := e.userToken(t, "alice")
+	tc, err := client.TLSConfig(client.Config{CAFile: e.adm.CAFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := &http.Transport{TLSClientConfig: tc}
+	defer base.CloseIdleConnections()
+	lose := &loseFirstAnswer{RoundTripper: base}
+	c, err := client.New(client.Config{Server: e.url, Token: tok, Transport: lose, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []string{`{"ranks": 1, "command": ["true"]}`, `{"ranks": 1, "command": ["true"], "array": "0-9"}`} {
+		lose.lost.Store(false)
+		j, a, err := c.SubmitAny(e.ctx, []byte(spec))
+		if err != nil || !lose.lost.Load() {
+			t.Fatalf("submit %s: %v (answer lost: %v)", spec, err, lose.lost.Load())
+		}
+		if j == nil && a == nil {
+			t.Fatalf("submit %s: no answer", spec)
+		}
+	}
+	if n := e.jobsOf(t, "alice"); n != 1+10 {
+		t.Errorf("alice has %d jobs; want 11: the job and the array's 10 tasks, once each", n)
 	}
 }
