@@ -25,8 +25,9 @@ type Config struct {
 	// killed. Default a third of Submissions.
 	KillAfter int
 	// ArrayEvery makes every ArrayEvery-th submission an array of
-	// ArrayTasks tasks. Defaults 10 and 100; a negative ArrayEvery
-	// submits none.
+	// ArrayTasks tasks. Defaults 10 and 300 (three of the store's
+	// transactions, so that a kill can land between two); a negative
+	// ArrayEvery submits none.
 	ArrayEvery, ArrayTasks int
 	// Exe is the gangway executable the server runs as (`Exe server`).
 	// Default: this process's executable.
@@ -54,7 +55,7 @@ func (c *Config) Default() {
 		c.ArrayEvery = 10
 	}
 	if c.ArrayTasks <= 0 {
-		c.ArrayTasks = 100
+		c.ArrayTasks = 300
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
@@ -83,8 +84,10 @@ type Result struct {
 	// Present: acknowledged, and after the restart stored exactly once
 	// under the ID answered (an array whole), which their key answers too.
 	Present int `json:"present"`
-	// Missing: acknowledged, and not so (lost, or another ID by the key).
+	// Missing: acknowledged, and not stored under the ID answered.
 	Missing int `json:"missing"`
+	// KeyMismatch: acknowledged, and their key answers another ID.
+	KeyMismatch int `json:"key_mismatch"`
 	// Duplicated: submissions stored more than once after their retry.
 	Duplicated int `json:"duplicated"`
 	// Partial: arrays stored with tasks missing.
@@ -278,8 +281,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	}
 	r := tally(subs, before.Jobs, after.Jobs)
 	r.RestartS, r.ServingS, r.SubmitPerS = restartS, servingS, float64(answered.Load())/submitS
-	say("%d acknowledged: %d present, %d missing; %d duplicated, %d partial; %d unanswered (%d stored anyway), %d retries failed",
-		r.Acknowledged, r.Present, r.Missing, r.Duplicated, r.Partial, r.Unanswered, r.InFlightStored, r.RetryFailed)
+	say("%d acknowledged: %d present, %d missing, %d answered otherwise by their key; %d duplicated, %d partial; %d unanswered (%d stored anyway), %d retries failed",
+		r.Acknowledged, r.Present, r.Missing, r.KeyMismatch, r.Duplicated, r.Partial, r.Unanswered, r.InFlightStored, r.RetryFailed)
 	return &r, ctx.Err()
 }
 

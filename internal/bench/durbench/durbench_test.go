@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestMainShortRun runs a short check (200 submissions, every tenth an
-// array of 20) through Main's JSON output: the server is killed with
+// array of 200, two store transactions) through Main's JSON output: the server is killed with
 // submissions in flight, and after its restart nothing acknowledged is
 // missing and nothing is stored twice.
 func TestMainShortRun(t *testing.T) {
@@ -48,7 +48,7 @@ func TestMainShortRun(t *testing.T) {
 		t.Skip("starts the server as a child process, kills and restarts it; skipped with -short")
 	}
 	var stdout, stderr bytes.Buffer
-	args := []string{"-o", "json", "--submissions", "200", "--concurrency", "20", "--array-tasks", "20", "--dir", t.TempDir()}
+	args := []string{"-o", "json", "--submissions", "200", "--concurrency", "20", "--array-tasks", "200", "--dir", t.TempDir()}
 	code := durbench.Main(context.Background(), args, &stdout, &stderr)
 	if bytes.Contains(stderr.Bytes(), []byte("cannot run the server")) {
 		t.Skipf("cannot run the server binary (this test binary as `server`): %s", stderr.String())

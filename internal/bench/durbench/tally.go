@@ -2,6 +2,7 @@ package durbench
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gangway/gangway/internal/api"
 )
@@ -88,18 +89,18 @@ func tally(subs []submission, before, after []*api.Job) Result {
 			continue
 		}
 		r.Acknowledged++
-		stored := len(f.jobs) == 1 && f.jobs[0] == s.acked || len(f.arrays) == 1 && f.arrays[s.acked] > 0
+		stored := slices.Contains(f.jobs, s.acked) || f.arrays[s.acked] > 0
 		switch {
-		case !stored || made != 1 || !whole:
+		case !stored:
 			r.Missing++
 			problem("%s: answered %s before the kill; after the restart the store holds jobs %v, arrays %v", s.name, s.acked, f.jobs, f.arrays)
 		case s.retried != "" && s.retried != s.acked:
-			r.Missing++
+			r.KeyMismatch++
 			problem("%s: answered %s before the kill; its key now answers %s", s.name, s.acked, s.retried)
-		default:
+		case made == 1 && whole && s.retried == s.acked:
 			r.Present++
 		}
 	}
-	r.OK = r.Missing == 0 && r.Duplicated == 0 && r.Partial == 0 && r.RetryFailed == 0 && r.Present == r.Acknowledged
+	r.OK = r.Missing == 0 && r.KeyMismatch == 0 && r.Duplicated == 0 && r.Partial == 0 && r.RetryFailed == 0 && r.Present == r.Acknowledged
 	return r
 }

@@ -47,7 +47,12 @@ func TestTally(t *testing.T) {
 		name:  "another ID by the key",
 		subs:  []submission{{name: "a", acked: "001", retried: "002"}},
 		after: []*api.Job{job("001", "a")},
-		want:  Result{Submitted: 1, Acknowledged: 1, Missing: 1},
+		want:  Result{Submitted: 1, Acknowledged: 1, KeyMismatch: 1},
+	}, {
+		name:  "acknowledged, then stored again by its retry",
+		subs:  []submission{{name: "a", acked: "001", retried: "004"}},
+		after: []*api.Job{job("001", "a"), job("004", "a")},
+		want:  Result{Submitted: 1, Acknowledged: 1, KeyMismatch: 1, Duplicated: 1},
 	}, {
 		name:  "stored twice",
 		subs:  []submission{{name: "b", retried: "003"}},
@@ -57,7 +62,7 @@ func TestTally(t *testing.T) {
 		name:  "array not whole",
 		subs:  []submission{{name: "c", tasks: 3, acked: "010", retried: "010"}},
 		after: tasks(10, 2, "c"),
-		want:  Result{Submitted: 1, Arrays: 1, Acknowledged: 1, Missing: 1, Partial: 1},
+		want:  Result{Submitted: 1, Arrays: 1, Acknowledged: 1, Partial: 1},
 	}, {
 		name: "retry failed",
 		subs: []submission{{name: "b"}},
