@@ -343,7 +343,12 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 			f := j.Clone()
 			f.Status.Phase, f.Status.FinishedAt = api.JobFailed, p.now
 			f.Status.Reason = fmt.Sprintf("cannot start: its %d ranks' assignments do not fit one store transaction: %v", len(asg), err)
-			p.wrote(f.ModRevision, p.c.st.UpdateJob(ctx, f))
+			w := p.c.st.UpdateJobWrite(f)
+			if fj := p.fresh[f.ID]; fj != nil && fj.claim != nil {
+				w = w.WithClaim(fj.claim) // a new job: created now, with its key
+			}
+			revs, errs := p.c.st.Commit(ctx, []store.JobWrite{w})
+			p.wrote(revs[0], errs[0])
 			return
 		}
 		if p.wrote(rev, err) {
