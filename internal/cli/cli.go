@@ -66,7 +66,7 @@ func commands() []command {
 		{name: "simulate", args: "--trace FILE [--policy P ...]", summary: "replay a cluster trace through the real scheduler in virtual time", run: wrap(simcli.Main)},
 		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
-		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing)", run: runBench},
+		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing), durability (a server killed mid-submission)", run: runBench},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0

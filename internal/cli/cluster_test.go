@@ -829,6 +829,19 @@ command: [sh, -c, 'echo out; echo err >&2']
 	if _, errOut, code = cl.run("submit", bad); code == 0 || !strings.Contains(errOut, "spec.output") {
 		t.Errorf("output: nowhere: code %d, %q", code, errOut)
 	}
+	// The same submission twice with one --idempotency-key is one job.
+	var ids []string
+	for range 2 {
+		out, errOut, code := cl.run("submit", "--idempotency-key", "sweep-1", "-o", "json", "--ranks", "1", "--", "true")
+		var j api.Job
+		if code != 0 || json.Unmarshal([]byte(out), &j) != nil {
+			t.Fatalf("submit --idempotency-key: code %d, %q %q", code, out, errOut)
+		}
+		ids = append(ids, j.ID)
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("two submissions with one key made jobs %v; want one", ids)
+	}
 }
 
 // Two blocked gangs both hold a backfill reservation (Slurm reserves for

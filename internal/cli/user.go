@@ -35,6 +35,8 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	perNode := fs.Int("ranks-per-node", 0, "ranks per node (default: pack onto the fewest nodes)")
 	maxRestarts := fs.Int("max-restarts", -1, "restarts after failures (default 3)")
 	array := fs.String("array", "", "submit one job per index, as sbatch --array: 0-999, 1,3,5-9, 0-15:4, with %N to run at most N at once")
+	key := fs.String("idempotency-key", "", "the submission's Idempotency-Key (default: a new random one, which retries after a lost answer reuse): "+
+		"the same submission sent again with the same key, within a day, creates nothing and prints what the first created")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
@@ -79,7 +81,7 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	j, a, err := c.SubmitAny(ctx, body)
+	j, a, err := c.SubmitKeyed(ctx, body, *key)
 	if err != nil {
 		return fail(e, err)
 	}

@@ -3,7 +3,9 @@
 // every caller needs it does in one place: one connection pool per Client,
 // a timeout per request, retries of idempotent requests with a backoff that
 // ends with the caller's context, the User-Agent gangway/<version>, and
-// every answer that is not a success as an *APIError.
+// every answer that is not a success as an *APIError. A submission is made
+// idempotent with a random Idempotency-Key (jobs.go), and so is retried too,
+// with the same key, when it got no answer.
 //
 // Credentials and TLS come in through Config: a bearer token (people and
 // scripts), a CA to trust and, for agents, a client certificate (TLS);
@@ -70,10 +72,12 @@ type Config struct {
 	// negative: none (the context alone bounds it). A context that ends
 	// sooner wins, at no cost.
 	Timeout time.Duration
-	// Retries is how many more tries a GET gets when it could not reach the
-	// server or the server answered 502, 503 or 504. Other methods are
-	// never retried: they may have taken effect. 0: DefaultRetries;
-	// negative: none.
+	// Retries is how many more tries a GET or a submission (which carries
+	// an idempotency key) gets when it could not reach the server, its
+	// connection broke, or the server answered 502, 503 or 504; a
+	// submission also when a try timed out. Other requests are never
+	// retried: they may have taken effect. 0: DefaultRetries; negative:
+	// none.
 	Retries int
 	// RetryBackoff is the wait before the first retry, doubled for each
 	// next one (at most 2s) and jittered. 0: DefaultRetryBackoff.
@@ -292,7 +296,15 @@ type request struct {
 	// wait is how long the server may hold the answer (a long poll); it is
 	// added to the timeout.
 	wait time.Duration
+	// key, if set, is sent as the Idempotency-Key: every try is the same
+	// request to the server, which creates what it asks for once, so a
+	// try that got no answer may be sent again.
+	key []string
 }
+
+// retried says whether r is sent again after a try that failed as
+// retryable says: a GET, or a request with an idempotency key.
+func (r *request) retried() bool { return r.method == http.MethodGet || r.key != nil }
 
 // newRequest makes the http.Request for one try of r. It is the one place
 // every request passes, where credentials will be set.
@@ -311,6 +323,9 @@ func (c *Client) newRequest(ctx context.Context, base string, r *request) (*http
 	}
 	if r.body != nil {
 		req.Header["Content-Type"] = r.contentType
+	}
+	if r.key != nil {
+		req.Header[api.IdempotencyKeyHeader] = r.key
 	}
 	return req, nil
 }
@@ -354,13 +369,13 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 // certificate the client does not trust.
 var ErrUntrusted = errors.New("refusing the gangway server")
 
-// do sends r, retrying a GET that may succeed on another try, and decodes
-// a successful answer into out (nil: drop it). Once ctx has ended, it
-// tries no more and its error wraps ctx's.
+// do sends r, retrying a GET or a keyed request that may succeed on
+// another try, and decodes a successful answer into out (nil: drop it).
+// Once ctx has ended, it tries no more and its error wraps ctx's.
 func (c *Client) do(ctx context.Context, r *request, out any) error {
 	for try := 0; ; try++ {
 		err := c.once(ctx, r, out)
-		if err == nil || r.method != http.MethodGet || try >= c.retries || !retryable(err) {
+		if err == nil || !r.retried() || try >= c.retries || !retryable(err, r.key != nil) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -396,10 +411,14 @@ func (c *Client) backoffFor(try int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// retryable says whether another try of a GET could succeed: the server
-// was not reached or was briefly unable to answer. A timeout is not
-// retried: the caller's time is spent.
-func retryable(err error) bool {
+// retryable says whether another try of a request that failed with err
+// could succeed: the server was not reached, the connection broke before
+// the whole answer came, or the server was briefly unable to answer. A
+// try that timed out is retried only with an idempotency key (keyed): the
+// server may be slow rather than gone, and a GET's caller has spent the
+// time it gave; a submission is worth another try, which cannot create
+// it twice. (do checks that the caller's context is still alive.)
+func retryable(err error, keyed bool) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		switch ae.Status {
@@ -409,8 +428,14 @@ func retryable(err error) bool {
 		return false
 	}
 	var ue *url.Error
-	return errors.As(err, &ue) && !ue.Timeout()
+	if errors.As(err, &ue) && ue.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return keyed
+	}
+	return errors.As(err, &ue) || errors.Is(err, errCutShort)
 }
+
+// errCutShort is wrapped by the error of a try whose answer broke off.
+var errCutShort = errors.New("the connection broke before the whole answer came")
 
 // once sends one try of r.
 func (c *Client) once(ctx context.Context, r *request, out any) error {
@@ -431,8 +456,11 @@ func (c *Client) once(ctx context.Context, r *request, out any) error {
 	defer putBuf(buf)
 	b, err := readAll(resp.Body, (*buf)[:0], maxAnswerBytes)
 	*buf = b
-	if err != nil {
+	if errors.Is(err, errTooLarge) {
 		return fmt.Errorf("%s %s: read the answer: %w", r.method, r.path, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: read the answer: %w: %w", r.method, r.path, errCutShort, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		return newAPIError(resp.StatusCode, b)

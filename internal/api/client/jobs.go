@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,17 +16,27 @@ import (
 )
 
 // Submit sends a job spec (YAML or JSON) without an array and returns the
-// stored job.
+// stored job. Like every submission it carries a new random idempotency
+// key, and is sent again with it when a try got no answer: the job is
+// created once however many tries reach the server.
 func (c *Client) Submit(ctx context.Context, spec []byte) (*api.Job, error) {
 	var j api.Job
-	return &j, c.post(ctx, "/v1/jobs", spec, specHeader, &j)
+	return &j, c.submit(ctx, spec, "", &j)
 }
 
 // SubmitAny submits a spec that may have an array: the answer is the job,
 // or the array's jobs.
 func (c *Client) SubmitAny(ctx context.Context, spec []byte) (*api.Job, *api.ArraySubmission, error) {
+	return c.SubmitKeyed(ctx, spec, "")
+}
+
+// SubmitKeyed is SubmitAny with the caller's own idempotency key ("": a
+// new random one), for a caller that may send the same submission again
+// after its own restart: the server answers a key it has seen (for a day)
+// with what the first submission created.
+func (c *Client) SubmitKeyed(ctx context.Context, spec []byte, key string) (*api.Job, *api.ArraySubmission, error) {
 	var raw json.RawMessage
-	if err := c.post(ctx, "/v1/jobs", spec, specHeader, &raw); err != nil {
+	if err := c.submit(ctx, spec, key, &raw); err != nil {
 		return nil, nil, err
 	}
 	var a api.ArraySubmission
@@ -45,7 +57,26 @@ func (c *Client) SubmitID(ctx context.Context, spec []byte) (string, error) {
 	var j struct {
 		ID string `json:"id"`
 	}
-	return j.ID, c.post(ctx, "/v1/jobs", spec, specHeader, &j)
+	return j.ID, c.submit(ctx, spec, "", &j)
+}
+
+// submit posts spec to /v1/jobs with key (a new random one if "") as its
+// idempotency key.
+func (c *Client) submit(ctx context.Context, spec []byte, key string, out any) error {
+	if key == "" {
+		key = NewIdempotencyKey()
+	}
+	return c.do(ctx, &request{method: http.MethodPost, path: "/v1/jobs", body: spec, contentType: specHeader, key: []string{key}}, out)
+}
+
+// NewIdempotencyKey draws a random key (a version 4 UUID).
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // JobQuery narrows GET /v1/jobs. The zero value lists every job at once.

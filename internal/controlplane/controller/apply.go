@@ -107,6 +107,9 @@ func (p *pass) flush(ctx context.Context) (left []api.RankStatus) {
 	carried := make([][]api.RankStatus, len(q))
 	for i := range q {
 		id := q[i].w.Job().ID
+		if f := p.fresh[id]; f != nil && f.claim != nil {
+			q[i].w = q[i].w.WithClaim(f.claim)
+		}
 		if rs := byJob[id]; len(rs) > 0 && len(rs) <= maxCarried {
 			q[i].w = q[i].w.WithRankStatuses(rs)
 			carried[i] = rs
@@ -208,7 +211,8 @@ func (p *pass) wrote(rev int64, err error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		if !errors.Is(err, store.ErrConflict) {
+		// A stale view, or a retried submission: expected, not failures.
+		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrKeyTaken) {
 			p.errs = append(p.errs, err)
 		}
 		return false
@@ -339,7 +343,12 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 			f := j.Clone()
 			f.Status.Phase, f.Status.FinishedAt = api.JobFailed, p.now
 			f.Status.Reason = fmt.Sprintf("cannot start: its %d ranks' assignments do not fit one store transaction: %v", len(asg), err)
-			p.wrote(f.ModRevision, p.c.st.UpdateJob(ctx, f))
+			w := p.c.st.UpdateJobWrite(f)
+			if fj := p.fresh[f.ID]; fj != nil && fj.claim != nil {
+				w = w.WithClaim(fj.claim) // a new job: created now, with its key
+			}
+			revs, errs := p.c.st.Commit(ctx, []store.JobWrite{w})
+			p.wrote(revs[0], errs[0])
 			return
 		}
 		if p.wrote(rev, err) {

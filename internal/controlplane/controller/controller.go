@@ -16,8 +16,9 @@
 //     to the next pass.
 //
 // deploy.go scales deployments, retention.go deletes finished jobs,
-// topo.go keeps the cluster's topology and liveness.go the agents'
-// heartbeats.
+// sweep.go finishes arrays a crashed submitter left part-written and
+// expires idempotency keys, topo.go keeps the cluster's topology and
+// liveness.go the agents' heartbeats.
 //
 // It imports api, controlplane/store, launch, scheduler and topology;
 // nothing imports it but the server.
@@ -134,6 +135,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		})
 	}()
+	wg.Add(1)
+	go func() { defer wg.Done(); c.sweep(ctx) }()
 	if c.cfg.JobRetention > 0 || c.cfg.MaxFinishedJobs > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.retain(ctx) }()
@@ -268,8 +271,12 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	if len(p.subs) > 0 {
 		p.fresh = map[string]*freshJob{}
 		for _, s := range p.subs {
-			for _, j := range s.jobs {
-				p.fresh[j.ID] = &freshJob{}
+			for i, j := range s.jobs {
+				f := &freshJob{}
+				if i == 0 {
+					f.claim = s.claim
+				}
+				p.fresh[j.ID] = f
 				ids = append(ids, j)
 			}
 		}

@@ -27,7 +27,7 @@ func TestRetentionDeletesOldAndSurplusFinishedJobs(t *testing.T) {
 	kept := []*api.Job{tc.storeFinished(t, 3*time.Minute), tc.storeFinished(t, 2*time.Minute), tc.storeFinished(t, time.Minute)}
 	live := tc.newJob(t, 8)
 	live.SubmittedAt = time.Now().Add(-3 * time.Hour) // submitted long ago, never finished
-	if err := tc.st.CreateJobAs(ctx, live); err != nil {
+	if err := tc.st.CreateJobAs(ctx, live, nil); err != nil {
 		t.Fatal(err)
 	}
 	tc.run(t)
@@ -61,7 +61,7 @@ func TestNoRetentionKeepsFinishedJobs(t *testing.T) {
 	ctx := context.Background()
 	j := tc.newJob(t, 1)
 	j.Status.Phase, j.Status.FinishedAt = api.JobFailed, time.Now().Add(-365*24*time.Hour)
-	if err := tc.st.CreateJobAs(ctx, j); err != nil {
+	if err := tc.st.CreateJobAs(ctx, j, nil); err != nil {
 		t.Fatal(err)
 	}
 	tc.run(t)
@@ -77,7 +77,7 @@ func (tc *testControl) storeFinished(t *testing.T, ago time.Duration) *api.Job {
 	ctx := context.Background()
 	j := tc.newJob(t, 1)
 	j.Status.Phase, j.Status.FinishedAt = api.JobSucceeded, time.Now().Add(-ago)
-	if err := tc.st.CreateJobAs(ctx, j); err != nil {
+	if err := tc.st.CreateJobAs(ctx, j, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := tc.st.PutRankStatuses(ctx, []api.RankStatus{{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankExited, ExitCode: 3}}); err != nil {

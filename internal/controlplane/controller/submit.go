@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // ErrNotTaken is Submit's answer when no pass took the jobs in time: the
@@ -22,7 +23,10 @@ var ErrNotTaken = errors.New("controller: submission not taken")
 
 // submission is a batch of new jobs waiting for a pass.
 type submission struct {
-	jobs  []*api.Job
+	jobs []*api.Job
+	// claim is the idempotency key taken with jobs[0] (Submit takes one
+	// job with a claim); nil: none.
+	claim *store.Claim
 	state atomic.Int32 // subWaiting, then subTaken or subWithdrawn
 	// done receives the stored jobs (each as written) or why not, once
 	// the pass that took it has committed.
@@ -81,17 +85,22 @@ const slowPass = 5 * time.Millisecond
 
 // Submit hands new jobs (from store.NewJob: IDs reserved, not stored) to
 // the next pass, which stores each one, placed if it can be, and returns
-// them as stored. If no pass takes them within wait (the controller is
-// busy with a long pass, or not running), it returns ErrNotTaken and has
-// stored nothing. Any other error leaves it unknown whether a job was
-// stored: create it again with store.CreateJobAs, which refuses an ID that
-// exists.
-func (c *Controller) Submit(ctx context.Context, jobs []*api.Job, wait time.Duration) ([]*api.Job, error) {
+// them as stored. claim, if not nil, is an idempotency key the pass takes
+// in the transaction of the job (then the only one), or, if a submission
+// took it first, stores nothing and answers store.ErrKeyTaken. If no pass
+// takes them within wait (the controller is busy with a long pass, or not
+// running), it returns ErrNotTaken and has stored nothing. Any other error
+// leaves it unknown whether a job was stored: create it again with
+// store.CreateJobAs, which refuses an ID (and a key) that exists.
+func (c *Controller) Submit(ctx context.Context, jobs []*api.Job, claim *store.Claim, wait time.Duration) ([]*api.Job, error) {
+	if claim != nil && len(jobs) != 1 {
+		return nil, errors.New("controller: an idempotency key goes with one job")
+	}
 	if c.subs.slowLastPass() {
 		// The submitter would wait a whole pass: store it now instead.
 		return nil, ErrNotTaken
 	}
-	s := &submission{jobs: jobs, done: make(chan submitted, 1)}
+	s := &submission{jobs: jobs, claim: claim, done: make(chan submitted, 1)}
 	c.subs.mu.Lock()
 	c.subs.q = append(c.subs.q, s)
 	c.subs.mu.Unlock()
@@ -165,7 +174,8 @@ func (c *Controller) take() []*submission {
 
 // freshJob is one taken new job during its pass: how its write went.
 type freshJob struct {
-	stored *api.Job // as written; nil until its write was committed or failed
+	claim  *store.Claim // the idempotency key its write takes; nil: none
+	stored *api.Job     // as written; nil until its write was committed or failed
 	err    error
 }
 

@@ -88,7 +88,7 @@ func (tc *testControl) newJob(t *testing.T, gpus int) *api.Job {
 func (tc *testControl) submit(t *testing.T, j *api.Job) (got, stored *api.Job) {
 	t.Helper()
 	ctx := context.Background()
-	js, err := tc.ctl.Submit(ctx, []*api.Job{j}, 10*time.Second)
+	js, err := tc.ctl.Submit(ctx, []*api.Job{j}, nil, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestSubmitWithNoControllerRunningStoresNothing(t *testing.T) {
 	tc := newTestControl(t) // not running
 	ctx := context.Background()
 	j := tc.newJob(t, 1)
-	_, err := tc.ctl.Submit(ctx, []*api.Job{j}, 20*time.Millisecond)
+	_, err := tc.ctl.Submit(ctx, []*api.Job{j}, nil, 20*time.Millisecond)
 	if !errors.Is(err, ErrNotTaken) {
 		t.Fatalf("Submit with no pass running: %v; want ErrNotTaken", err)
 	}
@@ -179,10 +179,10 @@ func TestSubmitWithNoControllerRunningStoresNothing(t *testing.T) {
 	if _, err := tc.st.Job(ctx, j.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("withdrawn job read back: %v; want not found", err)
 	}
-	if err := tc.st.CreateJobAs(ctx, j); err != nil {
+	if err := tc.st.CreateJobAs(ctx, j, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := tc.st.CreateJobAs(ctx, j.Clone()); !errors.Is(err, store.ErrConflict) {
+	if err := tc.st.CreateJobAs(ctx, j.Clone(), nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("creating job %s twice: %v; want ErrConflict", j.ID, err)
 	}
 }
@@ -191,7 +191,7 @@ func TestSubmitSkipsSlowPasses(t *testing.T) {
 	tc := newTestControl(t) // not running: only the last pass's length counts
 	tc.ctl.subs.slow = slowPass
 	tc.ctl.subs.passNanos.Store(int64(time.Second))
-	_, err := tc.ctl.Submit(context.Background(), []*api.Job{tc.newJob(t, 1)}, 20*time.Millisecond)
+	_, err := tc.ctl.Submit(context.Background(), []*api.Job{tc.newJob(t, 1)}, nil, 20*time.Millisecond)
 	if !errors.Is(err, ErrNotTaken) {
 		t.Fatalf("Submit after a 1s pass: %v; want ErrNotTaken", err)
 	}
@@ -400,5 +400,53 @@ func TestForEachHandlesEveryJobOnce(t *testing.T) {
 				t.Errorf("%d jobs: job %s handled %d times", n, id, c)
 			}
 		}
+	}
+}
+
+// TestSubmitTakesTheKeyWithThePlacedJob: a submission with an idempotency
+// key stores the key in the placed job's own transaction; a second one
+// with the same key, handed over at the same time (a client's retry while
+// the first is still in flight), stores nothing and gets ErrKeyTaken.
+func TestSubmitTakesTheKeyWithThePlacedJob(t *testing.T) {
+	tc := newTestControl(t)
+	tc.run(t)
+	ctx := context.Background()
+	time.Sleep(200 * time.Millisecond) // node readiness
+	now := time.Now()
+	claim := func() *store.Claim {
+		c, err := tc.st.ClaimKey(ctx, "user:alice", "retry-me", "h", 201, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	jobs := []*api.Job{tc.newJob(t, 1), tc.newJob(t, 1)}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = tc.ctl.Submit(ctx, []*api.Job{j}, claim(), 10*time.Second)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	if errs[1] == nil {
+		won = 1
+	}
+	if errs[won] != nil || !errors.Is(errs[1-won], store.ErrKeyTaken) {
+		t.Fatalf("Submit answers %v; want one nil and one ErrKeyTaken", errs)
+	}
+	stored, err := tc.st.Job(ctx, jobs[won].ID)
+	if err != nil || stored.Status.Phase != api.JobRunning {
+		t.Fatalf("the job that took the key: %+v, %v; want stored Running", stored, err)
+	}
+	if _, err := tc.st.Job(ctx, jobs[1-won].ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the other job: %v; want not stored", err)
+	}
+	rec, err := tc.st.Claimed(ctx, "user:alice", "retry-me")
+	if err != nil || rec.Job != jobs[won].ID {
+		t.Errorf("key record %+v, %v; want job %s", rec, err, jobs[won].ID)
 	}
 }

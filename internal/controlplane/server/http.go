@@ -97,7 +97,7 @@ func statusFor(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, store.ErrConflict), errors.Is(err, errConflict):
+	case errors.Is(err, store.ErrConflict), errors.Is(err, errConflict), errors.Is(err, store.ErrKeyTaken):
 		return http.StatusConflict
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, store.ErrStale),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -27,50 +27,78 @@ func (s *Server) jobRoutes(mux *http.ServeMux) {
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
-	spec, ok := decodeBody(w, r, api.DecodeJobSpec)
-	if !ok {
-		return
-	}
-	if err := admitOwner(&spec); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
-		return
-	}
-	if err := admitCheckpointDir(&spec, s.cfg.CheckpointDirRoots); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
-		return
-	}
-	if err := admitSize(&spec); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
-		return
-	}
-	if err := s.admitUser(r.Context(), who(r), &spec); err != nil {
-		writeError(w, admitStatus(err), err)
-		return
-	}
-	nodes, err := s.capacityNodes(r.Context())
+	ctx := r.Context()
+	b, err := readRaw(w, r) // the spec decoder runs api.CheckShape first
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
-	if err := checkCapacity(&spec, nodes); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
+	k, err := keyOf(r, b)
+	if err != nil {
+		writeError(w, statusFor(err), err)
 		return
 	}
-	if err := admitParallelism(&spec, nodes, s.catalog); err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err)
+	spec, err := api.DecodeJobSpec(b)
+	if err != nil {
+		writeError(w, statusFor(err), err)
 		return
+	}
+	if code, err := s.admitJob(ctx, who(r), &spec); err != nil {
+		// The first try of a retried submission passed; a change since
+		// (a queue's limits, a node gone) does not undo what it created.
+		if k != nil && s.replay(w, r, k) {
+			return
+		}
+		writeError(w, code, err)
+		return
+	}
+	var claim *store.Claim
+	if k != nil {
+		if claim, err = s.st.ClaimKey(ctx, k.owner, k.key, k.hash, http.StatusCreated, time.Now()); err != nil {
+			writeError(w, statusFor(err), err)
+			return
+		}
 	}
 	if spec.Array != "" {
-		s.submitArray(w, r, spec)
+		s.submitArray(w, r, spec, claim, k)
 		return
 	}
-	j, err := s.createJob(r.Context(), spec)
+	j, err := s.createJob(ctx, spec, claim)
 	if err != nil {
-		writeError(w, statusFor(err), err)
+		s.refuse(w, r, k, err)
 		return
 	}
 	s.log.Info("job submitted", "job_id", j.ID, "name", spec.Name, "ranks", spec.Ranks)
 	writeJSON(w, r, http.StatusCreated, j)
+}
+
+// admitJob checks a submission against what the cluster admits, and may
+// fill in its spec (its owner, its queue's defaults); on a refusal it
+// returns the status to answer.
+func (s *Server) admitJob(ctx context.Context, wh *api.Who, spec *api.JobSpec) (int, error) {
+	if err := admitOwner(spec); err != nil {
+		return http.StatusUnprocessableEntity, err
+	}
+	if err := admitCheckpointDir(spec, s.cfg.CheckpointDirRoots); err != nil {
+		return http.StatusUnprocessableEntity, err
+	}
+	if err := admitSize(spec); err != nil {
+		return http.StatusUnprocessableEntity, err
+	}
+	if err := s.admitUser(ctx, wh, spec); err != nil {
+		return admitStatus(err), err
+	}
+	nodes, err := s.capacityNodes(ctx)
+	if err != nil {
+		return statusFor(err), err
+	}
+	if err := checkCapacity(spec, nodes); err != nil {
+		return http.StatusUnprocessableEntity, err
+	}
+	if err := admitParallelism(spec, nodes, s.catalog); err != nil {
+		return http.StatusUnprocessableEntity, err
+	}
+	return 0, nil
 }
 
 // passTakeWait bounds how long a new job or a heartbeat's rank statuses
@@ -78,32 +106,47 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 // stores them itself.
 const passTakeWait = 5 * time.Millisecond
 
-// createJob stores a new job. On the leader it goes through the
-// controller's next pass, which stores it already placed, in one write,
-// when it can start now (otherwise pending, as a plain create would);
-// elsewhere, or when no pass takes it soon, it is stored here.
-func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, error) {
+// createJob stores a new job, taking claim's idempotency key with it (nil:
+// none; store.ErrKeyTaken: another submission took it, and nothing was
+// stored). On the leader it goes through the controller's next pass,
+// which stores it already placed, in one write, when it can start now
+// (otherwise pending, as a plain create would); elsewhere, or when no pass
+// takes it soon, it is stored here.
+func (s *Server) createJob(ctx context.Context, spec api.JobSpec, claim *store.Claim) (*api.Job, error) {
 	ctl := s.controller()
-	if ctl == nil {
-		return s.st.CreateJob(ctx, spec, time.Now())
+	for ctl == nil {
+		j, err := s.st.NewJob(ctx, spec, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		// A conflict is an ID taken: a store whose jobs are ahead of its
+		// sequence. The next ID may be free.
+		switch err := s.st.CreateJobAs(ctx, j, claim); {
+		case err == nil:
+			return j, nil
+		case !errors.Is(err, store.ErrConflict) || ctx.Err() != nil:
+			return nil, err
+		}
 	}
 	j, err := s.st.NewJob(ctx, spec, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	stored, err := ctl.Submit(ctx, []*api.Job{j}, passTakeWait)
-	if err == nil {
+	stored, err := ctl.Submit(ctx, []*api.Job{j}, claim, passTakeWait)
+	switch {
+	case err == nil:
 		return stored[0], nil
-	}
-	if ctx.Err() != nil {
+	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	}
-	if !errors.Is(err, controller.ErrNotTaken) {
+	case errors.Is(err, store.ErrKeyTaken):
+		return nil, err
+	case !errors.Is(err, controller.ErrNotTaken):
 		s.log.Warn("submitting through the controller failed; storing the job directly", "job_id", j.ID, "err", err)
 	}
 	// Not taken, or its outcome unknown: an ID that exists now was stored
-	// by the pass.
-	switch err := s.st.CreateJobAs(ctx, j); {
+	// by the pass (and its key with it: ErrKeyTaken, whose record names
+	// this job).
+	switch err := s.st.CreateJobAs(ctx, j, claim); {
 	case err == nil:
 		return j, nil
 	case !errors.Is(err, store.ErrConflict):
@@ -112,24 +155,36 @@ func (s *Server) createJob(ctx context.Context, spec api.JobSpec) (*api.Job, err
 	return s.st.Job(ctx, j.ID)
 }
 
-// submitArray stores one job per index of spec.Array (validated already).
-func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.JobSpec) {
+// submitArray stores one job per index of spec.Array (validated already),
+// taking claim's idempotency key (nil: none) with it.
+func (s *Server) submitArray(w http.ResponseWriter, r *http.Request, spec api.JobSpec, claim *store.Claim, k *keyed) {
 	a, err := api.ParseArray(spec.Array)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, api.ErrorForField("spec.array", "%s", err))
 		return
 	}
-	jobs, err := s.st.CreateJobs(r.Context(), spec, a, time.Now())
-	if err != nil {
-		writeError(w, statusFor(err), err)
+	jobs, err := s.st.CreateJobs(r.Context(), spec, a, time.Now(), claim)
+	switch {
+	case errors.Is(err, store.ErrUnfinished):
+		// Committed: its IDs are final, and the leader writes the rest.
+		s.log.Warn("job array committed but not all written; the leader's sweep writes the rest", "array_id", jobs[0].ID, "err", err)
+	case err != nil:
+		s.refuse(w, r, k, err)
 		return
 	}
-	out := api.ArraySubmission{ArrayID: jobs[0].ID, Count: len(jobs), Jobs: make([]string, len(jobs))}
-	for i, j := range jobs {
-		out.Jobs[i] = j.ID
-	}
+	out := arraySubmission(jobs[0].ID, len(jobs))
 	s.log.Info("job array submitted", "array_id", out.ArrayID, "name", spec.Name, "tasks", out.Count)
 	writeJSON(w, r, http.StatusCreated, out)
+}
+
+// arraySubmission is the answer for an array of count tasks from first.
+func arraySubmission(first string, count int) api.ArraySubmission {
+	out := api.ArraySubmission{ArrayID: first, Count: count, Jobs: make([]string, count)}
+	n, _ := strconv.ParseInt(first, 10, 64)
+	for i := range out.Jobs {
+		out.Jobs[i] = strconv.FormatInt(n+int64(i), 10)
+	}
+	return out
 }
 
 // listJobs lists jobs, oldest first: all of them, or with ?live=1 only
@@ -362,6 +417,12 @@ func (s *Server) cancelArray(w http.ResponseWriter, r *http.Request) {
 	// An array's tasks share their submitter.
 	if err := mayAct(who(r), "array "+j.Array.ID, j.Spec.User); err != nil {
 		writeError(w, http.StatusForbidden, err)
+		return
+	}
+	// An array whose submitter crashed part-way is written whole first,
+	// or its tasks written later would escape the cancel.
+	if err := s.st.FinishArray(ctx, j.Array.ID); err != nil {
+		writeError(w, statusFor(err), err)
 		return
 	}
 	first, err := strconv.ParseInt(j.Array.ID, 10, 64)

@@ -6,8 +6,10 @@
 // the controller, and decide nothing of placement or lifecycle. A file per
 // resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
 // its routes and handlers; http.go the routing and the helpers they share;
-// admit.go and capacity.go what a submission must pass; server.go the
-// process (store, cache, gateway, HTTP); election.go leader election;
+// admit.go and capacity.go what a submission must pass; idempotency.go
+// its Idempotency-Key (a retry answers what the first try created);
+// server.go the process (store, cache, gateway, HTTP); election.go leader
+// election; forward.go what replicas that do not lead hand the leader;
 // cluster.go the check that the data directory and the store belong to
 // one cluster. The wire types are internal/api's; Go callers use
 // internal/api/client.

@@ -15,9 +15,10 @@ import (
 // one with UpdateJobWrite, StartAttemptWrite or StopAttemptWrite and
 // commit it, alone or with others, with Commit.
 type JobWrite struct {
-	job *api.Job
-	ops []clientv3.Op
-	err error // from building it
+	job   *api.Job
+	ops   []clientv3.Op
+	claim *Claim // taken with the job, nil for none
+	err   error  // from building it
 }
 
 // Job is the job the write is for.
@@ -71,6 +72,15 @@ func (w JobWrite) WithRankStatuses(rs []api.RankStatus) JobWrite {
 	return w
 }
 
+// WithClaim makes the write, which creates its job, also take an
+// idempotency key (ClaimKey) for it: in the same transaction, and only if
+// no submission took the key first (else ErrKeyTaken, and nothing is
+// written).
+func (w JobWrite) WithClaim(c *Claim) JobWrite {
+	w.claim = c
+	return w
+}
+
 // Batch limits: what one shared transaction may hold. 128 operations is
 // also an external etcd's default limit; a single write bigger than this
 // goes alone.
@@ -88,6 +98,7 @@ const (
 func (s *Store) Commit(ctx context.Context, ws []JobWrite) (revs []int64, errs []error) {
 	revs, errs = make([]int64, len(ws)), make([]error, len(ws))
 	puts := make([]clientv3.Op, len(ws))
+	var claimPuts []clientv3.Op // by write, for those with a claim
 	for i, w := range ws {
 		if w.err != nil {
 			errs[i] = w.err
@@ -99,8 +110,26 @@ func (s *Store) Commit(ctx context.Context, ws []JobWrite) (revs []int64, errs [
 			continue
 		}
 		puts[i] = clientv3.OpPut(jobKey(w.job.ID), string(b))
+		if w.claim != nil {
+			if claimPuts == nil {
+				claimPuts = make([]clientv3.Op, len(ws))
+			}
+			if claimPuts[i], err = w.claim.forJob(w.job.ID); err != nil {
+				errs[i] = err
+			}
+		}
 	}
-	var group []int // indices of the writes in the transaction being built
+	ops := func(i int) []clientv3.Op { // write i's operations
+		out := make([]clientv3.Op, 0, 2+len(ws[i].ops))
+		out = append(out, puts[i])
+		if ws[i].claim != nil {
+			out = append(out, claimPuts[i])
+		}
+		return append(out, ws[i].ops...)
+	}
+	// group: the indices of the writes in the transaction being built;
+	// inGroup: their jobs' IDs and their claims' keys.
+	var group []int
 	inGroup := map[string]bool{}
 	nops, nbytes := 0, 0
 	flush := func() {
@@ -108,9 +137,9 @@ func (s *Store) Commit(ctx context.Context, ws []JobWrite) (revs []int64, errs [
 		case 0:
 		case 1:
 			i := group[0]
-			revs[i], errs[i] = s.commitEncoded(ctx, ws[i], puts[i])
+			revs[i], errs[i] = s.commitEncoded(ctx, ws[i], ops(i))
 		default:
-			s.commitGroup(ctx, ws, puts, group, revs, errs)
+			s.commitGroup(ctx, ws, ops, group, revs, errs)
 		}
 		group, nops, nbytes = group[:0], 0, 0
 		clear(inGroup)
@@ -120,12 +149,21 @@ func (s *Store) Commit(ctx context.Context, ws []JobWrite) (revs []int64, errs [
 			continue
 		}
 		n, b := 1+len(w.ops), len(puts[i].ValueBytes())+opsBytes(w.ops)
-		// A job twice in one transaction would be a duplicate key.
-		if len(group) > 0 && (nops+n > batchOps || nbytes+b > batchBytes || inGroup[w.job.ID]) {
+		// A job or a key twice in one transaction would be a duplicate
+		// key (two submissions with one idempotency key in one pass).
+		dup := inGroup[w.job.ID]
+		if w.claim != nil {
+			n, b = n+1, b+len(claimPuts[i].ValueBytes())
+			dup = dup || inGroup[w.claim.key]
+		}
+		if len(group) > 0 && (nops+n > batchOps || nbytes+b > batchBytes || dup) {
 			flush()
 		}
 		group = append(group, i)
 		inGroup[w.job.ID] = true
+		if w.claim != nil {
+			inGroup[w.claim.key] = true
+		}
 		nops, nbytes = nops+n, nbytes+b
 	}
 	flush()
@@ -134,13 +172,15 @@ func (s *Store) Commit(ctx context.Context, ws []JobWrite) (revs []int64, errs [
 
 // commitGroup commits several writes in one transaction, falling back to
 // one transaction each when any compare fails or etcd refuses the size.
-func (s *Store) commitGroup(ctx context.Context, ws []JobWrite, puts []clientv3.Op, group []int, revs []int64, errs []error) {
+func (s *Store) commitGroup(ctx context.Context, ws []JobWrite, opsOf func(int) []clientv3.Op, group []int, revs []int64, errs []error) {
 	cmps := make([]clientv3.Cmp, 0, len(group))
 	var ops []clientv3.Op
 	for _, i := range group {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(jobKey(ws[i].job.ID)), "=", ws[i].job.ModRevision))
-		ops = append(ops, puts[i])
-		ops = append(ops, ws[i].ops...)
+		if c := ws[i].claim; c != nil {
+			cmps = append(cmps, c.cmp())
+		}
+		ops = append(ops, opsOf(i)...)
 	}
 	tr, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err == nil && tr.Succeeded {
@@ -152,12 +192,13 @@ func (s *Store) commitGroup(ctx context.Context, ws []JobWrite, puts []clientv3.
 	}
 	if err != nil && !tooLarge(err) {
 		for _, i := range group {
+			s.leaseGone(ws[i].claim, err)
 			errs[i] = fmt.Errorf("store: update job %s: %w", ws[i].job.ID, err)
 		}
 		return
 	}
 	for _, i := range group {
-		revs[i], errs[i] = s.commitEncoded(ctx, ws[i], puts[i])
+		revs[i], errs[i] = s.commitEncoded(ctx, ws[i], opsOf(i))
 	}
 }
 
@@ -167,16 +208,25 @@ func (s *Store) commitOne(ctx context.Context, w JobWrite) (int64, error) {
 	return revs[0], errs[0]
 }
 
-func (s *Store) commitEncoded(ctx context.Context, w JobWrite, put clientv3.Op) (int64, error) {
+// commitEncoded commits one write, whose operations are ops, in its own
+// transaction.
+func (s *Store) commitEncoded(ctx context.Context, w JobWrite, ops []clientv3.Op) (int64, error) {
 	j := w.job
-	ops := append([]clientv3.Op{put}, w.ops...)
-	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(jobKey(j.ID)), "=", j.ModRevision)).
-		Then(ops...).Commit()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(jobKey(j.ID)), "=", j.ModRevision)}
+	var orElse []clientv3.Op
+	if c := w.claim; c != nil {
+		cmps, orElse = append(cmps, c.cmp()), []clientv3.Op{c.taken()}
+	}
+	tr, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
+		s.leaseGone(w.claim, err)
 		if tooLarge(err) {
 			return 0, fmt.Errorf("store: update job %s: %d keys, %d bytes in one transaction: %w (%v)", j.ID, len(ops), opsBytes(ops), ErrTooLarge, err)
 		}
 		return 0, fmt.Errorf("store: update job %s: %w", j.ID, err)
+	}
+	if keyTaken(w.claim, tr) {
+		return 0, fmt.Errorf("job %s: %w", j.ID, ErrKeyTaken)
 	}
 	if !tr.Succeeded {
 		return 0, fmt.Errorf("job %s: %w", j.ID, ErrConflict)

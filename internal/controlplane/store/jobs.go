@@ -22,7 +22,7 @@ func (s *Store) CreateJob(ctx context.Context, spec api.JobSpec, now time.Time) 
 		if err != nil {
 			return nil, err
 		}
-		switch err := s.CreateJobAs(ctx, j); {
+		switch err := s.CreateJobAs(ctx, j, nil); {
 		case err == nil:
 			return j, nil
 		case !errors.Is(err, ErrConflict):
@@ -52,98 +52,37 @@ func (s *Store) NewJob(ctx context.Context, spec api.JobSpec, now time.Time) (*a
 }
 
 // CreateJobAs stores j, made by NewJob, unless a job with its ID exists
-// (ErrConflict). On success j.ModRevision is set.
-func (s *Store) CreateJobAs(ctx context.Context, j *api.Job) error {
+// (ErrConflict), and takes claim's idempotency key with it (nil: none)
+// unless another submission took the key (ErrKeyTaken). On success
+// j.ModRevision is set.
+func (s *Store) CreateJobAs(ctx context.Context, j *api.Job, claim *Claim) error {
 	b, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("store: encode job: %w", err)
 	}
-	tr, err := s.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)).
-		Then(clientv3.OpPut(jobKey(j.ID), string(b))).Commit()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)}
+	ops := []clientv3.Op{clientv3.OpPut(jobKey(j.ID), string(b))}
+	var orElse []clientv3.Op
+	if claim != nil {
+		put, err := claim.forJob(j.ID)
+		if err != nil {
+			return err
+		}
+		cmps, ops, orElse = append(cmps, claim.cmp()), append(ops, put), []clientv3.Op{claim.taken()}
+	}
+	tr, err := s.kv.Txn(ctx).If(cmps...).Then(ops...).Else(orElse...).Commit()
 	if err != nil {
+		s.leaseGone(claim, err)
 		return fmt.Errorf("store: create job: %w", err)
+	}
+	if keyTaken(claim, tr) {
+		return fmt.Errorf("store: create job %s: %w", j.ID, ErrKeyTaken)
 	}
 	if !tr.Succeeded {
 		return fmt.Errorf("store: create job %s: %w", j.ID, ErrConflict)
 	}
 	j.ModRevision = tr.Header.Revision
 	return nil
-}
-
-// CreateJobs stores one job per index of the array a, all with spec,
-// under consecutive IDs; the first is the array's ID. They go in one
-// transaction when etcd's limits allow it; else batchOps to a
-// transaction, and if one fails, the tasks already stored are deleted
-// again and the error returned, so an array is stored whole or not at all
-// (short, in that case, of the store failing during the clean-up too).
-func (s *Store) CreateJobs(ctx context.Context, spec api.JobSpec, a api.ArraySpec, now time.Time) ([]*api.Job, error) {
-	n := len(a.Indices)
-	if n == 0 {
-		return nil, errors.New("store: an array of no tasks")
-	}
-	first, err := s.jobIDs(ctx, int64(n))
-	if err != nil {
-		return nil, err
-	}
-	arrayID := strconv.FormatInt(first, 10)
-	jobs := make([]*api.Job, n)
-	for i, idx := range a.Indices {
-		jobs[i] = &api.Job{
-			ID:          strconv.FormatInt(first+int64(i), 10),
-			Spec:        spec,
-			SubmittedAt: now.UTC(),
-			Array:       &api.ArrayTask{ID: arrayID, Index: idx, Count: n, Limit: a.Limit},
-			Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
-		}
-	}
-	cmps := make([]clientv3.Cmp, n)
-	ops := make([]clientv3.Op, n)
-	for i, j := range jobs {
-		b, err := json.Marshal(j)
-		if err != nil {
-			return nil, fmt.Errorf("store: encode job: %w", err)
-		}
-		cmps[i] = clientv3.Compare(clientv3.CreateRevision(jobKey(j.ID)), "=", 0)
-		ops[i] = clientv3.OpPut(jobKey(j.ID), string(b))
-	}
-	// One transaction when etcd takes it (the embedded one takes up to
-	// MaxTxnOps and MaxRequestBytes): whole or nothing, whatever befalls
-	// the store meanwhile. Else batchOps to one (an external etcd with its
-	// default limits), cleaned up after a failure.
-	size, most := n, MaxTxnOps
-	if s.arrayTxnOps > 0 {
-		most = s.arrayTxnOps
-	}
-	if n > most || opsBytes(ops) > MaxRequestBytes-1<<20 {
-		size = batchOps
-	}
-	var written []string
-	undo := func(cause error) error {
-		for _, id := range written {
-			_, _ = s.kv.Delete(context.WithoutCancel(ctx), jobKey(id))
-		}
-		return cause
-	}
-	for lo := 0; lo < n; {
-		hi := min(lo+size, n)
-		tr, err := s.kv.Txn(ctx).If(cmps[lo:hi]...).Then(ops[lo:hi]...).Commit()
-		if err != nil && tooLarge(err) && size > batchOps {
-			size = batchOps // nothing written yet: the first try was all
-			continue
-		}
-		if err != nil {
-			return nil, undo(fmt.Errorf("store: create array %s: %w", arrayID, err))
-		}
-		if !tr.Succeeded {
-			return nil, undo(fmt.Errorf("store: create array %s: job IDs %s..%s (some) already taken: %w", arrayID, jobs[lo].ID, jobs[hi-1].ID, ErrConflict))
-		}
-		for _, j := range jobs[lo:hi] {
-			j.ModRevision = tr.Header.Revision
-			written = append(written, j.ID)
-		}
-		lo = hi
-	}
-	return jobs, nil
 }
 
 // Job reads one job.

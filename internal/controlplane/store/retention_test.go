@@ -22,7 +22,7 @@ func finishedJob(t *testing.T, s *Store, at time.Time) *api.Job {
 		t.Fatal(err)
 	}
 	j.Status.Phase, j.Status.FinishedAt = api.JobSucceeded, at
-	if err := s.CreateJobAs(ctx, j); err != nil {
+	if err := s.CreateJobAs(ctx, j, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PutRankStatuses(ctx, []api.RankStatus{{JobID: j.ID, Attempt: 1, Rank: 0, Node: "n1", State: api.RankExited}}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -51,9 +52,14 @@ type Store struct {
 	idNext int64      // next job ID of the reserved block
 	idEnd  int64      // first ID past the block
 
-	// arrayTxnOps, if set, replaces MaxTxnOps as the most tasks an array
-	// writes in one transaction (tests: the batched path).
-	arrayTxnOps int
+	leaseMu sync.Mutex       // guards lease and leaseAt
+	lease   clientv3.LeaseID // idempotency keys' lease of the hour (0: none yet)
+	leaseAt time.Time        // when it was granted
+
+	// failArrayChunk, if set (tests), is called before each chunk of an
+	// array's tasks is written, with how many are written already; an
+	// error stops the write there, as a crash would.
+	failArrayChunk func(written int) error
 }
 
 // idBlock is how many job IDs one sequence update reserves.
