@@ -66,6 +66,7 @@ func commands() []command {
 		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing)", run: runBench},
+		{name: "chaos", args: "[--faults N --seed S] [-o json]", summary: "inject agent, network and server faults into a live cluster and check no job is lost, duplicated or run twice", run: runChaos},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0
@@ -73,6 +74,7 @@ func commands() []command {
 		{name: "supervise", hidden: true, run: runSupervise},
 		{name: "cg-exec", hidden: true, run: runCgExec},
 		{name: "train-example", hidden: true, run: runTrainExample},
+		{name: "chaos-rank", hidden: true, run: runChaosRank},
 	}
 }
 

@@ -1,0 +1,509 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/stats"
+	"github.com/gangway/gangway/internal/base/wait"
+)
+
+// LossTolerance is the relative difference allowed between a resumed
+// trainer's final loss and the reference's: the example trainer's own
+// Tolerance (examples/train-go/trainer), which this package may not
+// import; a test in internal/cli holds the two equal.
+const LossTolerance = 1e-9
+
+// Config is one chaos run.
+type Config struct {
+	// Bin is the gangway executable every process runs.
+	Bin string
+	// Dir is the working directory (server and agent data, logs, the
+	// ranks' log); "" makes a temporary one, removed unless Keep.
+	Dir  string
+	Keep bool
+	// Agents is the number of nodes, each with GPUs fake GPUs.
+	Agents, GPUs int
+	// Netns puts each agent in a network namespace host of its own (root
+	// and iproute2's ip needed); without it they share loopback and
+	// partitions cannot be injected.
+	Netns bool
+	// Faults is how many faults to inject, drawn from Seed among Kinds,
+	// shaped by Plan.
+	Faults int
+	Seed   uint64
+	Kinds  []Kind
+	Plan   PlanConfig
+	// Duration bounds the fault phase; 0 sizes it to the plan.
+	Duration time.Duration
+	// Settle bounds the wait for every job to finish after the last fault.
+	Settle time.Duration
+	// NodeTimeout is the server's --node-timeout.
+	NodeTimeout time.Duration
+	// WaveEvery is how often a wave of jobs is submitted during the fault
+	// phase (one wave at its start in any case).
+	WaveEvery time.Duration
+	// TrainSteps and StepDelay shape the trainer jobs.
+	TrainSteps int
+	StepDelay  time.Duration
+}
+
+// Defaults fills c's zero fields.
+func (c *Config) Defaults() {
+	if c.Agents == 0 {
+		c.Agents = 4
+	}
+	if c.GPUs == 0 {
+		c.GPUs = 8
+	}
+	if c.Kinds == nil {
+		c.Kinds = append([]Kind(nil), Kinds...)
+	}
+	if c.Plan == (PlanConfig{}) {
+		c.Plan = DefaultPlan
+	}
+	if c.Settle == 0 {
+		c.Settle = 3 * time.Minute
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = 3 * time.Second
+	}
+	if c.WaveEvery == 0 {
+		c.WaveEvery = 10 * time.Second
+	}
+	if c.TrainSteps == 0 {
+		c.TrainSteps = 300
+	}
+	if c.StepDelay == 0 {
+		c.StepDelay = 50 * time.Millisecond
+	}
+}
+
+// Validate checks c after Defaults.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Bin == "" {
+		errs = append(errs, errors.New("no gangway executable"))
+	}
+	if c.Agents < 2 || c.Agents > 50 {
+		errs = append(errs, fmt.Errorf("agents %d: want 2 to 50", c.Agents))
+	}
+	if c.GPUs < 6 {
+		errs = append(errs, fmt.Errorf("gpus %d: want at least 6 per node (the biggest gang puts 6 ranks on a node)", c.GPUs))
+	}
+	if c.Faults < 0 {
+		errs = append(errs, fmt.Errorf("faults %d: want 0 or more", c.Faults))
+	}
+	if len(c.Kinds) == 0 {
+		errs = append(errs, errors.New("no fault kinds"))
+	}
+	if !c.Netns {
+		for _, k := range c.Kinds {
+			if k == Partition {
+				errs = append(errs, errors.New("partition faults need network namespaces: leave out --netns=false, or drop partition from --kinds"))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Result is what `gangway chaos` reports. The fields up to OK are the
+// headline; OK holds when lost, duplicated, ran_twice, rank_reruns, stuck,
+// failed, rerun_after_outage, loss_mismatches and
+// ranks_killed_by_server_outage are all 0,
+// every submission was acknowledged and every fault injected.
+type Result struct {
+	Faults        int     `json:"faults"`
+	Jobs          int     `json:"jobs"`
+	Acknowledged  int     `json:"acknowledged"`
+	Lost          int     `json:"lost"`
+	Duplicated    int     `json:"duplicated"`
+	RanTwice      int     `json:"ran_twice"`
+	RankReruns    int     `json:"rank_reruns"`
+	Stuck         int     `json:"stuck"`
+	DetectionP50S float64 `json:"detection_p50_s"`
+	DetectionP99S float64 `json:"detection_p99_s"`
+	RecoveryP50S  float64 `json:"recovery_p50_s"`
+	RecoveryP99S  float64 `json:"recovery_p99_s"`
+	OK            bool    `json:"ok"`
+
+	Failed           int `json:"failed"`
+	RerunAfterOutage int `json:"rerun_after_outage"`
+	// RerunAfterCompletion counts every job run again after completing,
+	// reported but not judged but for the RerunAfterOutage among them
+	// (see Verdict).
+	RerunAfterCompletion      int `json:"rerun_after_completion"`
+	LossMismatches            int `json:"loss_mismatches"`
+	RanksStarted              int `json:"ranks_started"`
+	RanksKilled               int `json:"ranks_killed"`
+	RanksKilledByServerOutage int `json:"ranks_killed_by_server_outage"`
+	DetectionSamples          int `json:"detection_samples"`
+	RecoverySamples           int `json:"recovery_samples"`
+	// Unrecovered counts gangs a fault interrupted that never ran again.
+	Unrecovered int `json:"unrecovered"`
+	// FaultKinds counts the faults injected per kind; FaultErrors those
+	// that could not be injected as planned.
+	FaultKinds  map[Kind]int `json:"fault_kinds"`
+	FaultErrors int          `json:"fault_errors"`
+	// AgentRevivals counts agents that exited on their own and were
+	// started again.
+	AgentRevivals int `json:"agent_revivals"`
+	// ReferenceLosses is the final loss of the uninterrupted run of each
+	// trainer shape.
+	ReferenceLosses map[string]float64 `json:"reference_losses"`
+	Seed            uint64             `json:"seed"`
+	Agents          int                `json:"agents"`
+	Netns           bool               `json:"netns"`
+	DurationS       float64            `json:"duration_s"`
+	// Dir is the kept working directory: ranks.jsonl (the ranks' own
+	// records), gone.jsonl (ranks seen dying without one), faults.json,
+	// submissions.json, the server's and agents' logs.
+	Dir string `json:"dir,omitempty"`
+	// Problems names each violation (the first 40); Notes what is
+	// reported but not judged.
+	Problems []string `json:"problems,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Run carries out one chaos run and judges it. Progress lines go to
+// progress. It returns a result whenever the cluster came up, with err
+// saying what kept the run from completing as planned (the result is then
+// not ok).
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	var sayMu sync.Mutex
+	say := func(format string, a ...any) {
+		sayMu.Lock()
+		defer sayMu.Unlock()
+		fmt.Fprintf(progress, "[%6.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, a...))
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "gangway-chaos-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(dir)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	// The ranks run as the jobs' owner (the admin: the agent's own user),
+	// but make the log writable for any account all the same.
+	rankLog := filepath.Join(dir, "ranks.jsonl")
+	if err := os.WriteFile(rankLog, nil, 0o666); err != nil {
+		return nil, err
+	}
+	_ = os.Chmod(rankLog, 0o666)
+
+	plan := Plan(cfg.Seed, cfg.Faults, cfg.Kinds, cfg.Agents, cfg.Plan)
+	duration := cfg.Duration
+	if duration == 0 {
+		duration = Length(plan)*6/5 + 30*time.Second
+	}
+	say("chaos: seed %d, %d faults of %v over at most %s, %d agents (%s), working directory %s",
+		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Agents, map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], dir)
+
+	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, agents: cfg.Agents, gpus: cfg.GPUs,
+		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, say: say})
+	if err != nil {
+		return nil, fmt.Errorf("start the cluster: %w", err)
+	}
+	defer c.close()
+	say("server (pid %d) at %s and %d agents ready", c.server.PID(), c.admin.Server, cfg.Agents)
+
+	// Watchers: the ranks' processes and the nodes, until the end.
+	wctx, wcancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	rw := newRankWatch(rankLog, filepath.Join(dir, "gone.jsonl"))
+	nw := newNodeWatch(c.api, say)
+	wg.Add(2)
+	go func() { defer wg.Done(); rw.run(wctx, 50*time.Millisecond) }()
+	go func() { defer wg.Done(); nw.run(wctx, 200*time.Millisecond) }()
+	stopWatch := func() { wcancel(); wg.Wait() }
+	defer stopWatch()
+
+	w := &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
+		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: say}
+	res := &Result{Faults: 0, FaultKinds: map[Kind]int{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
+	if cfg.Keep || cfg.Dir != "" {
+		res.Dir = dir
+	}
+	var runErr error
+
+	// 1. References: each trainer shape once, with no fault.
+	refCtx, refCancel := context.WithTimeout(ctx, 3*time.Minute)
+	refs := w.references(refCtx)
+	say("reference runs submitted (%d trainer shapes, no faults)", len(refs))
+	err = wait.Until(refCtx, 200*time.Millisecond, func() (bool, error) {
+		recs, _ := rw.records()
+		for _, s := range refs {
+			if len(s.IDs) == 0 {
+				return false, fmt.Errorf("reference %s was not acknowledged", s.Name)
+			}
+			if _, ok := res.ReferenceLosses[s.Shape]; ok {
+				continue
+			}
+			rs := runs(recs, time.Now())
+			var mine []*run
+			for _, r := range rs {
+				if r.key.job == s.IDs[0] {
+					mine = append(mine, r)
+				}
+			}
+			if att, ok := completed(mine, s.Ranks); ok {
+				if l := finalLoss(mine, att); l != nil {
+					res.ReferenceLosses[s.Shape] = *l
+					say("reference %s: final loss %.17g", s.Shape, *l)
+				}
+			}
+		}
+		return len(res.ReferenceLosses) == len(refs), nil
+	})
+	refCancel()
+	if err != nil {
+		runErr = fmt.Errorf("reference runs: %w", err)
+	}
+
+	// 2. The fault phase: waves of jobs, and the faults.
+	phaseEnd := time.Now().Add(duration)
+	var faults []Fault
+	var outages []Window
+	if runErr == nil {
+		sctx, scancel := context.WithCancel(ctx)
+		subDone := make(chan struct{})
+		stopWaves := make(chan struct{})
+		go func() {
+			defer close(subDone)
+			t := time.NewTicker(cfg.WaveEvery)
+			defer t.Stop()
+			for i := 0; ; i++ {
+				w.wave(sctx, i)
+				select {
+				case <-stopWaves:
+					return
+				case <-sctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		for i, s := range plan {
+			if ctx.Err() != nil || time.Now().Add(s.Gap+s.For).After(phaseEnd) {
+				say("fault phase over after %d of %d faults (%s)", i, len(plan), map[bool]string{true: "interrupted", false: "out of --duration"}[ctx.Err() != nil])
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.Gap):
+			}
+			if ctx.Err() != nil {
+				continue
+			}
+			if names := c.reviveAgents(cfg.GPUs); len(names) > 0 {
+				res.AgentRevivals += len(names)
+				say("agents %v had exited on their own; started again", names)
+			}
+			target, ranks := "server", 0
+			live := rw.liveByHost()
+			if s.Host >= 0 {
+				s.Host = busyHost(c.agents, live, s.Host)
+				target, ranks = c.agents[s.Host].name, live[c.agents[s.Host].name]
+			} else {
+				for _, n := range live {
+					ranks += n
+				}
+			}
+			say("fault %d/%d: %s on %s (%d ranks alive there)", i+1, len(plan), s.Kind, target, ranks)
+			f := c.inject(ctx, s, cfg.GPUs)
+			f.RanksAlive = ranks
+			faults = append(faults, f)
+			res.FaultKinds[f.Kind]++
+			if f.Err != "" {
+				res.FaultErrors++
+				say("  %s failed: %s", s.Kind, f.Err)
+				if s.Kind.onServer() && !c.server.Running() {
+					runErr = fmt.Errorf("the server did not come back: %s", f.Err)
+					break
+				}
+			} else {
+				say("  %s; healed after %.1fs", f.Note, f.Healed.Sub(f.At).Seconds())
+			}
+			if s.Kind.onServer() {
+				outages = append(outages, Window{From: f.At, To: f.Healed})
+			}
+		}
+		res.Faults = len(faults)
+		close(stopWaves)
+		// Submissions still being retried get the settle time.
+		select {
+		case <-subDone:
+		case <-time.After(cfg.Settle):
+			scancel()
+			<-subDone
+		}
+		scancel()
+	}
+
+	// 3. Settle: every job finishes (as the server sees it), within Settle.
+	if names := c.reviveAgents(cfg.GPUs); len(names) > 0 {
+		res.AgentRevivals += len(names)
+	}
+	say("waiting up to %s for every job to finish", cfg.Settle)
+	settleCtx, settleCancel := context.WithTimeout(ctx, cfg.Settle)
+	lastSay := time.Now()
+	_ = wait.Until(settleCtx, time.Second, func() (bool, error) {
+		l, err := c.api.Jobs(settleCtx, client.JobQuery{Live: true})
+		if err != nil {
+			return false, nil
+		}
+		if time.Since(lastSay) > 15*time.Second {
+			lastSay = time.Now()
+			say("  %d jobs not finished", len(l.Jobs))
+		}
+		return len(l.Jobs) == 0 && len(rw.liveByHost()) == 0, nil
+	})
+	settleCancel()
+	end := time.Now()
+
+	// 4. Judge: the ranks' records, and the server's view at the end.
+	qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer qcancel()
+	var serverJobs []*api.Job
+	if err := wait.Until(qctx, time.Second, func() (bool, error) {
+		l, err := c.api.Jobs(qctx, client.JobQuery{})
+		if err != nil {
+			return false, nil
+		}
+		serverJobs = l.Jobs
+		return true, nil
+	}); err != nil && runErr == nil {
+		runErr = fmt.Errorf("list the server's jobs at the end: %w", err)
+	}
+	stopWatch()
+	recs, rerr := rw.records()
+	if rerr != nil && runErr == nil {
+		runErr = rerr
+	}
+	subs := w.submissions()
+	v := Check(Input{Records: recs, Submissions: subs, ServerJobs: serverJobs, Outages: outages,
+		OutageGrace: 5 * time.Second, End: end, References: res.ReferenceLosses, Tolerance: LossTolerance})
+	byID := map[string]*api.Job{}
+	for _, j := range serverJobs {
+		byID[j.ID] = j
+	}
+	det := detections(faults, nw.lostTimes(), end)
+	rec, unrec := recoveries(faults, runs(recs, end), byID, end)
+
+	res.Jobs, res.Acknowledged, res.Lost, res.Duplicated = v.Jobs, v.Acknowledged, v.Lost, v.Duplicated
+	res.RanTwice, res.RankReruns, res.Stuck, res.Failed, res.LossMismatches = v.RanTwice, v.RankReruns, v.Stuck, v.Failed, v.LossMismatches
+	res.RerunAfterCompletion, res.RerunAfterOutage = v.RerunAfterCompletion, v.RerunAfterOutage
+	res.RanksStarted, res.RanksKilled, res.RanksKilledByServerOutage = v.RanksStarted, v.RanksKilled, v.RanksKilledByServerOutage
+	res.DetectionP50S, res.DetectionP99S = stats.Quantile(det, 0.5), stats.Quantile(det, 0.99)
+	res.RecoveryP50S, res.RecoveryP99S = stats.Quantile(rec, 0.5), stats.Quantile(rec, 0.99)
+	res.DetectionSamples, res.RecoverySamples, res.Unrecovered = len(det), len(rec), unrec
+	res.Problems, res.Notes = v.Problems, v.Notes
+	res.DurationS = time.Since(begin).Seconds()
+	res.OK = v.OK() && runErr == nil && res.FaultErrors == 0
+	if len(res.ReferenceLosses) < len(trainerShapes) {
+		res.OK = false
+	}
+	writeJSON(filepath.Join(dir, "faults.json"), faults)
+	writeJSON(filepath.Join(dir, "submissions.json"), subs)
+	writeJSON(filepath.Join(dir, "plan.json"), plan)
+	return res, runErr
+}
+
+// busyHost maps a planned host index onto the hosts that run ranks now,
+// so that faults hit work where there is any: the planned index picks
+// among the busy hosts, in host order; with none busy it stands.
+func busyHost(agents []*agentProc, live map[string]int, planned int) int {
+	var busy []int
+	for i, a := range agents {
+		if live[a.name] > 0 {
+			busy = append(busy, i)
+		}
+	}
+	if len(busy) == 0 {
+		return planned
+	}
+	return busy[planned%len(busy)]
+}
+
+func writeJSON(path string, v any) {
+	if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+		_ = os.WriteFile(path, append(b, '\n'), 0o644)
+	}
+}
+
+// PrintTable writes r for a person.
+func PrintTable(w io.Writer, r *Result) {
+	verdict := "OK"
+	if !r.OK {
+		verdict = "FAILED"
+	}
+	kinds := make([]string, 0, len(r.FaultKinds))
+	for _, k := range Kinds {
+		if n := r.FaultKinds[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	shapes := make([]string, 0, len(r.ReferenceLosses))
+	for s, l := range r.ReferenceLosses {
+		shapes = append(shapes, fmt.Sprintf("%s %.12g", s, l))
+	}
+	sort.Strings(shapes)
+	fmt.Fprintf(w, `
+Chaos (%s): seed %d, %d agents, %.0f s
+  faults                 %d   %v   (%d could not be injected)
+  jobs                   %d submitted, %d acknowledged
+  lost                   %d   (acknowledged, then unknown to the server)
+  duplicated             %d   (one submission, several jobs)
+  ran twice              %d   (attempts of one job alive at once, from the ranks' own records)
+  rank reruns            %d   (a rank of one attempt started twice)
+  rerun after completion %d   (an attempt started after one had completed; %d of them completed during a server outage: violations)
+  stuck                  %d   (not finished by the end)
+  failed                 %d   (given up by the server)
+  loss mismatches        %d   (trainer final loss ≠ reference %v)
+  ranks killed           %d of %d started, %d of them during a server outage (each a violation)
+  detection              p50 %.2f s  p99 %.2f s   (%d samples: fault → node marked lost)
+  recovery               p50 %.2f s  p99 %.2f s   (%d samples: fault → interrupted gang running again; %d never did)
+`, verdict, r.Seed, r.Agents, r.DurationS, r.Faults, kinds, r.FaultErrors, r.Jobs, r.Acknowledged, r.Lost, r.Duplicated,
+		r.RanTwice, r.RankReruns, r.RerunAfterCompletion, r.RerunAfterOutage, r.Stuck, r.Failed, r.LossMismatches, shapes, r.RanksKilled, r.RanksStarted, r.RanksKilledByServerOutage,
+		r.DetectionP50S, r.DetectionP99S, r.DetectionSamples, r.RecoveryP50S, r.RecoveryP99S, r.RecoverySamples, r.Unrecovered)
+	if r.Dir != "" {
+		fmt.Fprintf(w, "  working directory      %s\n", r.Dir)
+	}
+	if len(r.Problems) > 0 {
+		fmt.Fprintln(w, "\nProblems:")
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w, "\nNotes:")
+		for _, p := range r.Notes {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+	}
+}
