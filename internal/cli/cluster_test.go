@@ -30,12 +30,14 @@ import (
 
 // TestMain lets the test binary stand in for the gangway executable: the
 // agent runs ranks through `<exe> supervise`, and the demo starts agents
-// and trainers as `<exe> agent` and `<exe> train-example`.
+// and trainers as `<exe> agent` and `<exe> train-example` (and, in the
+// server-restart scenario, the server as `<exe> server` and each rank
+// under `<exe> chaos-rank`).
 func TestMain(m *testing.M) {
 	testenv.QuickRaceExit()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "supervise", "cg-exec", "train-example", "engine-sim":
+		case "agent", "supervise", "cg-exec", "train-example", "engine-sim", "server", "chaos-rank":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := Main(ctx, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()
@@ -532,6 +534,58 @@ func TestDemo(t *testing.T) {
 	}
 	if sum.FinalLoss != sum.ReferenceFinalLoss {
 		t.Logf("losses differ by %g (within tolerance)", sum.LossRelDiff)
+	}
+}
+
+// TestDemoServerRestart runs the server-restart scenario shrunk: the
+// server, a process of its own, is killed for a few seconds while the job
+// trains and started again on the same data directory. The job must finish
+// with the reference's final loss. That no rank process dies of the outage
+// is what DESIGN.md promises and what today's agents break: they fence
+// (kill their ranks) once the server has been silent for their lease,
+// node timeout minus a heartbeat (2s), telling no down control plane from a
+// partition. Until the agents' fencing tells them apart, the test skips
+// there, naming it; it turns itself on when they do.
+func TestDemoServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	var buf bytes.Buffer
+	sum, err := demoServerRestart(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 200, killAtStep: 60,
+		stepDelay: 30 * time.Millisecond, timeout: 150 * time.Second, downtime: 5 * time.Second}, &buf, false)
+	t.Log(buf.String())
+	if sum == nil {
+		t.Fatalf("demo: %v", err)
+	}
+	b, _ := json.Marshal(sum)
+	t.Logf("summary: %s", b)
+	var others []error
+	if err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if !errors.Is(e, errRanksKilled) {
+				others = append(others, e)
+			}
+		}
+		if len(others) == 0 && sum.RanksKilled == 0 {
+			others = append(others, err)
+		}
+	}
+	if len(others) > 0 {
+		t.Fatalf("demo: %v", errors.Join(others...))
+	}
+	if sum.DowntimeS < 5 || sum.KilledAtStep < 60 || sum.Attempts < 1 || sum.FinalLoss == 0 || sum.LossRelDiff > sum.Tolerance {
+		t.Errorf("summary = %+v", sum)
+	}
+	if sum.RanksKilled > 0 {
+		if sum.OK {
+			t.Errorf("ok with %d ranks killed", sum.RanksKilled)
+		}
+		t.Skipf("TODO(fencing): %d rank processes died while the server was down %.1fs: agents fence after their lease (2s) "+
+			"even when the whole control plane, not their link, is down; the job recovered from its checkpoint in %d attempts. "+
+			"This test asserts ranks_killed == 0 once fencing tells an outage from a partition", sum.RanksKilled, sum.DowntimeS, sum.Attempts)
+	}
+	if !sum.OK || sum.Attempts != 1 {
+		t.Errorf("no rank killed, yet ok %v after %d attempts: %+v", sum.OK, sum.Attempts, sum)
 	}
 }
 

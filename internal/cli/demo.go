@@ -52,18 +52,24 @@ type demoConfig struct {
 	steps, killAtStep int
 	stepDelay         time.Duration
 	timeout           time.Duration
+	// downtime is how long the server-restart scenario keeps the server
+	// down.
+	downtime time.Duration
 }
 
 // demoScenarios are the capabilities the demo can show, the default first:
 // node-loss kills a node mid-training and watches the gang resume from its
-// checkpoint elsewhere.
-var demoScenarios = []string{"node-loss"}
+// checkpoint elsewhere; server-restart kills the control plane (a process
+// of its own) for --downtime while the job trains and starts it again on
+// the same data directory, counting the rank processes that died of it.
+var demoScenarios = []string{"node-loss", "server-restart"}
 
 func runDemo(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
 	out := cmdkit.OutputFlag(fs)
 	scenario := fs.String("scenario", demoScenarios[0], "what to show: "+strings.Join(demoScenarios, ", "))
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data)")
+	downtime := fs.Duration("downtime", 30*time.Second, "server-restart: how long the server stays down")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
 	}
@@ -77,6 +83,19 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 	}
 	cfg := demoConfig{nodes: 4, gpus: 8, ranks: 8, perNode: 4, steps: 400, killAtStep: 150,
 		stepDelay: 30 * time.Millisecond, timeout: 110 * time.Second}
+	if *scenario == "server-restart" {
+		cfg.downtime = *downtime
+		cfg.timeout += 2 * *downtime
+		sum, err := demoServerRestart(ctx, cfg, progress, *keep)
+		if *out != cmdkit.Table || sum != nil {
+			_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printRestartSummary(w, sum); return nil })
+		}
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+			return 1
+		}
+		return 0
+	}
 	sum, err := demo(ctx, cfg, progress, *keep)
 	if *out != cmdkit.Table || sum != nil {
 		_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printSummary(w, sum); return nil })
