@@ -48,10 +48,11 @@ type Input struct {
 	// ServerJobs is every job the server lists at the end; nil entries
 	// are ignored.
 	ServerJobs []*api.Job
-	// Outages are the spans the server was down; a rank that died in one,
-	// or within OutageGrace after it, counts as killed by the outage.
-	Outages     []Window
-	OutageGrace time.Duration
+	// Outages are the spans the server was down (with what grace the
+	// caller gives agents to report afterwards): a rank that died in one
+	// counts as killed by the outage, and a completion in one must not be
+	// run again.
+	Outages []Window
 	// End is when the harness stopped watching: a rank with neither an
 	// exit nor a gone record was alive until then.
 	End time.Time
@@ -245,10 +246,10 @@ func Check(in Input) *Verdict {
 			continue
 		}
 		v.RanksKilled++
-		if w, ok := inOutage(r.end, in.Outages, in.OutageGrace); ok && r.end.Before(in.End) {
+		if w, ok := inOutage(r.end, in.Outages); ok && r.end.Before(in.End) {
 			v.RanksKilledByServerOutage++
 			if v.RanksKilledByServerOutage <= 3 {
-				problem("rank %s on %s (pid %d) died %.1fs into a server outage of %.1fs%s", r.key, r.host, r.pid,
+				problem("rank %s on %s (pid %d) died %.1fs into a server outage (a %.1fs window, reporting grace included)%s", r.key, r.host, r.pid,
 					r.end.Sub(w.From).Seconds(), w.To.Sub(w.From).Seconds(), endHow(r))
 			}
 		}
@@ -278,9 +279,9 @@ func Check(in Input) *Verdict {
 					v.RerunAfterCompletion++
 					end := lastEnd(byJob[id], att)
 					report, why := note, ""
-					if w, ok := inOutage(end, in.Outages, in.OutageGrace); ok {
+					if w, ok := inOutage(end, in.Outages); ok {
 						v.RerunAfterOutage++
-						report, why = problem, fmt.Sprintf(", %.1fs into a server outage of %.1fs", end.Sub(w.From).Seconds(), w.To.Sub(w.From).Seconds())
+						report, why = problem, fmt.Sprintf(", %.1fs into a server outage (a %.1fs window, reporting grace included)", end.Sub(w.From).Seconds(), w.To.Sub(w.From).Seconds())
 					}
 					report("job %s (%s) ran again after completing: every rank of attempt %d exited 0 by %s%s, then attempt %d rank %d started on %s at %s",
 						id, s.Name, att, stamp(end), why, later.key.attempt, later.key.rank, later.host, stamp(later.start))
@@ -397,10 +398,10 @@ func completed(rs []*run, ranks int) (int, bool) {
 	return best, best > 0
 }
 
-// inOutage returns the outage t falls in, grace after its end included.
-func inOutage(t time.Time, outages []Window, grace time.Duration) (Window, bool) {
+// inOutage returns the outage t falls in.
+func inOutage(t time.Time, outages []Window) (Window, bool) {
 	for _, w := range outages {
-		if !t.Before(w.From) && !t.After(w.To.Add(grace)) {
+		if !t.Before(w.From) && !t.After(w.To) {
 			return w, true
 		}
 	}

@@ -167,7 +167,7 @@ func TestCheck(t *testing.T) {
 			name: "ranks killed during a server outage",
 			in: Input{Records: restarted("1", 12), Submissions: []Submission{sub("a", "1", 2)},
 				ServerJobs: []*api.Job{serverJob("1", "a", api.JobSucceeded)},
-				Outages:    []Window{{From: at(8), To: at(10.5)}}, OutageGrace: time.Second},
+				Outages:    []Window{{From: at(8), To: at(11.5)}}},
 			// Rank 1 died at 10 (in it), rank 0 at 11 (in the grace).
 			want: Verdict{Jobs: 1, Acknowledged: 1, RanksStarted: 4, RanksKilled: 2, RanksKilledByServerOutage: 2},
 		},
@@ -248,6 +248,21 @@ func TestTiming(t *testing.T) {
 	delete(jobs, "1")
 	if samples, unrecovered := recoveries(faults, runs(restarted("1", 12), at(100)), jobs, at(100)); len(samples) != 0 || unrecovered != 1 {
 		t.Errorf("with no next attempt: recoveries = %v, %d unrecovered; want none, 1", samples, unrecovered)
+	}
+}
+
+// TestOutages: a server fault's window runs from the fault to the grace
+// after the server answered again, cut short by the next fault.
+func TestOutages(t *testing.T) {
+	faults := []Fault{
+		{Kind: ServerKill, At: at(10), Healed: at(20)},
+		{Kind: Freeze, Node: "host1", At: at(30), Healed: at(31)},
+		{Kind: ServerRestart, At: at(40), Healed: at(45)},
+		{Kind: AgentKill, Node: "host2", At: at(47), Healed: at(48)},
+	}
+	want := []Window{{From: at(10), To: at(25)}, {From: at(40), To: at(47)}}
+	if diff := cmp.Diff(want, outages(faults, 5*time.Second)); diff != "" {
+		t.Errorf("outages (-want +got):\n%s", diff)
 	}
 }
 

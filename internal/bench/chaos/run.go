@@ -179,19 +179,14 @@ type Result struct {
 // Run carries out one chaos run and judges it. Progress lines go to
 // progress. It returns a result whenever the cluster came up, with err
 // saying what kept the run from completing as planned (the result is then
-// not ok).
+// not ok). Cancelling ctx cuts the fault phase and the settling short; the
+// result then judges what happened so far.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	begin := time.Now()
-	var sayMu sync.Mutex
-	say := func(format string, a ...any) {
-		sayMu.Lock()
-		defer sayMu.Unlock()
-		fmt.Fprintf(progress, "[%6.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, a...))
-	}
+	r := &runner{cfg: cfg, begin: time.Now(), progress: progress}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "gangway-chaos-")
@@ -209,7 +204,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		dir = abs
 	}
 	// The ranks run as the jobs' owner (the admin: the agent's own user),
-	// but make the log writable for any account all the same.
+	// but the log is writable for any account all the same.
 	rankLog := filepath.Join(dir, "ranks.jsonl")
 	if err := os.WriteFile(rankLog, nil, 0o666); err != nil {
 		return nil, err
@@ -221,199 +216,255 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if duration == 0 {
 		duration = Length(plan)*6/5 + 30*time.Second
 	}
-	say("chaos: seed %d, %d faults of %v over at most %s, %d agents (%s), working directory %s",
+	r.say("chaos: seed %d, %d faults of %v over at most %s, %d agents (%s), working directory %s",
 		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Agents, map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], dir)
 
 	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, agents: cfg.Agents, gpus: cfg.GPUs,
-		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, say: say})
+		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, say: r.say})
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
 	defer c.close()
-	say("server (pid %d) at %s and %d agents ready", c.server.PID(), c.admin.Server, cfg.Agents)
+	r.c = c
+	r.say("server (pid %d) at %s and %d agents ready", c.server.PID(), c.admin.Server, cfg.Agents)
 
-	// Watchers: the ranks' processes and the nodes, until the end.
+	// Watchers: the ranks' processes and the nodes, until the judging.
 	wctx, wcancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	rw := newRankWatch(rankLog, filepath.Join(dir, "gone.jsonl"))
-	nw := newNodeWatch(c.api, say)
+	r.rw = newRankWatch(rankLog, filepath.Join(dir, "gone.jsonl"))
+	r.nw = newNodeWatch(c.api, r.say)
 	wg.Add(2)
-	go func() { defer wg.Done(); rw.run(wctx, 50*time.Millisecond) }()
-	go func() { defer wg.Done(); nw.run(wctx, 200*time.Millisecond) }()
+	go func() { defer wg.Done(); r.rw.run(wctx, 50*time.Millisecond) }()
+	go func() { defer wg.Done(); r.nw.run(wctx, 200*time.Millisecond) }()
 	stopWatch := func() { wcancel(); wg.Wait() }
 	defer stopWatch()
 
-	w := &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
-		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: say}
-	res := &Result{Faults: 0, FaultKinds: map[Kind]int{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
+	r.w = &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
+		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: r.say}
+	r.res = &Result{FaultKinds: map[Kind]int{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
 	if cfg.Keep || cfg.Dir != "" {
-		res.Dir = dir
+		r.res.Dir = dir
 	}
-	var runErr error
 
-	// 1. References: each trainer shape once, with no fault.
-	refCtx, refCancel := context.WithTimeout(ctx, 3*time.Minute)
-	refs := w.references(refCtx)
-	say("reference runs submitted (%d trainer shapes, no faults)", len(refs))
-	err = wait.Until(refCtx, 200*time.Millisecond, func() (bool, error) {
-		recs, _ := rw.records()
+	runErr := r.references(ctx)
+	if runErr == nil {
+		runErr = r.faultPhase(ctx, plan, time.Now().Add(duration))
+	}
+	r.settle(ctx)
+	end := time.Now()
+	serverJobs, err := r.serverJobs(ctx)
+	if err != nil && runErr == nil {
+		runErr = err
+	}
+	stopWatch()
+	recs, err := r.rw.records()
+	if err != nil && runErr == nil {
+		runErr = err
+	}
+	subs := r.w.submissions()
+	r.judge(Input{Records: recs, Submissions: subs, ServerJobs: serverJobs, Outages: outages(r.faults, outageGrace),
+		End: end, References: r.res.ReferenceLosses, Tolerance: LossTolerance})
+	r.res.OK = r.res.OK && runErr == nil
+	writeJSON(filepath.Join(dir, "faults.json"), r.faults)
+	writeJSON(filepath.Join(dir, "submissions.json"), subs)
+	writeJSON(filepath.Join(dir, "plan.json"), plan)
+	return r.res, runErr
+}
+
+// runner is one chaos run's state, its phases its methods. Only Run's
+// goroutine uses it; the watchers and the workload guard their own.
+type runner struct {
+	cfg      Config
+	begin    time.Time
+	progress io.Writer
+	sayMu    sync.Mutex // guards progress
+
+	c      *cluster
+	rw     *rankWatch
+	nw     *nodeWatch
+	w      *workload
+	res    *Result
+	faults []Fault
+}
+
+// say writes a progress line, stamped with the time since the start.
+func (r *runner) say(format string, a ...any) {
+	r.sayMu.Lock()
+	defer r.sayMu.Unlock()
+	fmt.Fprintf(r.progress, "[%6.1fs] %s\n", time.Since(r.begin).Seconds(), fmt.Sprintf(format, a...))
+}
+
+// references runs each trainer shape once with no fault and keeps its
+// final loss, from the ranks' records.
+func (r *runner) references(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	refs := r.w.references(ctx)
+	r.say("reference runs submitted (%d trainer shapes, no faults)", len(refs))
+	err := wait.Until(ctx, 200*time.Millisecond, func() (bool, error) {
+		recs, _ := r.rw.records()
 		for _, s := range refs {
 			if len(s.IDs) == 0 {
 				return false, fmt.Errorf("reference %s was not acknowledged", s.Name)
 			}
-			if _, ok := res.ReferenceLosses[s.Shape]; ok {
+			if _, ok := r.res.ReferenceLosses[s.Shape]; ok {
 				continue
 			}
-			rs := runs(recs, time.Now())
 			var mine []*run
-			for _, r := range rs {
-				if r.key.job == s.IDs[0] {
-					mine = append(mine, r)
+			for _, x := range runs(recs, time.Now()) {
+				if x.key.job == s.IDs[0] {
+					mine = append(mine, x)
 				}
 			}
 			if att, ok := completed(mine, s.Ranks); ok {
 				if l := finalLoss(mine, att); l != nil {
-					res.ReferenceLosses[s.Shape] = *l
-					say("reference %s: final loss %.17g", s.Shape, *l)
+					r.res.ReferenceLosses[s.Shape] = *l
+					r.say("reference %s: final loss %.17g", s.Shape, *l)
 				}
 			}
 		}
-		return len(res.ReferenceLosses) == len(refs), nil
+		return len(r.res.ReferenceLosses) == len(refs), nil
 	})
-	refCancel()
 	if err != nil {
-		runErr = fmt.Errorf("reference runs: %w", err)
+		return fmt.Errorf("reference runs: %w", err)
 	}
+	return nil
+}
 
-	// 2. The fault phase: waves of jobs, and the faults.
-	phaseEnd := time.Now().Add(duration)
-	var faults []Fault
-	var outages []Window
-	if runErr == nil {
-		sctx, scancel := context.WithCancel(ctx)
-		subDone := make(chan struct{})
-		stopWaves := make(chan struct{})
-		go func() {
-			defer close(subDone)
-			t := time.NewTicker(cfg.WaveEvery)
-			defer t.Stop()
-			for i := 0; ; i++ {
-				w.wave(sctx, i)
-				select {
-				case <-stopWaves:
-					return
-				case <-sctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
-		for i, s := range plan {
-			if ctx.Err() != nil || time.Now().Add(s.Gap+s.For).After(phaseEnd) {
-				say("fault phase over after %d of %d faults (%s)", i, len(plan), map[bool]string{true: "interrupted", false: "out of --duration"}[ctx.Err() != nil])
-				break
-			}
+// faultPhase submits a wave of jobs every WaveEvery while it injects the
+// plan's faults one after another, until the plan or the phase (end) is
+// over. It returns once the submitter is done (its retries bounded by
+// Settle); an error says the cluster cannot go on (the server did not
+// come back).
+func (r *runner) faultPhase(ctx context.Context, plan []Step, end time.Time) error {
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	subDone := make(chan struct{})
+	stopWaves := make(chan struct{})
+	go func() {
+		defer close(subDone)
+		t := time.NewTicker(r.cfg.WaveEvery)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			r.w.wave(sctx, i)
 			select {
-			case <-ctx.Done():
-			case <-time.After(s.Gap):
-			}
-			if ctx.Err() != nil {
-				continue
-			}
-			if names := c.reviveAgents(cfg.GPUs); len(names) > 0 {
-				res.AgentRevivals += len(names)
-				say("agents %v had exited on their own; started again", names)
-			}
-			target, ranks := "server", 0
-			live := rw.liveByHost()
-			if s.Host >= 0 {
-				s.Host = busyHost(c.agents, live, s.Host)
-				target, ranks = c.agents[s.Host].name, live[c.agents[s.Host].name]
-			} else {
-				for _, n := range live {
-					ranks += n
-				}
-			}
-			say("fault %d/%d: %s on %s (%d ranks alive there)", i+1, len(plan), s.Kind, target, ranks)
-			f := c.inject(ctx, s, cfg.GPUs)
-			f.RanksAlive = ranks
-			faults = append(faults, f)
-			res.FaultKinds[f.Kind]++
-			if f.Err != "" {
-				res.FaultErrors++
-				say("  %s failed: %s", s.Kind, f.Err)
-				if s.Kind.onServer() && !c.server.Running() {
-					runErr = fmt.Errorf("the server did not come back: %s", f.Err)
-					break
-				}
-			} else {
-				say("  %s; healed after %.1fs", f.Note, f.Healed.Sub(f.At).Seconds())
-			}
-			if s.Kind.onServer() {
-				outages = append(outages, Window{From: f.At, To: f.Healed})
+			case <-stopWaves:
+				return
+			case <-sctx.Done():
+				return
+			case <-t.C:
 			}
 		}
-		res.Faults = len(faults)
-		close(stopWaves)
-		// Submissions still being retried get the settle time.
-		select {
-		case <-subDone:
-		case <-time.After(cfg.Settle):
-			scancel()
-			<-subDone
-		}
+	}()
+	err := r.runPlan(ctx, plan, end)
+	r.res.Faults = len(r.faults)
+	close(stopWaves)
+	// Submissions still being retried get the settle time.
+	select {
+	case <-subDone:
+	case <-time.After(r.cfg.Settle):
 		scancel()
+		<-subDone
 	}
+	return err
+}
 
-	// 3. Settle: every job finishes (as the server sees it), within Settle.
-	if names := c.reviveAgents(cfg.GPUs); len(names) > 0 {
-		res.AgentRevivals += len(names)
+// runPlan carries the plan out.
+func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time) error {
+	c := r.c
+	for i, s := range plan {
+		if ctx.Err() != nil || time.Now().Add(s.Gap+s.For).After(end) {
+			r.say("fault phase over after %d of %d faults (%s)", i, len(plan), map[bool]string{true: "interrupted", false: "out of --duration"}[ctx.Err() != nil])
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			continue
+		case <-time.After(s.Gap):
+		}
+		if names := c.reviveAgents(r.cfg.GPUs); len(names) > 0 {
+			r.res.AgentRevivals += len(names)
+			r.say("agents %v had exited on their own; started again", names)
+		}
+		target, ranks := "server", 0
+		live := r.rw.liveByHost()
+		if s.Host >= 0 {
+			s.Host = busyHost(c.agents, live, s.Host)
+			target, ranks = c.agents[s.Host].name, live[c.agents[s.Host].name]
+		} else {
+			for _, n := range live {
+				ranks += n
+			}
+		}
+		r.say("fault %d/%d: %s on %s (%d ranks alive there)", i+1, len(plan), s.Kind, target, ranks)
+		f := c.inject(ctx, s, r.cfg.GPUs)
+		f.RanksAlive = ranks
+		r.faults = append(r.faults, f)
+		r.res.FaultKinds[f.Kind]++
+		if f.Err != "" {
+			r.res.FaultErrors++
+			r.say("  %s failed: %s", s.Kind, f.Err)
+			if s.Kind.onServer() && !c.server.Running() {
+				return fmt.Errorf("the server did not come back: %s", f.Err)
+			}
+			continue
+		}
+		r.say("  %s; healed after %.1fs", f.Note, f.Healed.Sub(f.At).Seconds())
 	}
-	say("waiting up to %s for every job to finish", cfg.Settle)
-	settleCtx, settleCancel := context.WithTimeout(ctx, cfg.Settle)
+	return nil
+}
+
+// settle waits, at most Settle, until the server has no job left to
+// finish and no rank is alive.
+func (r *runner) settle(ctx context.Context) {
+	if names := r.c.reviveAgents(r.cfg.GPUs); len(names) > 0 {
+		r.res.AgentRevivals += len(names)
+	}
+	r.say("waiting up to %s for every job to finish", r.cfg.Settle)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Settle)
+	defer cancel()
 	lastSay := time.Now()
-	_ = wait.Until(settleCtx, time.Second, func() (bool, error) {
-		l, err := c.api.Jobs(settleCtx, client.JobQuery{Live: true})
+	_ = wait.Until(ctx, time.Second, func() (bool, error) {
+		l, err := r.c.api.Jobs(ctx, client.JobQuery{Live: true})
 		if err != nil {
 			return false, nil
 		}
 		if time.Since(lastSay) > 15*time.Second {
 			lastSay = time.Now()
-			say("  %d jobs not finished", len(l.Jobs))
+			r.say("  %d jobs not finished", len(l.Jobs))
 		}
-		return len(l.Jobs) == 0 && len(rw.liveByHost()) == 0, nil
+		return len(l.Jobs) == 0 && len(r.rw.liveByHost()) == 0, nil
 	})
-	settleCancel()
-	end := time.Now()
+}
 
-	// 4. Judge: the ranks' records, and the server's view at the end.
-	qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer qcancel()
-	var serverJobs []*api.Job
-	if err := wait.Until(qctx, time.Second, func() (bool, error) {
-		l, err := c.api.Jobs(qctx, client.JobQuery{})
+// serverJobs lists every job the server has, trying for a minute.
+func (r *runner) serverJobs(ctx context.Context) ([]*api.Job, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var jobs []*api.Job
+	if err := wait.Until(ctx, time.Second, func() (bool, error) {
+		l, err := r.c.api.Jobs(ctx, client.JobQuery{})
 		if err != nil {
 			return false, nil
 		}
-		serverJobs = l.Jobs
+		jobs = l.Jobs
 		return true, nil
-	}); err != nil && runErr == nil {
-		runErr = fmt.Errorf("list the server's jobs at the end: %w", err)
+	}); err != nil {
+		return nil, fmt.Errorf("list the server's jobs at the end: %w", err)
 	}
-	stopWatch()
-	recs, rerr := rw.records()
-	if rerr != nil && runErr == nil {
-		runErr = rerr
-	}
-	subs := w.submissions()
-	v := Check(Input{Records: recs, Submissions: subs, ServerJobs: serverJobs, Outages: outages,
-		OutageGrace: 5 * time.Second, End: end, References: res.ReferenceLosses, Tolerance: LossTolerance})
+	return jobs, nil
+}
+
+// judge checks in and measures detection and recovery into the result.
+func (r *runner) judge(in Input) {
+	res := r.res
+	v := Check(in)
 	byID := map[string]*api.Job{}
-	for _, j := range serverJobs {
+	for _, j := range in.ServerJobs {
 		byID[j.ID] = j
 	}
-	det := detections(faults, nw.lostTimes(), end)
-	rec, unrec := recoveries(faults, runs(recs, end), byID, end)
+	det := detections(r.faults, r.nw.lostTimes(), in.End)
+	rec, unrec := recoveries(r.faults, runs(in.Records, in.End), byID, in.End)
 
 	res.Jobs, res.Acknowledged, res.Lost, res.Duplicated = v.Jobs, v.Acknowledged, v.Lost, v.Duplicated
 	res.RanTwice, res.RankReruns, res.Stuck, res.Failed, res.LossMismatches = v.RanTwice, v.RankReruns, v.Stuck, v.Failed, v.LossMismatches
@@ -423,15 +474,31 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	res.RecoveryP50S, res.RecoveryP99S = stats.Quantile(rec, 0.5), stats.Quantile(rec, 0.99)
 	res.DetectionSamples, res.RecoverySamples, res.Unrecovered = len(det), len(rec), unrec
 	res.Problems, res.Notes = v.Problems, v.Notes
-	res.DurationS = time.Since(begin).Seconds()
-	res.OK = v.OK() && runErr == nil && res.FaultErrors == 0
-	if len(res.ReferenceLosses) < len(trainerShapes) {
-		res.OK = false
+	res.DurationS = time.Since(r.begin).Seconds()
+	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes)
+}
+
+// outageGrace is how long after the server answers again a rank's death
+// or a job's completion still counts as during the outage: agents take a
+// heartbeat or two to report what happened meanwhile.
+const outageGrace = 5 * time.Second
+
+// outages are the server faults' spans, each from the fault to grace after
+// the server answered again, but no later than the next fault: what
+// happens then may be the next fault's doing.
+func outages(faults []Fault, grace time.Duration) []Window {
+	var out []Window
+	for i, f := range faults {
+		if !f.Kind.onServer() {
+			continue
+		}
+		to := f.Healed.Add(grace)
+		if i+1 < len(faults) && faults[i+1].At.Before(to) {
+			to = faults[i+1].At
+		}
+		out = append(out, Window{From: f.At, To: to})
 	}
-	writeJSON(filepath.Join(dir, "faults.json"), faults)
-	writeJSON(filepath.Join(dir, "submissions.json"), subs)
-	writeJSON(filepath.Join(dir, "plan.json"), plan)
-	return res, runErr
+	return out
 }
 
 // busyHost maps a planned host index onto the hosts that run ranks now,
