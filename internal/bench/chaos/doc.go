@@ -19,8 +19,10 @@
 // measured from the server's API (timing.go).
 //
 // The files: record.go (the records and the rank wrapper), check.go (the
-// invariants), plan.go (fault kinds and the seeded plan), cluster.go (the
-// processes), faults.go (injecting and healing), workload.go (the jobs),
+// invariants), plan.go (fault kinds and the seeded plan), server.go (the
+// server as a restartable child process, which the server-restart demo
+// uses too), cluster.go (it and the agents), faults.go (injecting and
+// healing), workload.go (the jobs),
 // watch.go (processes and nodes), timing.go, run.go (Run, Result) and
 // main.go (the command line).
 //

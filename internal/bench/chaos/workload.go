@@ -109,14 +109,14 @@ func (w *workload) wave(ctx context.Context, i int) {
 // or ctx ends. An unanswered try is tried again, as a person would: if the
 // server stored the job all the same, the job is there twice.
 func (w *workload) submit(ctx context.Context, sub *Submission, spec api.JobSpec) {
-	w.mu.Lock()
-	w.subs = append(w.subs, sub)
-	w.mu.Unlock()
 	body, err := json.Marshal(spec)
 	if err != nil {
 		panic(err) // a spec of plain values always encodes
 	}
 	sub.SubmittedAt = time.Now()
+	w.mu.Lock()
+	w.subs = append(w.subs, sub)
+	w.mu.Unlock()
 	for {
 		w.mu.Lock()
 		sub.Tries++
@@ -143,7 +143,7 @@ func (w *workload) submit(ctx context.Context, sub *Submission, spec api.JobSpec
 		}
 		select {
 		case <-ctx.Done():
-			w.say("submit %s: gave up after %d tries: %v", sub.Name, sub.Tries, err)
+			w.say("submit %s: gave up unanswered: %v", sub.Name, err)
 			return
 		case <-time.After(time.Second):
 		}
