@@ -279,7 +279,9 @@ func Check(in Input) *Verdict {
 					v.RerunAfterCompletion++
 					end := lastEnd(byJob[id], att)
 					report, why := note, ""
-					if w, ok := inOutage(end, in.Outages); ok {
+					// The completion must have been reportable in the
+					// window: a node fault right after it may be what lost it.
+					if w, ok := inOutage(end.Add(reportDelay), in.Outages); ok && !end.Before(w.From) {
 						v.RerunAfterOutage++
 						report, why = problem, fmt.Sprintf(", %.1fs into a server outage (a %.1fs window, reporting grace included)", end.Sub(w.From).Seconds(), w.To.Sub(w.From).Seconds())
 					}
@@ -397,6 +399,10 @@ func completed(rs []*run, ranks int) (int, bool) {
 	}
 	return best, best > 0
 }
+
+// reportDelay is how long an agent may take to report a rank's exit: a
+// heartbeat interval and a round trip, twice.
+const reportDelay = 2 * time.Second
 
 // inOutage returns the outage t falls in.
 func inOutage(t time.Time, outages []Window) (Window, bool) {

@@ -129,9 +129,22 @@ func TestCheck(t *testing.T) {
 					start("1", 2, 0, 200, "host2", 7), exit("1", 2, 0, 200, 0, 9),
 				},
 				Submissions: []Submission{sub("a", "1", 1)}, ServerJobs: []*api.Job{serverJob("1", "a", api.JobSucceeded)},
-				Outages: []Window{{From: at(4), To: at(6)}},
+				Outages: []Window{{From: at(4), To: at(8)}},
 			},
 			want: Verdict{Jobs: 1, Acknowledged: 1, RerunAfterCompletion: 1, RerunAfterOutage: 1, RanksStarted: 2},
+		},
+		{
+			name: "completed at the very end of a server outage's window, then run again",
+			in: Input{
+				Records: []Record{
+					start("1", 1, 0, 100, "host1", 1), exit("1", 1, 0, 100, 0, 5.5),
+					start("1", 2, 0, 200, "host2", 7), exit("1", 2, 0, 200, 0, 9),
+				},
+				Submissions: []Submission{sub("a", "1", 1)}, ServerJobs: []*api.Job{serverJob("1", "a", api.JobSucceeded)},
+				Outages: []Window{{From: at(4), To: at(6)}},
+			},
+			// Its agent had no time to report it inside the window.
+			want: Verdict{Jobs: 1, Acknowledged: 1, RerunAfterCompletion: 1, RanksStarted: 2},
 		},
 		{
 			name: "acknowledged and forgotten",
@@ -235,15 +248,20 @@ func TestTiming(t *testing.T) {
 		{Kind: ServerKill, At: at(50), Healed: at(60)},            // nothing running
 	}
 	lost := map[string][]time.Time{"host2": {at(1), at(12.5)}, "host1": {at(70)}}
-	if got, want := detections(faults, lost, at(100)), []float64{3.5, 30}; !cmp.Equal(got, want, cmpopts.EquateApprox(0, 1e-9)) {
+	if got, want := detections(faults, lost, at(100)), []sample{{0, 3.5}, {1, 30}}; !cmp.Equal(got, want, cmp.AllowUnexported(sample{}), cmpopts.EquateApprox(0, 1e-9)) {
 		t.Errorf("detections = %v, want %v", got, want)
 	}
 	jobs := map[string]*api.Job{"1": {ID: "1", Status: api.JobStatus{Attempts: []api.Attempt{
 		{Number: 1, RunningAt: at(1.5)}, {Number: 2, RunningAt: at(13)},
 	}}}}
 	samples, unrecovered := recoveries(faults, runs(restarted("1", 12), at(100)), jobs, at(100))
-	if want := []float64{4}; !cmp.Equal(samples, want, cmpopts.EquateApprox(0, 1e-9)) || unrecovered != 0 {
+	if want := []sample{{0, 4}}; !cmp.Equal(samples, want, cmp.AllowUnexported(sample{}), cmpopts.EquateApprox(0, 1e-9)) || unrecovered != 0 {
 		t.Errorf("recoveries = %v (%d unrecovered), want %v", samples, unrecovered, want)
+	}
+	// Rank 1 of attempt 1 died at 10 (after fault 0), rank 0 exited 143
+	// at 11.
+	if got, want := killedAfter(faults, runs(restarted("1", 12), at(100)), at(100)), []int{2, 0, 0}; !cmp.Equal(got, want) {
+		t.Errorf("killedAfter = %v, want %v", got, want)
 	}
 	delete(jobs, "1")
 	if samples, unrecovered := recoveries(faults, runs(restarted("1", 12), at(100)), jobs, at(100)); len(samples) != 0 || unrecovered != 1 {

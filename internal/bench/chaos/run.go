@@ -152,10 +152,10 @@ type Result struct {
 	RecoverySamples           int `json:"recovery_samples"`
 	// Unrecovered counts gangs a fault interrupted that never ran again.
 	Unrecovered int `json:"unrecovered"`
-	// FaultKinds counts the faults injected per kind; FaultErrors those
+	// ByKind breaks the faults down by kind; FaultErrors counts those
 	// that could not be injected as planned.
-	FaultKinds  map[Kind]int `json:"fault_kinds"`
-	FaultErrors int          `json:"fault_errors"`
+	ByKind      map[Kind]*KindStats `json:"by_kind"`
+	FaultErrors int                 `json:"fault_errors"`
 	// AgentRevivals counts agents that exited on their own and were
 	// started again.
 	AgentRevivals int `json:"agent_revivals"`
@@ -174,6 +174,18 @@ type Result struct {
 	// reported but not judged.
 	Problems []string `json:"problems,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
+}
+
+// KindStats is what the faults of one kind did.
+type KindStats struct {
+	Faults int `json:"faults"`
+	// RanksKilled counts the ranks that died (otherwise than by exiting
+	// 0) between a fault of the kind and the next fault.
+	RanksKilled      int     `json:"ranks_killed"`
+	DetectionP50S    float64 `json:"detection_p50_s"`
+	DetectionSamples int     `json:"detection_samples"`
+	RecoveryP50S     float64 `json:"recovery_p50_s"`
+	RecoverySamples  int     `json:"recovery_samples"`
 }
 
 // Run carries out one chaos run and judges it. Progress lines go to
@@ -241,7 +253,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 
 	r.w = &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
 		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: r.say}
-	r.res = &Result{FaultKinds: map[Kind]int{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
+	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
 	if cfg.Keep || cfg.Dir != "" {
 		r.res.Dir = dir
 	}
@@ -400,7 +412,6 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time) error 
 		f := c.inject(ctx, s, r.cfg.GPUs)
 		f.RanksAlive = ranks
 		r.faults = append(r.faults, f)
-		r.res.FaultKinds[f.Kind]++
 		if f.Err != "" {
 			r.res.FaultErrors++
 			r.say("  %s failed: %s", s.Kind, f.Err)
@@ -463,8 +474,34 @@ func (r *runner) judge(in Input) {
 	for _, j := range in.ServerJobs {
 		byID[j.ID] = j
 	}
-	det := detections(r.faults, r.nw.lostTimes(), in.End)
-	rec, unrec := recoveries(r.faults, runs(in.Records, in.End), byID, in.End)
+	rs := runs(in.Records, in.End)
+	detS := detections(r.faults, r.nw.lostTimes(), in.End)
+	recS, unrec := recoveries(r.faults, rs, byID, in.End)
+	det, rec := seconds(detS), seconds(recS)
+	killed := killedAfter(r.faults, rs, in.End)
+	for i, f := range r.faults {
+		k := res.ByKind[f.Kind]
+		if k == nil {
+			k = &KindStats{}
+			res.ByKind[f.Kind] = k
+		}
+		k.Faults++
+		k.RanksKilled += killed[i]
+	}
+	for kind, k := range res.ByKind {
+		of := func(ss []sample) []float64 {
+			var mine []sample
+			for _, x := range ss {
+				if r.faults[x.fault].Kind == kind {
+					mine = append(mine, x)
+				}
+			}
+			return seconds(mine)
+		}
+		d, rc := of(detS), of(recS)
+		k.DetectionP50S, k.DetectionSamples = stats.Quantile(d, 0.5), len(d)
+		k.RecoveryP50S, k.RecoverySamples = stats.Quantile(rc, 0.5), len(rc)
+	}
 
 	res.Jobs, res.Acknowledged, res.Lost, res.Duplicated = v.Jobs, v.Acknowledged, v.Lost, v.Duplicated
 	res.RanTwice, res.RankReruns, res.Stuck, res.Failed, res.LossMismatches = v.RanTwice, v.RankReruns, v.Stuck, v.Failed, v.LossMismatches
@@ -529,10 +566,10 @@ func PrintTable(w io.Writer, r *Result) {
 	if !r.OK {
 		verdict = "FAILED"
 	}
-	kinds := make([]string, 0, len(r.FaultKinds))
+	kinds := make([]string, 0, len(r.ByKind))
 	for _, k := range Kinds {
-		if n := r.FaultKinds[k]; n > 0 {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		if s := r.ByKind[k]; s != nil {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, s.Faults))
 		}
 	}
 	shapes := make([]string, 0, len(r.ReferenceLosses))
@@ -558,8 +595,17 @@ Chaos (%s): seed %d, %d agents, %.0f s
 `, verdict, r.Seed, r.Agents, r.DurationS, r.Faults, kinds, r.FaultErrors, r.Jobs, r.Acknowledged, r.Lost, r.Duplicated,
 		r.RanTwice, r.RankReruns, r.RerunAfterCompletion, r.RerunAfterOutage, r.Stuck, r.Failed, r.LossMismatches, shapes, r.RanksKilled, r.RanksStarted, r.RanksKilledByServerOutage,
 		r.DetectionP50S, r.DetectionP99S, r.DetectionSamples, r.RecoveryP50S, r.RecoveryP99S, r.RecoverySamples, r.Unrecovered)
+	if len(r.ByKind) > 0 {
+		fmt.Fprintf(w, "\n  %-22s %6s %12s %14s %13s\n", "by kind", "faults", "ranks killed", "detection p50", "recovery p50")
+		for _, k := range Kinds {
+			if s := r.ByKind[k]; s != nil {
+				fmt.Fprintf(w, "  %-22s %6d %12d %12.2fs %11.2fs   (%d, %d samples)\n", k, s.Faults, s.RanksKilled,
+					s.DetectionP50S, s.RecoveryP50S, s.DetectionSamples, s.RecoverySamples)
+			}
+		}
+	}
 	if r.Dir != "" {
-		fmt.Fprintf(w, "  working directory      %s\n", r.Dir)
+		fmt.Fprintf(w, "\n  working directory      %s\n", r.Dir)
 	}
 	if len(r.Problems) > 0 {
 		fmt.Fprintln(w, "\nProblems:")

@@ -7,13 +7,30 @@ import (
 	"github.com/gangway/gangway/internal/api"
 )
 
+// sample is a measurement in seconds and the index of the fault it
+// follows.
+type sample struct {
+	fault int
+	s     float64
+}
+
+// seconds returns the samples' values, sorted.
+func seconds(ss []sample) []float64 {
+	out := make([]float64, len(ss))
+	for i, x := range ss {
+		out[i] = x.s
+	}
+	sort.Float64s(out)
+	return out
+}
+
 // detections measures, for every fault on a node that the server marked
 // the node lost for, the time from the fault to the server's LostAt. A
 // LostAt counts for a fault if it falls after it and before the next fault
 // on that node. Faults the node came through without being marked lost (a
 // short freeze or partition, a quick agent restart) give no sample.
-func detections(faults []Fault, lost map[string][]time.Time, end time.Time) []float64 {
-	var out []float64
+func detections(faults []Fault, lost map[string][]time.Time, end time.Time) []sample {
+	var out []sample
 	for i, f := range faults {
 		if f.Node == "" || f.Err != "" {
 			continue
@@ -27,12 +44,11 @@ func detections(faults []Fault, lost map[string][]time.Time, end time.Time) []fl
 		}
 		for _, t := range lost[f.Node] {
 			if !t.Before(f.At) && t.Before(until) {
-				out = append(out, t.Sub(f.At).Seconds())
+				out = append(out, sample{i, t.Sub(f.At).Seconds()})
 				break
 			}
 		}
 	}
-	sort.Float64s(out)
 	return out
 }
 
@@ -43,7 +59,7 @@ func detections(faults []Fault, lost map[string][]time.Time, end time.Time) []fl
 // (any node, for a server fault), and as interrupted when a rank of that
 // attempt then died otherwise than by exiting 0 before the next fault.
 // It also returns how many interrupted gangs never ran again.
-func recoveries(faults []Fault, rs []*run, jobs map[string]*api.Job, end time.Time) (samples []float64, unrecovered int) {
+func recoveries(faults []Fault, rs []*run, jobs map[string]*api.Job, end time.Time) (samples []sample, unrecovered int) {
 	byJob := map[string][]*run{}
 	for _, r := range rs {
 		byJob[r.key.job] = append(byJob[r.key.job], r)
@@ -87,9 +103,26 @@ func recoveries(faults []Fault, rs []*run, jobs map[string]*api.Job, end time.Ti
 				unrecovered++
 				continue
 			}
-			samples = append(samples, next.RunningAt.Sub(f.At).Seconds())
+			samples = append(samples, sample{i, next.RunningAt.Sub(f.At).Seconds()})
 		}
 	}
-	sort.Float64s(samples)
 	return samples, unrecovered
+}
+
+// killedAfter counts, for each fault, the ranks that died (otherwise than
+// by exiting 0) between it and the next fault: its blast radius.
+func killedAfter(faults []Fault, rs []*run, end time.Time) []int {
+	out := make([]int, len(faults))
+	for _, r := range rs {
+		if r.ok() || !r.end.Before(end) {
+			continue
+		}
+		for i := len(faults) - 1; i >= 0; i-- {
+			if !r.end.Before(faults[i].At) {
+				out[i]++
+				break
+			}
+		}
+	}
+	return out
 }
