@@ -2,7 +2,8 @@
 // chaos` runs: a real `gangway server` as a child process and K agents with
 // fake GPUs, each in a network namespace host of its own (bench/netns), a
 // mix of jobs (the example Go trainer with checkpoints, gangs of several
-// sizes, arrays of short tasks), and faults drawn from a seed: agent kill -9
+// sizes, arrays of short tasks, and a burst of submissions in flight as the
+// server is stopped, retried when unanswered), and faults drawn from a seed: agent kill -9
 // (its rank supervisor left alive), agent and supervisor kill -9, host
 // partition, frozen agent, server kill -9 with a restart on the same data
 // directory 2–30 s later, and server graceful restart.

@@ -345,16 +345,17 @@ func (r *runner) references(ctx context.Context) error {
 
 // faultPhase submits a wave of jobs every WaveEvery while it injects the
 // plan's faults one after another, until the plan or the phase (end) is
-// over. It returns once the submitter is done (its retries bounded by
+// over. It returns once the submitters are done (their retries bounded by
 // Settle); an error says the cluster cannot go on (the server did not
 // come back).
 func (r *runner) faultPhase(ctx context.Context, plan []Step, end time.Time) error {
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	subDone := make(chan struct{})
+	var subs sync.WaitGroup
 	stopWaves := make(chan struct{})
+	subs.Add(1)
 	go func() {
-		defer close(subDone)
+		defer subs.Done()
 		t := time.NewTicker(r.cfg.WaveEvery)
 		defer t.Stop()
 		for i := 0; ; i++ {
@@ -368,21 +369,29 @@ func (r *runner) faultPhase(ctx context.Context, plan []Step, end time.Time) err
 			}
 		}
 	}()
-	err := r.runPlan(ctx, plan, end)
+	burst := func(fault int) { r.w.burst(sctx, fault, burstSize, &subs) }
+	err := r.runPlan(ctx, plan, end, burst)
 	r.res.Faults = len(r.faults)
 	close(stopWaves)
 	// Submissions still being retried get the settle time.
+	done := make(chan struct{})
+	go func() { subs.Wait(); close(done) }()
 	select {
-	case <-subDone:
+	case <-done:
 	case <-time.After(r.cfg.Settle):
 		scancel()
-		<-subDone
+		<-done
 	}
 	return err
 }
 
-// runPlan carries the plan out.
-func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time) error {
+// burstSize is how many jobs are submitted at once as the server is
+// stopped, so that some are in flight when it goes.
+const burstSize = 8
+
+// runPlan carries the plan out. Before each server fault it calls burst
+// and gives the requests a moment to be on their way.
+func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst func(fault int)) error {
 	c := r.c
 	for i, s := range plan {
 		if ctx.Err() != nil || time.Now().Add(s.Gap+s.For).After(end) {
@@ -408,7 +417,11 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time) error 
 				ranks += n
 			}
 		}
-		r.say("fault %d/%d: %s on %s (%d ranks alive there)", i+1, len(plan), s.Kind, target, ranks)
+		r.say("fault %d/%d at %s: %s on %s (%d ranks alive there)", i+1, len(plan), stamp(time.Now()), s.Kind, target, ranks)
+		if s.Kind.onServer() {
+			burst(i + 1)
+			time.Sleep(15 * time.Millisecond)
+		}
 		f := c.inject(ctx, s, r.cfg.GPUs)
 		f.RanksAlive = ranks
 		r.faults = append(r.faults, f)

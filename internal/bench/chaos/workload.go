@@ -20,6 +20,10 @@ const (
 	KindReference = "reference"
 	KindGang      = "gang"
 	KindArray     = "array"
+	// KindBurst: one of the jobs submitted all at once as the server is
+	// stopped (see runner.runPlan): some are in flight when it goes, and
+	// are submitted again when unanswered.
+	KindBurst = "burst"
 )
 
 // workload makes and submits the harness's jobs. Every rank runs under
@@ -105,9 +109,23 @@ func (w *workload) wave(ctx context.Context, i int) {
 	}
 }
 
+// burst submits n one-rank jobs at once, each from a goroutine of its own
+// that wg tracks, named after the fault they precede.
+func (w *workload) burst(ctx context.Context, fault, n int, wg *sync.WaitGroup) {
+	for j := range n {
+		name := fmt.Sprintf("chaos-burst-%d-%d", fault, j)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.submit(ctx, &Submission{Name: name, Kind: KindBurst, Ranks: 1, Tasks: 1}, gangSpec(w, name, 1, 0, 500*time.Millisecond))
+		}()
+	}
+}
+
 // submit posts spec until the server answers it with jobs, or refuses it,
 // or ctx ends. An unanswered try is tried again, as a person would: if the
-// server stored the job all the same, the job is there twice.
+// server stored the job all the same, the job is there twice. It is safe
+// for concurrent use.
 func (w *workload) submit(ctx context.Context, sub *Submission, spec api.JobSpec) {
 	body, err := json.Marshal(spec)
 	if err != nil {
