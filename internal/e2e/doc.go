@@ -16,6 +16,10 @@
 //
 //	sudo go test -race -v ./internal/e2e/
 //
+// TestChaosShort runs the chaos harness (`gangway chaos`) for a minute: five
+// faults of as many kinds against a mix of jobs, judged from the ranks' own
+// records.
+//
 // Agents run under `ip netns exec`, which mounts a fresh /sys: they see no
 // cgroup hierarchy there, so per-rank limits are not exercised here.
 //

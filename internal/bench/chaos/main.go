@@ -42,15 +42,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 Starts a gangway server (a child process with its own data directory) and
 AGENTS agents with fake GPUs, each in a network namespace of its own, runs a
 mix of jobs (the example Go trainer with checkpoints, gangs of several sizes,
-arrays of short tasks), every rank wrapped so that it records its own start
-and exit, and meanwhile injects FAULTS faults drawn from SEED: agent kill -9,
-agent and supervisor kill -9, host partition, frozen agent, server kill -9
-(down 2-30 s) and server restart. Then it checks, from the ranks' records,
-that no acknowledged job was lost or duplicated, no job ran in two attempts
-at once, no rank of an attempt started twice, every job completed, and every
-trainer's final loss equals an uninterrupted run's; and it measures
-detection (fault → node lost) and recovery (fault → gang running again).
-Exit status 1 when any of that failed. Needs root (or --netns=false).
+arrays of short tasks, bursts of submissions as the server stops), every
+rank wrapped so that it records its own start and exit, and meanwhile
+injects FAULTS faults drawn from SEED: agent kill -9, agent and supervisor
+kill -9, host partition, frozen agent, server kill -9 (down 2-30 s) and
+server restart. Then it checks, from the ranks' records, that no
+acknowledged job was lost or duplicated, no job ran in two attempts at once,
+no rank of an attempt started twice, no rank died of a server outage, every
+job completed, and every trainer's final loss equals an uninterrupted run's;
+and it measures detection (fault → node lost) and recovery (fault → gang
+running again). Progress goes to stderr. Exit status 1 when any of that
+failed. Needs root (or --netns=false).
 
 Flags:
 `)
