@@ -41,7 +41,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node mid-training and watch the gang recover", run: runDemo},
+		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node (or, --scenario server-restart, the server) mid-training and watch the job recover", run: runDemo},
 		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
 		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
@@ -67,6 +67,7 @@ func commands() []command {
 		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing), durability (a server killed mid-submission)", run: runBench},
+		{name: "chaos", args: "[--faults N --seed S] [-o json]", summary: "inject agent, network and server faults into a live cluster and check no job is lost, duplicated or run twice", run: runChaos},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0
@@ -74,6 +75,7 @@ func commands() []command {
 		{name: "supervise", hidden: true, run: runSupervise},
 		{name: "cg-exec", hidden: true, run: runCgExec},
 		{name: "train-example", hidden: true, run: runTrainExample},
+		{name: "chaos-rank", hidden: true, run: runChaosRank},
 	}
 }
 

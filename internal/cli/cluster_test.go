@@ -30,12 +30,14 @@ import (
 
 // TestMain lets the test binary stand in for the gangway executable: the
 // agent runs ranks through `<exe> supervise`, and the demo starts agents
-// and trainers as `<exe> agent` and `<exe> train-example`.
+// and trainers as `<exe> agent` and `<exe> train-example` (and, in the
+// server-restart scenario, the server as `<exe> server` and each rank
+// under `<exe> chaos-rank`).
 func TestMain(m *testing.M) {
 	testenv.QuickRaceExit()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "supervise", "cg-exec", "train-example", "engine-sim":
+		case "agent", "supervise", "cg-exec", "train-example", "engine-sim", "server", "chaos-rank":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := Main(ctx, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()
@@ -532,6 +534,38 @@ func TestDemo(t *testing.T) {
 	}
 	if sum.FinalLoss != sum.ReferenceFinalLoss {
 		t.Logf("losses differ by %g (within tolerance)", sum.LossRelDiff)
+	}
+}
+
+// TestDemoServerRestart runs the server-restart scenario shrunk: the
+// server, a process of its own, is killed for several node timeouts while
+// the job trains and started again on the same data directory. No rank
+// process may die of the outage (the agents' witnesses confirm it), and
+// the job finishes in its first attempt with the reference's final loss.
+func TestDemoServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	var buf bytes.Buffer
+	sum, err := demoServerRestart(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 200, killAtStep: 60,
+		stepDelay: 30 * time.Millisecond, timeout: 150 * time.Second, downtime: 15 * time.Second}, &buf, false)
+	t.Log(buf.String())
+	if sum == nil {
+		t.Fatalf("demo: %v", err)
+	}
+	b, _ := json.Marshal(sum)
+	t.Logf("summary: %s", b)
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if sum.DowntimeS < 15 || sum.KilledAtStep < 60 || sum.Attempts < 1 || sum.FinalLoss == 0 || sum.LossRelDiff > sum.Tolerance {
+		t.Errorf("summary = %+v", sum)
+	}
+	if sum.RanksKilled != 0 {
+		t.Errorf("%d rank processes died while the server was down %.1fs; want 0 (their witnesses confirm the outage)", sum.RanksKilled, sum.DowntimeS)
+	}
+	if !sum.OK || sum.Attempts != 1 {
+		t.Errorf("no rank killed, yet ok %v after %d attempts: %+v", sum.OK, sum.Attempts, sum)
 	}
 }
 

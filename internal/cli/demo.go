@@ -20,6 +20,7 @@ import (
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/server"
@@ -51,18 +52,24 @@ type demoConfig struct {
 	steps, killAtStep int
 	stepDelay         time.Duration
 	timeout           time.Duration
+	// downtime is how long the server-restart scenario keeps the server
+	// down.
+	downtime time.Duration
 }
 
 // demoScenarios are the capabilities the demo can show, the default first:
 // node-loss kills a node mid-training and watches the gang resume from its
-// checkpoint elsewhere.
-var demoScenarios = []string{"node-loss"}
+// checkpoint elsewhere; server-restart kills the control plane (a process
+// of its own) for --downtime while the job trains and starts it again on
+// the same data directory, counting the rank processes that died of it.
+var demoScenarios = []string{"node-loss", "server-restart"}
 
 func runDemo(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
 	out := cmdkit.OutputFlag(fs)
 	scenario := fs.String("scenario", demoScenarios[0], "what to show: "+strings.Join(demoScenarios, ", "))
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data)")
+	downtime := fs.Duration("downtime", 30*time.Second, "server-restart: how long the server stays down")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
 	}
@@ -76,6 +83,19 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 	}
 	cfg := demoConfig{nodes: 4, gpus: 8, ranks: 8, perNode: 4, steps: 400, killAtStep: 150,
 		stepDelay: 30 * time.Millisecond, timeout: 110 * time.Second}
+	if *scenario == "server-restart" {
+		cfg.downtime = *downtime
+		cfg.timeout += 2 * *downtime
+		sum, err := demoServerRestart(ctx, cfg, progress, *keep)
+		if *out != cmdkit.Table || sum != nil {
+			_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printRestartSummary(w, sum); return nil })
+		}
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+			return 1
+		}
+		return 0
+	}
 	sum, err := demo(ctx, cfg, progress, *keep)
 	if *out != cmdkit.Table || sum != nil {
 		_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printSummary(w, sum); return nil })
@@ -169,55 +189,21 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 
 	// Agents, as real processes.
-	agents := make([]*demoAgent, cfg.nodes)
-	for i := range agents {
-		a := &demoAgent{name: fmt.Sprintf("node-%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("agent-%d", i+1))}
-		logf, err := os.Create(filepath.Join(dir, a.name+".log"))
-		if err != nil {
-			return nil, err
-		}
-		defer logf.Close()
-		a.cmd = exec.Command(exe, "agent", "--server", url, "--ca-file", admin.CAFile, "--name", a.name, "--address", "127.0.0.1",
-			"--fake-gpus", strconv.Itoa(cfg.gpus), "--gpu-model", "H100-SXM-80GB", "--data-dir", a.dir, "--log-level", "warn")
-		a.cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+jt.Secret)
-		a.cmd.Stdout, a.cmd.Stderr = logf, logf
-		if err := a.cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start agent %s: %w", a.name, err)
-		}
-		agents[i] = a
-	}
+	agents, err := startDemoAgents(exe, dir, url, admin.CAFile, jt.Secret, cfg)
 	defer func() {
 		for _, a := range agents {
 			a.stop()
 		}
 	}()
-	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
-		l, err := c.Nodes(ctx)
-		if err != nil {
-			return false, nil
-		}
-		ready := 0
-		for _, n := range l.Nodes {
-			if n.Status.State == api.NodeReady && len(n.GPUs) == cfg.gpus {
-				ready++
-			}
-		}
-		return ready == cfg.nodes, nil
-	}); err != nil {
-		return nil, fmt.Errorf("waiting for %d agents to register: %w", cfg.nodes, err)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitDemoNodes(ctx, c, cfg); err != nil {
+		return nil, err
 	}
 	say("%d nodes ready, each with %d fake H100-SXM-80GB GPUs (agents are separate processes)", cfg.nodes, cfg.gpus)
 
-	trainArgs := []string{exe, "train-example", "--steps", strconv.Itoa(cfg.steps), "--checkpoint-every", "20", "--log-every", "50"}
-	spec := func(name string, delay time.Duration) []byte {
-		s := api.JobSpec{
-			Name: name, Ranks: cfg.ranks, RanksPerNode: cfg.perNode, GPUsPerRank: 1,
-			Command:        append(append([]string(nil), trainArgs...), "--step-delay", delay.String()),
-			RestartBackoff: api.Duration(200 * time.Millisecond), TerminationGracePeriod: api.Duration(5 * time.Second),
-		}
-		b, _ := json.Marshal(s)
-		return b
-	}
+	spec := func(name string, delay time.Duration) []byte { return demoTrainSpec(exe, name, cfg, delay, "") }
 	j, err := c.Submit(ctx, spec("demo-train", cfg.stepDelay))
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
@@ -364,6 +350,71 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 	sum.OK = true
 	return sum, nil
+}
+
+// startDemoAgents starts cfg.nodes agents, node-1 to node-N, as processes
+// of exe on loopback, each joining the server at url with the join token;
+// their logs and data directories go under dir. It returns the agents it
+// started, also on error: the caller stops them.
+func startDemoAgents(exe, dir, url, caFile, join string, cfg demoConfig) ([]*demoAgent, error) {
+	var agents []*demoAgent
+	for i := range cfg.nodes {
+		a := &demoAgent{name: fmt.Sprintf("node-%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("agent-%d", i+1))}
+		logf, err := os.Create(filepath.Join(dir, a.name+".log"))
+		if err != nil {
+			return agents, err
+		}
+		a.cmd = exec.Command(exe, "agent", "--server", url, "--ca-file", caFile, "--name", a.name, "--address", "127.0.0.1",
+			"--fake-gpus", strconv.Itoa(cfg.gpus), "--gpu-model", "H100-SXM-80GB", "--data-dir", a.dir, "--log-level", "warn")
+		a.cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+join)
+		a.cmd.Stdout, a.cmd.Stderr = logf, logf
+		err = a.cmd.Start()
+		logf.Close() // the agent has its own descriptor
+		if err != nil {
+			return agents, fmt.Errorf("start agent %s: %w", a.name, err)
+		}
+		agents = append(agents, a)
+	}
+	return agents, nil
+}
+
+// waitDemoNodes waits until cfg.nodes nodes are ready with cfg.gpus GPUs
+// each.
+func waitDemoNodes(ctx context.Context, c *client.Client, cfg demoConfig) error {
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
+		l, err := c.Nodes(ctx)
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range l.Nodes {
+			if n.Status.State == api.NodeReady && len(n.GPUs) == cfg.gpus {
+				ready++
+			}
+		}
+		return ready == cfg.nodes, nil
+	}); err != nil {
+		return fmt.Errorf("waiting for %d agents to register: %w", cfg.nodes, err)
+	}
+	return nil
+}
+
+// demoTrainSpec is the demo's job: the example Go trainer as cfg.ranks
+// ranks, cfg.perNode per node, sleeping delay after each step. With
+// rankLog, every rank runs under `gangway chaos-rank`, recording its own
+// start and exit there.
+func demoTrainSpec(exe, name string, cfg demoConfig, delay time.Duration, rankLog string) []byte {
+	cmd := []string{exe, "train-example", "--steps", strconv.Itoa(cfg.steps), "--checkpoint-every", "20", "--log-every", "50",
+		"--step-delay", delay.String()}
+	if rankLog != "" {
+		cmd = append([]string{exe, "chaos-rank", "--log", rankLog, "--"}, cmd...)
+	}
+	s := api.JobSpec{
+		Name: name, Ranks: cfg.ranks, RanksPerNode: cfg.perNode, GPUsPerRank: 1, Command: cmd,
+		RestartBackoff: api.Duration(200 * time.Millisecond), TerminationGracePeriod: api.Duration(5 * time.Second),
+	}
+	b, _ := json.Marshal(s)
+	return b
 }
 
 type demoAgent struct {

@@ -15,7 +15,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown scenario", []string{"demo", "--scenario", "meteor"}, `--scenario "meteor": want one of node-loss`},
+		{"unknown scenario", []string{"demo", "--scenario", "meteor"}, `--scenario "meteor": want one of node-loss, server-restart`},
 		{"unknown format", []string{"demo", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
 		{"a user command's unknown format", []string{"get", "jobs", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
 	}

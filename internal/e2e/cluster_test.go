@@ -19,6 +19,7 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/wait"
+	"github.com/gangway/gangway/internal/bench/netns"
 )
 
 // Cluster timing. The server's node timeout is gangway's default; agents
@@ -33,7 +34,7 @@ const (
 // of a Network, all real processes of the binary TestMain built.
 type cluster struct {
 	t      *testing.T
-	net    *Network
+	net    *netns.Network
 	dir    string
 	url    string
 	listen string // the server's address
@@ -146,7 +147,7 @@ func startCluster(t *testing.T, hosts int) *cluster {
 	defer cancel()
 	c := &cluster{t: t, dir: t.TempDir()}
 
-	n, err := NewNetwork(ctx, hosts)
+	n, err := netns.NewNetwork(ctx, hosts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func startCluster(t *testing.T, hosts int) *cluster {
 	return c
 }
 
-func hostList(n *Network) string {
+func hostList(n *netns.Network) string {
 	var s []string
 	for i, h := range n.Hosts {
 		s = append(s, fmt.Sprintf("host%d=%s", i+1, h.IP))

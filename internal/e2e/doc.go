@@ -16,12 +16,16 @@
 //
 //	sudo go test -race -v ./internal/e2e/
 //
+// TestChaosShort runs the chaos harness (`gangway chaos`) for a minute: five
+// faults of as many kinds against a mix of jobs, judged from the ranks' own
+// records.
+//
 // Agents run under `ip netns exec`, which mounts a fresh /sys: they see no
 // cgroup hierarchy there, so per-rank limits are not exercised here.
 //
-// Network is the only non-test code: a throwaway switched network of
-// namespaces (see netns.go); nothing imports the package.
+// The package has no code but this doc; the tests build their networks
+// with internal/bench/netns, and nothing imports the package.
 //
-// It imports the standard library (its tests also use the rest of
-// gangway and go.uber.org/goleak).
+// It imports only the standard library (its tests use the rest of gangway,
+// bench/netns among it, and go.uber.org/goleak).
 package e2e

@@ -1,0 +1,163 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+// The faults the harness injects.
+const (
+	// AgentKill: SIGKILL to a node's agent; its rank supervisor and ranks
+	// live on. The agent is started again after Step.For.
+	AgentKill Kind = "agent-kill"
+	// AgentSupervisorKill: SIGKILL to the agent and its supervisor at
+	// once; the ranks live on, orphaned. The agent is started again after
+	// Step.For.
+	AgentSupervisorKill Kind = "agent-supervisor-kill"
+	// Partition: the host's cable is pulled for Step.For (network
+	// namespaces only).
+	Partition Kind = "partition"
+	// Freeze: SIGSTOP to the agent for Step.For, then SIGCONT.
+	Freeze Kind = "freeze"
+	// ServerKill: SIGKILL to the server; it is started again on the same
+	// data directory after Step.For.
+	ServerKill Kind = "server-kill"
+	// ServerRestart: SIGTERM to the server, and a new one at once.
+	ServerRestart Kind = "server-restart"
+)
+
+// Kinds lists every kind, in the order reports show them.
+var Kinds = []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerKill, ServerRestart}
+
+// ParseKinds reads a comma-separated list of kinds; "" or "all" is every
+// kind.
+func ParseKinds(s string) ([]Kind, error) {
+	if s == "" || s == "all" {
+		return append([]Kind(nil), Kinds...), nil
+	}
+	var out []Kind
+	for _, f := range strings.Split(s, ",") {
+		k := Kind(strings.TrimSpace(f))
+		found := false
+		for _, x := range Kinds {
+			found = found || x == k
+		}
+		if !found {
+			var names []string
+			for _, x := range Kinds {
+				names = append(names, string(x))
+			}
+			return nil, fmt.Errorf("fault kind %q: want %s", k, strings.Join(names, ", "))
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// onServer reports whether the kind hits the server rather than a node.
+func (k Kind) onServer() bool { return k == ServerKill || k == ServerRestart }
+
+// Span is a range of durations [Min, Max].
+type Span struct{ Min, Max time.Duration }
+
+// draw picks a duration in s uniformly, to the millisecond.
+func (s Span) draw(r *rand.Rand) time.Duration {
+	if s.Max <= s.Min {
+		return s.Min
+	}
+	ms := int64((s.Max - s.Min) / time.Millisecond)
+	return s.Min + time.Duration(r.Int64N(ms+1))*time.Millisecond
+}
+
+func (s Span) String() string { return fmt.Sprintf("%s-%s", s.Min, s.Max) }
+
+// ParseSpan reads "2s-30s" (or one duration, "5s").
+func ParseSpan(v string) (Span, error) {
+	lo, hi, ok := strings.Cut(v, "-")
+	if !ok {
+		hi = lo
+	}
+	a, err := time.ParseDuration(strings.TrimSpace(lo))
+	if err != nil {
+		return Span{}, fmt.Errorf("%q: want MIN-MAX durations such as 2s-30s: %w", v, err)
+	}
+	b, err := time.ParseDuration(strings.TrimSpace(hi))
+	if err != nil {
+		return Span{}, fmt.Errorf("%q: want MIN-MAX durations such as 2s-30s: %w", v, err)
+	}
+	if a < 0 || b < a {
+		return Span{}, fmt.Errorf("%q: want 0 <= MIN <= MAX", v)
+	}
+	return Span{a, b}, nil
+}
+
+// PlanConfig shapes a fault plan: the pause before each fault and how long
+// each kind lasts.
+type PlanConfig struct {
+	Gap        Span // before each fault
+	AgentDown  Span // agent-kill, agent-supervisor-kill: until the agent is started again
+	Partition  Span
+	Freeze     Span
+	ServerDown Span // server-kill: until the server is started again
+}
+
+// DefaultPlan is the shape `gangway chaos` uses unless told otherwise.
+var DefaultPlan = PlanConfig{
+	Gap:        Span{5 * time.Second, 15 * time.Second},
+	AgentDown:  Span{1 * time.Second, 6 * time.Second},
+	Partition:  Span{2 * time.Second, 8 * time.Second},
+	Freeze:     Span{1 * time.Second, 5 * time.Second},
+	ServerDown: Span{2 * time.Second, 30 * time.Second},
+}
+
+// Step is one planned fault.
+type Step struct {
+	// Gap is the pause before the fault.
+	Gap  time.Duration `json:"gap"`
+	Kind Kind          `json:"kind"`
+	// Host is the index of the node the fault hits; -1 for the server.
+	// The harness moves it onto a node that runs ranks when the planned
+	// one runs none (see busyHost).
+	Host int `json:"host"`
+	// For is how long the fault lasts (0 for a server restart).
+	For time.Duration `json:"for"`
+}
+
+// Plan draws n faults of the given kinds from seed, each on one of hosts
+// nodes: the same arguments give the same plan.
+func Plan(seed uint64, n int, kinds []Kind, hosts int, c PlanConfig) []Step {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	out := make([]Step, 0, n)
+	for range n {
+		s := Step{Gap: c.Gap.draw(r), Kind: kinds[r.IntN(len(kinds))], Host: -1}
+		if !s.Kind.onServer() {
+			s.Host = r.IntN(hosts)
+		}
+		switch s.Kind {
+		case AgentKill, AgentSupervisorKill:
+			s.For = c.AgentDown.draw(r)
+		case Partition:
+			s.For = c.Partition.draw(r)
+		case Freeze:
+			s.For = c.Freeze.draw(r)
+		case ServerKill:
+			s.For = c.ServerDown.draw(r)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Length is how long a plan takes at least: its gaps and faults.
+func Length(p []Step) time.Duration {
+	var d time.Duration
+	for _, s := range p {
+		d += s.Gap + s.For
+	}
+	return d
+}
