@@ -903,3 +903,29 @@ func TestClusterReservesForSeveralBlockedGangs(t *testing.T) {
 		cl.run("cancel", id)
 	}
 }
+
+// TestDemoLeaderFailover runs the leader-failover scenario shrunk: three
+// replicas, each an etcd member; the leading one is killed while the job
+// trains. Another replica must lead, no rank process may die, and the job
+// must finish in its first attempt with the reference's final loss.
+func TestDemoLeaderFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	var buf bytes.Buffer
+	sum, err := demoLeaderFailover(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 200, killAtStep: 60,
+		stepDelay: 30 * time.Millisecond, timeout: 150 * time.Second}, &buf, false)
+	t.Log(buf.String())
+	if sum == nil {
+		t.Fatalf("demo: %v", err)
+	}
+	b, _ := json.Marshal(sum)
+	t.Logf("summary: %s", b)
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if !sum.OK || sum.RanksKilled != 0 || sum.Attempts != 1 || sum.FailoverS <= 0 || sum.NewLeader == "" ||
+		sum.NewLeader == sum.KilledReplica || sum.LossRelDiff > sum.Tolerance {
+		t.Errorf("summary = %+v", sum)
+	}
+}

@@ -61,8 +61,9 @@ type demoConfig struct {
 // node-loss kills a node mid-training and watches the gang resume from its
 // checkpoint elsewhere; server-restart kills the control plane (a process
 // of its own) for --downtime while the job trains and starts it again on
-// the same data directory, counting the rank processes that died of it.
-var demoScenarios = []string{"node-loss", "server-restart"}
+// the same data directory, counting the rank processes that died of it;
+// leader-failover runs three replicas and kills the leading one.
+var demoScenarios = []string{"node-loss", "server-restart", "leader-failover"}
 
 func runDemo(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
@@ -89,6 +90,18 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 		sum, err := demoServerRestart(ctx, cfg, progress, *keep)
 		if *out != cmdkit.Table || sum != nil {
 			_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printRestartSummary(w, sum); return nil })
+		}
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
+			return 1
+		}
+		return 0
+	}
+	if *scenario == "leader-failover" {
+		cfg.timeout += 60 * time.Second
+		sum, err := demoLeaderFailover(ctx, cfg, progress, *keep)
+		if *out != cmdkit.Table || sum != nil {
+			_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printFailoverSummary(w, sum); return nil })
 		}
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", strings.ReplaceAll(err.Error(), "\n", "; "))
