@@ -152,11 +152,12 @@ func knownBreaches(res *chaos.Result) []struct {
 			"TODO(fencing): agents fence (kill their ranks) once the server has been silent for their lease (2s), " +
 				"also when the whole control plane is down rather than their link"},
 		{"ran_twice", res.RanTwice,
-			"TODO(fencing): a node marked lost whose agent cannot fence (frozen past the node timeout, or killed with its " +
-				"supervisor) keeps its ranks running while the gang's next attempt starts elsewhere, until an agent runs again"},
+			"TODO(fencing): a node marked lost whose agent cannot fence (frozen past the node timeout, killed while its " +
+				"supervisor lives on, or killed with it) keeps its ranks running while the gang's next attempt starts " +
+				"elsewhere, until an agent runs there again"},
 		{"rank_reruns", res.RankReruns,
-			"TODO(agent): around a server restart an agent starts a rank of an attempt a second time " +
-				"(the server's assignments still list a rank the agent has finished and forgotten)"},
+			"TODO(fencing): an agent that fenced during a server outage forgets the ranks it killed or saw finish without " +
+				"having reported them, and once the server answers starts the still-assigned ranks a second time in the same attempt"},
 		{"duplicated", res.Duplicated,
 			"TODO(idempotency): a submission in flight as the server is killed can be stored without an answer; " +
 				"the client's retry stores it again"},
