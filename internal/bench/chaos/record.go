@@ -183,6 +183,9 @@ func RankMain(args []string, getenv func(string) string, stdout, stderr io.Write
 		return 2
 	}
 	cmd := exec.Command(cmdline[0], cmdline[1:]...)
+	// The wrapper is the rank the supervisor started, and dies with it
+	// (its lease holder); the real command must not outlive it either.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	scan := &lossScanner{w: stdout}
 	cmd.Stdout, cmd.Stderr = scan, stderr
 	cmd.WaitDelay = 2 * time.Second // a grandchild holding the pipes open must not hold the exit up

@@ -123,9 +123,10 @@ func (w *workload) burst(ctx context.Context, fault, n int, wg *sync.WaitGroup) 
 }
 
 // submit posts spec until the server answers it with jobs, or refuses it,
-// or ctx ends. An unanswered try is tried again, as a person would: if the
-// server stored the job all the same, the job is there twice. It is safe
-// for concurrent use.
+// or ctx ends. An unanswered try is tried again with the same
+// Idempotency-Key, as gangway's client does: if the server stored the job
+// all the same, it answers with that job rather than storing it twice
+// (what duplicated counts). It is safe for concurrent use.
 func (w *workload) submit(ctx context.Context, sub *Submission, spec api.JobSpec) {
 	body, err := json.Marshal(spec)
 	if err != nil {
@@ -139,7 +140,7 @@ func (w *workload) submit(ctx context.Context, sub *Submission, spec api.JobSpec
 		w.mu.Lock()
 		sub.Tries++
 		w.mu.Unlock()
-		j, arr, err := w.api.SubmitAny(ctx, body)
+		j, arr, err := w.api.SubmitKeyed(ctx, body, "chaos-"+sub.Name)
 		var ae *client.APIError
 		switch {
 		case err == nil:

@@ -116,6 +116,9 @@ type Agent struct {
 	lease      api.RegisterResponse
 	lastOK     time.Time // last successful heartbeat
 	fenced     bool
+	// registrations counts successful registrations: the assignment loop
+	// fetches the whole list after each.
+	registrations int
 	// leaseUntil is when the ranks' lease lapses (witness.go); witnesses
 	// are the nodes asked while the server is silent; outage: they said
 	// it is down, and the lease runs on their word.
@@ -401,6 +404,7 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 	a.lease = resp
 	a.witnesses = resp.Witnesses
 	a.registered = true
+	a.registrations++
 	a.lastOK = sent
 	a.fenced, a.outage = false, false
 	d := a.grantLocked(sent.Add(resp.FenceAfter.D()))

@@ -23,13 +23,22 @@ import (
 func (a *Agent) assignmentLoop(ctx context.Context) {
 	var index int64
 	var last map[string]api.Assignment // the list at index, by task key
+	var under int                      // the registration index was fetched under
 	for ctx.Err() == nil {
 		a.mu.Lock()
-		ok := a.registered
+		ok, fenced, reg := a.registered, a.fenced, a.registrations
 		a.mu.Unlock()
-		if !ok {
+		if !ok || fenced {
+			// A fenced agent follows no list; once it is not, it starts
+			// from the whole list, not from one it received meanwhile.
+			index, last = 0, nil
 			sleepCtx(ctx, 100*time.Millisecond)
 			continue
+		}
+		if reg != under {
+			// Registered anew (the server may have had the node lost and
+			// ended its attempts): the whole list, no delta on the old.
+			index, last, under = 0, nil, reg
 		}
 		l, err := a.fetchAssignments(ctx, index)
 		if err != nil {
@@ -50,7 +59,10 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 			}
 			l = full
 		}
-		a.apply(ctx, l)
+		if !a.apply(ctx, l) {
+			index, last = 0, nil
+			continue
+		}
 		index = l.Revision
 		last = make(map[string]api.Assignment, len(l.Assignments))
 		for _, asg := range l.Assignments {
@@ -98,8 +110,8 @@ func fresh(l api.AssignmentList, index int64) error {
 }
 
 // apply starts assigned ranks not yet running and stops running ranks no
-// longer assigned.
-func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
+// longer assigned; false: it did nothing, the agent being fenced.
+func (a *Agent) apply(ctx context.Context, l api.AssignmentList) bool {
 	want := map[string]api.Assignment{}
 	for _, asg := range l.Assignments {
 		want[asg.TaskKey()] = asg
@@ -107,7 +119,7 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	a.mu.Lock()
 	if a.fenced {
 		a.mu.Unlock()
-		return
+		return false
 	}
 	var start []api.Assignment
 	var stop []*task
@@ -166,6 +178,7 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) {
 	if len(start)+len(stop) > 0 {
 		a.kickNow()
 	}
+	return true
 }
 
 // start launches one rank; a failure to start is reported as its status.

@@ -1,11 +1,14 @@
 package driver
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limiter applies per-task cgroup limits to a pid; nil means none.
@@ -66,6 +69,14 @@ func becomeAccount(uid, gid int) error {
 	}
 	if err := syscall.Setuid(uid); err != nil {
 		return fmt.Errorf("setuid: %w", err)
+	}
+	// The switch cleared the death signal the supervisor gave this rank:
+	// set it again, and go if the supervisor is already gone.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl: %w", err)
+	}
+	if os.Getppid() == 1 {
+		return errors.New("the supervisor died")
 	}
 	return nil
 }

@@ -503,7 +503,13 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 		// and everything it started, and nothing else. With a credential,
 		// the child sets its groups, gid and uid before it changes to Dir
 		// and execs: the rank needs the account's access to both.
-		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred},
+		//
+		// It dies with the supervisor (SIGKILL when the supervisor's
+		// thread that started it ends, which in Go is the process): the
+		// supervisor holds the ranks' lease, and a rank no lease holder
+		// can fence could run beside its gang's next attempt once the
+		// server declares the node lost.
+		Sys: &syscall.SysProcAttr{Setsid: true, Credential: cred, Pdeathsig: syscall.SIGKILL},
 	})
 	if err != nil {
 		closeLogs()
