@@ -15,6 +15,9 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
+// errShuttingDown answers a long poll the server's shutdown ended.
+var errShuttingDown = fmt.Errorf("%w: the server is shutting down; ask again", store.ErrUnavailable)
+
 // maxWritten bounds the memory of rank statuses already stored.
 const maxWritten = 200000
 
@@ -246,8 +249,17 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	}
 	// From the cache: no etcd watch and read per poll, and the list's
 	// revision covers every change up to it.
-	b, rev, err := s.cache.Assignments(r.Context(), node, after, wait, q.Get("delta") == "1")
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	// A server shutting down ends its long polls at once rather than
+	// holding its exit up for their wait: the agents ask again, here once
+	// restarted or at another replica.
+	defer context.AfterFunc(s.closing, cancel)()
+	b, rev, err := s.cache.Assignments(ctx, node, after, wait, q.Get("delta") == "1")
 	if err != nil {
+		if s.closing.Err() != nil {
+			err = errShuttingDown
+		}
 		writeError(w, statusFor(err), err)
 		return
 	}

@@ -287,6 +287,10 @@ type Server struct {
 	leaderOf   leaderState
 	// peerTLS is the embedded etcd's peer certificate (with other members).
 	peerTLS store.TLSFiles
+	// closing ends when Run begins to shut down (long polls end with it);
+	// closeNow ends it.
+	closing  context.Context
+	closeNow context.CancelFunc
 	// etcd is the embedded member, nil with an external etcd. Set by Run.
 	etcd *store.Embedded
 	// clusterID is the cluster's (cluster.go). Set by Run before it serves.
@@ -317,9 +321,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.applyDefaults()
 	fence := controller.NewFencing(cfg.HeartbeatInterval, cfg.NodeTimeout, cfg.MaxOutage)
+	closing, closeNow := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), fence: fence,
 		live:    controller.NewLiveness(time.Now()).SetStreakGap(fence.StreakGap),
-		written: map[string]api.RankStatus{}, ready: make(chan struct{})}
+		written: map[string]api.RankStatus{}, ready: make(chan struct{}), closing: closing, closeNow: closeNow}
 	if cfg.APIRate > 0 {
 		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
 	}
@@ -521,6 +526,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	stopLead()
 	<-leadDone
+	s.closeNow()
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)

@@ -1,7 +1,11 @@
 package server
 
 import (
+	"context"
+	"net"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +95,50 @@ func names(ws []api.Witness) []string {
 		out = append(out, w.Node)
 	}
 	return out
+}
+
+// TestShutdownEndsLongPolls: a server shutting down answers an agent's
+// pending long poll at once, saying so, rather than holding its exit up
+// for the poll's wait.
+func TestShutdownEndsLongPolls(t *testing.T) {
+	cfg := Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, ln) }()
+	<-s.Ready()
+	e := &agentEnv{t: t, s: s, url: "https://" + ln.Addr().String(), ctx: context.Background()}
+	e.adm, err = s.AdminConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.admin = e.clientFor(e.adm)
+	n := e.node("n1")
+	if err := e.register(n, testNode("n1", "https://127.0.0.1:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := n.Assignments(e.ctx, client.AssignmentQuery{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan error, 1)
+	go func() {
+		_, err := n.Assignments(e.ctx, client.AssignmentQuery{Node: "n1", Index: l.Revision, Wait: time.Minute})
+		polled <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the poll waits at the server
+	cancel()
+	if err := <-polled; err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("pending long poll at shutdown: %v; want an answer saying the server shuts down", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
 }
