@@ -270,7 +270,8 @@ func TestTiming(t *testing.T) {
 }
 
 // TestOutages: a server fault's window runs from the fault to the grace
-// after the server answered again, cut short by the next fault.
+// after the server answered again, cut short by the next fault (less the
+// watch's slack).
 func TestOutages(t *testing.T) {
 	faults := []Fault{
 		{Kind: ServerKill, At: at(10), Healed: at(20)},
@@ -278,7 +279,7 @@ func TestOutages(t *testing.T) {
 		{Kind: ServerRestart, At: at(40), Healed: at(45)},
 		{Kind: AgentKill, Node: "host2", At: at(47), Healed: at(48)},
 	}
-	want := []Window{{From: at(10), To: at(25)}, {From: at(40), To: at(47)}}
+	want := []Window{{From: at(10), To: at(25)}, {From: at(40), To: at(47).Add(-lastSeenSlack)}}
 	if diff := cmp.Diff(want, outages(faults, 5*time.Second)); diff != "" {
 		t.Errorf("outages (-want +got):\n%s", diff)
 	}
@@ -402,5 +403,25 @@ func TestReadRecordsPartialLine(t *testing.T) {
 	recs, err = lr.next()
 	if err != nil || len(recs) != 1 || recs[0].Ev != EvExit {
 		t.Fatalf("then %+v, %v; want the exit", recs, err)
+	}
+}
+
+// TestOutageWindowStopsBeforeTheNextFault: a rank the next fault kills is
+// last seen alive a poll before it; that death is not the outage's.
+func TestOutageWindowStopsBeforeTheNextFault(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	faults := []Fault{
+		{Kind: ServerRestart, At: t0, Healed: t0.Add(6 * time.Second)},
+		{Kind: AgentSupervisorKill, At: t0.Add(8 * time.Second), Healed: t0.Add(10 * time.Second)},
+	}
+	ws := outages(faults, 5*time.Second)
+	if len(ws) != 1 || !ws[0].To.Equal(t0.Add(8*time.Second-lastSeenSlack)) {
+		t.Fatalf("windows %+v; want one ending %s before the next fault", ws, lastSeenSlack)
+	}
+	if _, in := inOutage(t0.Add(8*time.Second-30*time.Millisecond), ws); in {
+		t.Error("a rank last seen 30ms before the next fault counted as the outage's")
+	}
+	if _, in := inOutage(t0.Add(3*time.Second), ws); !in {
+		t.Error("a death 3s into the outage not counted")
 	}
 }

@@ -528,6 +528,10 @@ func (r *runner) judge(in Input) {
 	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes)
 }
 
+// lastSeenSlack is four of the rank watch's polls (50 ms): a killed rank's
+// end is when it was last seen alive.
+const lastSeenSlack = 200 * time.Millisecond
+
 // outageGrace is how long after the server answers again a rank's death
 // or a job's completion still counts as during the outage: agents take a
 // heartbeat or two to report what happened meanwhile.
@@ -535,7 +539,9 @@ const outageGrace = 5 * time.Second
 
 // outages are the server faults' spans, each from the fault to grace after
 // the server answered again, but no later than the next fault: what
-// happens then may be the next fault's doing.
+// happens then may be the next fault's doing. A rank that fault kills is
+// recorded as last seen alive up to a watch poll before it, so the window
+// ends lastSeenSlack before the next fault.
 func outages(faults []Fault, grace time.Duration) []Window {
 	var out []Window
 	for i, f := range faults {
@@ -543,8 +549,8 @@ func outages(faults []Fault, grace time.Duration) []Window {
 			continue
 		}
 		to := f.Healed.Add(grace)
-		if i+1 < len(faults) && faults[i+1].At.Before(to) {
-			to = faults[i+1].At
+		if i+1 < len(faults) && faults[i+1].At.Add(-lastSeenSlack).Before(to) {
+			to = faults[i+1].At.Add(-lastSeenSlack)
 		}
 		out = append(out, Window{From: f.At, To: to})
 	}
