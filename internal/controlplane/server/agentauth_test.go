@@ -146,7 +146,8 @@ func (e *agentEnv) register(c *client.Client, n api.Node) error {
 	return err
 }
 
-// lose marks a node lost, as the controller does when it falls silent.
+// lose marks a node lost, as the controller does when it falls silent,
+// and waits until the server's cache has it so.
 func (e *agentEnv) lose(name string) {
 	e.t.Helper()
 	if _, err := e.s.st.ModifyNode(e.ctx, name, func(n *api.Node) error {
@@ -154,6 +155,14 @@ func (e *agentEnv) lose(name string) {
 		return nil
 	}); err != nil {
 		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := wait.Until(ctx, 5*time.Millisecond, func() (bool, error) {
+		n, ok := e.s.cache.Node(name)
+		return ok && n.Status.State == api.NodeLost, nil
+	}); err != nil {
+		e.t.Fatalf("the cache never saw %s lost: %v", name, err)
 	}
 }
 
