@@ -23,6 +23,7 @@ import (
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/wait"
+	"github.com/gangway/gangway/internal/bench/chaos"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/driver"
 )
@@ -143,25 +144,14 @@ Summary (%s)
 // demo runs the whole scenario and returns its summary; err says what did
 // not happen.
 func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSummary, error) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	say := func(format string, a ...any) {
-		fmt.Fprintf(w, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "gangway-demo-")
+	run, err := newDemoRun(w, keep)
 	if err != nil {
 		return nil, err
 	}
-	if keep {
-		say("working directory %s (kept)", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer run.close()
+	start, say, exe, dir := run.start, run.say, run.exe, run.dir
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
 
 	// Control plane, in this process.
 	srv, err := server.New(server.Config{DataDir: filepath.Join(dir, "server")})
@@ -465,3 +455,69 @@ func (a *demoAgent) stop() {
 // SIGKILL to its rank supervisor and to the process group of every rank
 // still alive. It returns how many rank groups were alive.
 func KillRanks(dir string) int { return driver.KillAll(dir) }
+
+// demoRun is what every scenario starts with: its clock and progress
+// lines, this executable, and a working directory.
+type demoRun struct {
+	start time.Time
+	w     io.Writer
+	exe   string
+	dir   string
+	keep  bool
+}
+
+// newDemoRun finds the executable and makes the working directory; close
+// removes it unless keep.
+func newDemoRun(w io.Writer, keep bool) (*demoRun, error) {
+	r := &demoRun{start: time.Now(), w: w, keep: keep}
+	var err error
+	if r.exe, err = os.Executable(); err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	if r.dir, err = os.MkdirTemp("", "gangway-demo-"); err != nil {
+		return nil, err
+	}
+	if keep {
+		r.say("working directory %s (kept)", r.dir)
+	}
+	return r, nil
+}
+
+func (r *demoRun) say(format string, a ...any) {
+	fmt.Fprintf(r.w, "[%5.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, a...))
+}
+
+func (r *demoRun) close() {
+	if !r.keep {
+		os.RemoveAll(r.dir)
+	}
+}
+
+// referenceLoss runs the trainer's job again, uninterrupted and without
+// the step delay, and returns the final loss its rank 0 recorded.
+func (r *demoRun) referenceLoss(ctx context.Context, c *client.Client, cfg demoConfig, rankLog string) (float64, error) {
+	ref, err := c.Submit(ctx, demoTrainSpec(r.exe, "demo-reference", cfg, 0, rankLog))
+	if err != nil {
+		return 0, fmt.Errorf("submit reference: %w", err)
+	}
+	r.say("reference: the same job again (job %s) without a failure", ref.ID)
+	var loss *float64
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
+		d, err := c.Job(ctx, ref.ID)
+		if err != nil || !d.Job.Status.Phase.Final() {
+			return false, nil
+		}
+		if d.Job.Status.Phase != api.JobSucceeded {
+			return false, fmt.Errorf("reference job ended %s: %s", d.Job.Status.Phase, d.Job.Status.Reason)
+		}
+		_, loss = chaos.JobRanks(mustRecords(rankLog), ref.ID, cfg.ranks)
+		return true, nil
+	}); err != nil {
+		return 0, err
+	}
+	if loss == nil {
+		return 0, errors.New("the reference run recorded no final loss")
+	}
+	r.say("reference final loss %.12g", *loss)
+	return *loss, nil
+}

@@ -117,25 +117,14 @@ func (r *replicaProc) leads(ctx context.Context) bool {
 // replica is killed (SIGKILL); another leads, the job goes on, and the
 // killed replica is started again and rejoins as a follower.
 func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*LeaderFailoverSummary, error) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	say := func(format string, a ...any) {
-		fmt.Fprintf(w, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "gangway-demo-")
+	run, err := newDemoRun(w, keep)
 	if err != nil {
 		return nil, err
 	}
-	if keep {
-		say("working directory %s (kept)", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer run.close()
+	start, say, exe, dir := run.start, run.say, run.exe, run.dir
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
 	rankLog := filepath.Join(dir, "ranks.jsonl")
 	caDir := filepath.Join(dir, "ca")
 	if _, _, err := pki.LoadOrCreateCA(caDir); err != nil {
@@ -306,29 +295,9 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 		return sum, errors.New("no attempt's rank 0 recorded a final loss")
 	}
 	sum.FinalLoss = *loss
-	ref, err := c.Submit(ctx, demoTrainSpec(exe, "demo-reference", cfg, 0, rankLog))
-	if err != nil {
-		return sum, fmt.Errorf("submit reference: %w", err)
-	}
-	say("reference: the same job again (job %s) without a failure", ref.ID)
-	var refLoss *float64
-	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
-		d, err := c.Job(ctx, ref.ID)
-		if err != nil || !d.Job.Status.Phase.Final() {
-			return false, nil
-		}
-		if d.Job.Status.Phase != api.JobSucceeded {
-			return false, fmt.Errorf("reference job ended %s: %s", d.Job.Status.Phase, d.Job.Status.Reason)
-		}
-		_, refLoss = chaos.JobRanks(mustRecords(rankLog), ref.ID, cfg.ranks)
-		return true, nil
-	}); err != nil {
+	if sum.ReferenceFinalLoss, err = run.referenceLoss(ctx, c, cfg, rankLog); err != nil {
 		return sum, err
 	}
-	if refLoss == nil {
-		return sum, errors.New("the reference run recorded no final loss")
-	}
-	sum.ReferenceFinalLoss = *refLoss
 	sum.TotalS = time.Since(start).Seconds()
 	sum.LossRelDiff = math.Abs(sum.FinalLoss-sum.ReferenceFinalLoss) / math.Max(math.Abs(sum.ReferenceFinalLoss), 1e-300)
 	var problems []error
