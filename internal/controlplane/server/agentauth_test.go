@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -37,33 +36,13 @@ func startAgentEnvWith(t testing.TB, adjust func(*Config)) *agentEnv {
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	r := startReplica(t, cfg)
+	s, ctx := r.s, context.Background()
 	adm, err := s.AdminConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &agentEnv{t: t, s: s, url: "https://" + ln.Addr().String(), ctx: ctx, adm: adm}
+	e := &agentEnv{t: t, s: s, url: r.url, ctx: ctx, adm: adm}
 	e.admin = e.clientFor(adm)
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()

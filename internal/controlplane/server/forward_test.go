@@ -26,7 +26,7 @@ type replica struct {
 	stop func()
 }
 
-func startReplica(t *testing.T, cfg Config) *replica {
+func startReplica(t testing.TB, cfg Config) *replica {
 	t.Helper()
 	s, err := New(cfg)
 	if err != nil {

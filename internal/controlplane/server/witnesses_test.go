@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -101,20 +100,15 @@ func names(ws []api.Witness) []string {
 // pending long poll at once, saying so, rather than holding its exit up
 // for the poll's wait.
 func TestShutdownEndsLongPolls(t *testing.T) {
-	cfg := Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
+	r := startReplica(t, Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute})
+	s := r.s
+	lctx, lcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer lcancel()
+	if err := wait.Until(lctx, 20*time.Millisecond, func() (bool, error) { return s.controller() != nil, nil }); err != nil {
+		t.Fatalf("never led: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, ln) }()
-	<-s.Ready()
-	e := &agentEnv{t: t, s: s, url: "https://" + ln.Addr().String(), ctx: context.Background()}
+	var err error
+	e := &agentEnv{t: t, s: s, url: r.url, ctx: context.Background()}
 	e.adm, err = s.AdminConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +128,8 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 		polled <- err
 	}()
 	time.Sleep(500 * time.Millisecond) // the poll waits at the server
-	cancel()
+	r.stop()
 	if err := <-polled; err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Errorf("pending long poll at shutdown: %v; want an answer saying the server shuts down", err)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
 	}
 }
