@@ -41,7 +41,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node (or, --scenario server-restart, the server) mid-training and watch the job recover", run: runDemo},
+		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node (or --scenario server-restart: the server; leader-failover: the leading replica of three) mid-training and watch the job recover", run: runDemo},
 		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
 		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
