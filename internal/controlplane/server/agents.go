@@ -251,6 +251,23 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) {
 	// revision covers every change up to it.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	if after == 0 && s.cache.Revision() > 0 { // before its first load the cache says so itself
+		// A whole list (an agent starting, or registered anew after its
+		// node was lost) is answered from a view at least as new as the
+		// store now: one a moment behind could still hold the ranks of
+		// an attempt that ended as the node was lost, and the agent
+		// would start them beside the attempt that replaced it.
+		rev, err := s.st.Revision(ctx)
+		if err == nil {
+			wctx, wcancel := context.WithTimeout(ctx, wait+5*time.Second)
+			err = s.cache.WaitRevision(wctx, rev)
+			wcancel()
+		}
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("assignments of node %s: this server's view has not caught up with the store (%w); ask again", node, err))
+			return
+		}
+	}
 	// A server shutting down ends its long polls at once rather than
 	// holding its exit up for their wait: the agents ask again, here once
 	// restarted or at another replica.
