@@ -119,6 +119,7 @@ type Agent struct {
 	// registrations counts successful registrations: the assignment loop
 	// fetches the whole list after each.
 	registrations int
+	fences        int // times fenced: a list asked for before one is dropped
 	// leaseUntil is when the ranks' lease lapses (witness.go); witnesses
 	// are the nodes asked while the server is silent; outage: they said
 	// it is down, and the lease runs on their word.
@@ -598,6 +599,7 @@ func (a *Agent) fenceNow(why string) {
 	}
 	fence := a.lease.FenceAfter.D()
 	a.fenced, a.outage = true, false
+	a.fences++
 	var live []*driver.Handle
 	for _, t := range a.tasks {
 		// Not marked stopped: a rank still in the assignment list stays

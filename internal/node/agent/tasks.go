@@ -40,6 +40,9 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 			// ended its attempts): the whole list, no delta on the old.
 			index, last, under = 0, nil, reg
 		}
+		a.mu.Lock()
+		fences := a.fences
+		a.mu.Unlock()
 		l, err := a.fetchAssignments(ctx, index)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -47,6 +50,18 @@ func (a *Agent) assignmentLoop(ctx context.Context) {
 			}
 			a.log.Debug("fetch assignments failed", "err", err)
 			sleepCtx(ctx, 300*time.Millisecond)
+			continue
+		}
+		a.mu.Lock()
+		stale := a.fenced || a.fences != fences || a.registrations != under
+		a.mu.Unlock()
+		if stale {
+			// Asked before a fence or a new registration: a long poll
+			// answered while this node was cut off can arrive once the
+			// cable is back (TCP retransmits it), holding ranks of
+			// attempts that ended with the node's loss. Ask again.
+			a.log.Info("dropping an assignment list asked for before the node was fenced or registered again")
+			index, last = 0, nil
 			continue
 		}
 		if l.Delta {
