@@ -521,3 +521,43 @@ func (r *demoRun) referenceLoss(ctx context.Context, c *client.Client, cfg demoC
 	r.say("reference final loss %.12g", *loss)
 	return *loss, nil
 }
+
+// demoOutcome is what a scenario's job came to, from the ranks' own
+// records, beside an uninterrupted run of the same job.
+type demoOutcome struct {
+	ranksKilled    int
+	final, ref     float64
+	relDiff, toler float64
+}
+
+// outcome reads the job's ranks (how many ended otherwise than by
+// finishing, rank 0's final loss) and runs the reference.
+func (r *demoRun) outcome(ctx context.Context, c *client.Client, cfg demoConfig, job, rankLog string) (demoOutcome, error) {
+	o := demoOutcome{toler: trainer.Tolerance}
+	killed, loss := chaos.JobRanks(mustRecords(rankLog), job, cfg.ranks)
+	o.ranksKilled = killed
+	if loss == nil {
+		return o, errors.New("no attempt's rank 0 recorded a final loss")
+	}
+	o.final = *loss
+	ref, err := r.referenceLoss(ctx, c, cfg, rankLog)
+	if err != nil {
+		return o, err
+	}
+	o.ref = ref
+	o.relDiff = math.Abs(o.final-o.ref) / math.Max(math.Abs(o.ref), 1e-300)
+	return o, nil
+}
+
+// problems are the outcome's breaches of the promise: a rank that died of
+// the fault, a final loss off the reference's.
+func (o demoOutcome) problems() []error {
+	var p []error
+	if o.ranksKilled > 0 {
+		p = append(p, fmt.Errorf("%w: %d of the job's rank processes ended otherwise than by finishing", errRanksKilled, o.ranksKilled))
+	}
+	if o.relDiff > o.toler {
+		p = append(p, fmt.Errorf("final loss %.12g differs from the reference %.12g by %.3g (tolerance %.0g)", o.final, o.ref, o.relDiff, o.toler))
+	}
+	return p
+}

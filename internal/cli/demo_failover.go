@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -19,7 +18,6 @@ import (
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/wait"
-	"github.com/gangway/gangway/internal/bench/chaos"
 	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
@@ -289,17 +287,12 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 	if finalPhase != api.JobSucceeded {
 		return sum, fmt.Errorf("job ended %s: %s", finalPhase, reason)
 	}
-	killedRanks, loss := chaos.JobRanks(mustRecords(rankLog), j.ID, cfg.ranks)
-	sum.RanksKilled = killedRanks
-	if loss == nil {
-		return sum, errors.New("no attempt's rank 0 recorded a final loss")
-	}
-	sum.FinalLoss = *loss
-	if sum.ReferenceFinalLoss, err = run.referenceLoss(ctx, c, cfg, rankLog); err != nil {
+	o, err := run.outcome(ctx, c, cfg, j.ID, rankLog)
+	sum.RanksKilled, sum.FinalLoss, sum.ReferenceFinalLoss, sum.LossRelDiff = o.ranksKilled, o.final, o.ref, o.relDiff
+	if err != nil {
 		return sum, err
 	}
 	sum.TotalS = time.Since(start).Seconds()
-	sum.LossRelDiff = math.Abs(sum.FinalLoss-sum.ReferenceFinalLoss) / math.Max(math.Abs(sum.ReferenceFinalLoss), 1e-300)
 	var problems []error
 	switch {
 	case !killed:
@@ -307,13 +300,7 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 	case failoverAt.IsZero():
 		problems = append(problems, errors.New("no other replica took the lead"))
 	}
-	if sum.RanksKilled > 0 {
-		problems = append(problems, fmt.Errorf("%w: %d of the job's rank processes ended otherwise than by finishing", errRanksKilled, sum.RanksKilled))
-	}
-	if sum.LossRelDiff > sum.Tolerance {
-		problems = append(problems, fmt.Errorf("final loss %.12g differs from the reference %.12g by %.3g (tolerance %.0g)",
-			sum.FinalLoss, sum.ReferenceFinalLoss, sum.LossRelDiff, sum.Tolerance))
-	}
+	problems = append(problems, o.problems()...)
 	if len(problems) > 0 {
 		return sum, errors.Join(problems...)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -190,30 +189,18 @@ func demoServerRestart(ctx context.Context, cfg demoConfig, w io.Writer, keep bo
 	if finalPhase != api.JobSucceeded {
 		return sum, fmt.Errorf("job ended %s: %s", finalPhase, reason)
 	}
-	killedRanks, loss := chaos.JobRanks(mustRecords(rankLog), j.ID, cfg.ranks)
-	sum.RanksKilled = killedRanks
-	if loss == nil {
-		return sum, errors.New("no attempt's rank 0 recorded a final loss")
-	}
-	sum.FinalLoss = *loss
-
-	if sum.ReferenceFinalLoss, err = run.referenceLoss(ctx, c, cfg, rankLog); err != nil {
+	o, err := run.outcome(ctx, c, cfg, j.ID, rankLog)
+	sum.RanksKilled, sum.FinalLoss, sum.ReferenceFinalLoss, sum.LossRelDiff = o.ranksKilled, o.final, o.ref, o.relDiff
+	if err != nil {
 		return sum, err
 	}
 	sum.TotalS = time.Since(start).Seconds()
-	sum.LossRelDiff = math.Abs(sum.FinalLoss-sum.ReferenceFinalLoss) / math.Max(math.Abs(sum.ReferenceFinalLoss), 1e-300)
 
 	var problems []error
 	if !killed {
 		problems = append(problems, errors.New("the server was never killed"))
 	}
-	if sum.RanksKilled > 0 {
-		problems = append(problems, fmt.Errorf("%w: %d of the job's rank processes ended otherwise than by finishing", errRanksKilled, sum.RanksKilled))
-	}
-	if sum.LossRelDiff > sum.Tolerance {
-		problems = append(problems, fmt.Errorf("final loss %.12g differs from the reference %.12g by %.3g (tolerance %.0g)",
-			sum.FinalLoss, sum.ReferenceFinalLoss, sum.LossRelDiff, sum.Tolerance))
-	}
+	problems = append(problems, o.problems()...)
 	if len(problems) > 0 {
 		return sum, errors.Join(problems...)
 	}
