@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +18,7 @@ import (
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/wait"
+	"github.com/gangway/gangway/internal/bench/chaos"
 	"github.com/gangway/gangway/internal/controlplane/server"
 )
 
@@ -131,7 +132,7 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 	caFile, caKey := filepath.Join(caDir, pki.CAFile), filepath.Join(caDir, pki.CAKeyFile)
 
 	// Three replicas on loopback, each an etcd member.
-	ports, err := freeLoopbackPorts(9)
+	ports, err := chaos.FreePorts(slices.Repeat([]string{"127.0.0.1"}, 9)...)
 	if err != nil {
 		return nil, err
 	}
@@ -306,24 +307,4 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 	}
 	sum.OK = true
 	return sum, nil
-}
-
-// freeLoopbackPorts returns n loopback addresses free a moment ago.
-func freeLoopbackPorts(n int) ([]string, error) {
-	var out []string
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
 }

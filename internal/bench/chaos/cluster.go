@@ -167,8 +167,9 @@ func startCluster(ctx context.Context, cc clusterConfig) (_ *cluster, err error)
 	return c, nil
 }
 
-// freePorts finds a free TCP port on each host.
-func freePorts(hosts ...string) ([]string, error) {
+// FreePorts finds a free TCP port on each host: "host:port" each, free a
+// moment ago.
+func FreePorts(hosts ...string) ([]string, error) {
 	var out []string
 	var lns []net.Listener
 	defer func() {

@@ -32,7 +32,7 @@ type ServerProc struct {
 // data directory dataDir, its output appended to logPath. It starts
 // nothing.
 func NewServerProc(bin, dataDir, logPath, host string, nodeTimeout time.Duration) (*ServerProc, error) {
-	ports, err := freePorts(host, "127.0.0.1", "127.0.0.1")
+	ports, err := FreePorts(host, "127.0.0.1", "127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
