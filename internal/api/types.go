@@ -380,12 +380,34 @@ const (
 	OutcomeTimedOut Outcome = "timed-out"
 )
 
+// Cause is why an attempt ended, in the terms accounting charges lost
+// GPU-hours to (`gangway report usage`) and the simulator's goodput model
+// uses. Empty on attempts that ended before causes were recorded; readers
+// derive one from Outcome and Reason (CauseOf).
+type Cause string
+
+// The causes.
+const (
+	CauseSucceeded Cause = "succeeded"
+	CauseCancelled Cause = "cancelled"
+	CauseNodeLost  Cause = "node-lost"
+	CauseGPUFault  Cause = "gpu-fault"
+	CauseHang      Cause = "hang"
+	CauseStraggler Cause = "straggler"
+	CausePreempted Cause = "preemption"
+	CauseDrain     Cause = "drain"
+	CauseTimeLimit Cause = "time-limit"
+	// CauseUserError: a rank failed to start or exited non-zero.
+	CauseUserError Cause = "user-error"
+)
+
 // Attempt is one run of a job on one placement.
 type Attempt struct {
 	Number    int             `json:"number"`
 	Phase     AttemptPhase    `json:"phase"`
 	Outcome   Outcome         `json:"outcome,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
+	Cause     Cause           `json:"cause,omitempty"`
 	Placement []RankPlacement `json:"placement"`
 	// Grid is the parallel grid the ranks were numbered in.
 	Grid *Grid `json:"grid,omitempty"`
