@@ -378,6 +378,10 @@ const (
 	OutcomePreempted Outcome = "preempted"
 	// OutcomeTimedOut: ran past spec.timeLimit; the job fails for good.
 	OutcomeTimedOut Outcome = "timed-out"
+	// OutcomeSuperseded: stopped because an earlier attempt turned out to
+	// have succeeded (its ranks' exits arrived late, from a node lost as
+	// they finished); the job succeeds with that attempt's result.
+	OutcomeSuperseded Outcome = "superseded"
 )
 
 // Cause is why an attempt ended, in the terms accounting charges lost

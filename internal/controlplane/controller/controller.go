@@ -299,7 +299,7 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	for _, j := range ids {
 		switch j.Status.Phase {
 		case api.JobPending, api.JobRestarting:
-			if j.Status.CancelRequested {
+			if j.Status.CancelRequested || (len(j.Status.Attempts) > 0 && p.life.lateSuccess(j) >= 0) {
 				live = append(live, j)
 				continue
 			}

@@ -85,8 +85,62 @@ func (l *lifecycle) decide(j *api.Job) decision {
 		if j.Status.CancelRequested {
 			return l.finish(j.Clone(), api.JobCancelled, "cancelled before it ran")
 		}
+		if e := l.lateSuccess(j); e >= 0 {
+			m := j.Clone()
+			reason := succeedLate(m, e)
+			return l.finish(m, api.JobSucceeded, reason)
+		}
 	}
 	return decision{}
+}
+
+// lateSuccess is the index in j's attempts of the ended attempt, the last
+// one or the one before a running one, that a lost node cut short after
+// every one of its ranks had exited 0: the exits of the lost node's ranks
+// came late (its agent reports them from the supervisor's journal once it
+// is back). The job is done and must not run again. -1 if none.
+//
+// An exit counts only if it came before the attempt was stopped: after
+// that, the ranks on the nodes still up were sent their stop signal, and a
+// rank may exit 0 on it without having finished.
+func (l *lifecycle) lateSuccess(j *api.Job) int {
+	as := j.Status.Attempts
+	i := len(as) - 1
+	if i >= 0 && as[i].Phase != api.AttemptEnded {
+		i-- // the one before a live attempt
+	}
+	if i < 0 || as[i].Phase != api.AttemptEnded {
+		return -1
+	}
+	e := &as[i]
+	if c := api.CauseOf(e); c != api.CauseNodeLost && c != api.CauseGPUFault {
+		return -1
+	}
+	procs := launch.Processes(j, e)
+	if len(procs) == 0 {
+		return -1
+	}
+	for _, r := range procs {
+		rs := l.rank(j.ID, e.Number, e.Placement[r].Rank)
+		if rs == nil || rs.State != api.RankExited || rs.ExitCode != 0 || rs.Signal != "" ||
+			rs.FinishedAt.IsZero() || (!e.StoppingAt.IsZero() && rs.FinishedAt.After(e.StoppingAt)) {
+			return -1
+		}
+	}
+	return i
+}
+
+// succeedLate rewrites attempt i of m, which lateSuccess found, as the
+// success it was, and returns the job's reason.
+func succeedLate(m *api.Job, i int) string {
+	e := &m.Status.Attempts[i]
+	was := e.Reason
+	if e.Outcome == api.OutcomeFailed && m.Status.Restarts > 0 {
+		m.Status.Restarts-- // the restart it counted was for nothing
+	}
+	e.Outcome, e.Cause = api.OutcomeSucceeded, api.CauseSucceeded
+	e.Reason = fmt.Sprintf("every rank exited 0 (reported after the attempt ended: %s)", was)
+	return fmt.Sprintf("attempt %d succeeded: every rank exited 0 before %s; the exits were reported late", e.Number, was)
 }
 
 // nodeLost returns the node as it is to be written when it is ready but
@@ -163,6 +217,11 @@ func (l *lifecycle) running(j *api.Job) decision {
 	outcome, reason := api.Outcome(""), ""
 	if j.Status.CancelRequested {
 		outcome, reason = api.OutcomeCancelled, "cancelled by user"
+	}
+	if e := l.lateSuccess(j); e >= 0 && reason == "" {
+		m := j.Clone()
+		succeedLate(m, e)
+		return l.stop(m, api.OutcomeSuperseded, fmt.Sprintf("attempt %d had succeeded (its ranks' exits were reported late)", m.Status.Attempts[e].Number))
 	}
 	for _, node := range a.Nodes() {
 		if reason != "" {
@@ -323,6 +382,8 @@ func (l *lifecycle) end(m *api.Job) {
 	switch {
 	case ma.Outcome == api.OutcomeSucceeded:
 		done(api.JobSucceeded, "")
+	case ma.Outcome == api.OutcomeSuperseded:
+		done(api.JobSucceeded, ma.Reason)
 	case st.CancelRequested || ma.Outcome == api.OutcomeCancelled:
 		done(api.JobCancelled, "cancelled by user")
 	case ma.Outcome == api.OutcomeTimedOut:

@@ -620,3 +620,110 @@ func TestPreempting(t *testing.T) {
 		})
 	}
 }
+
+// A node lost just after every rank of its gang exited 0 loses the exits
+// with it; its agent reports them once back. The job then succeeds with
+// that attempt rather than running again.
+func TestLateSuccess(t *testing.T) {
+	stopAt := t0.Add(30 * time.Second)
+	// restarting: attempt 1 ended as n2's loss wrote it.
+	restarting := func(outcome api.Outcome, reason string) *api.Job {
+		return running(func(j *api.Job) {
+			j.Status.Phase, j.Status.Restarts = api.JobRestarting, 1
+			a := j.Status.Current()
+			a.Phase, a.Outcome, a.Reason, a.StoppingAt, a.EndedAt = api.AttemptEnded, outcome, reason, stopAt, stopAt
+		})
+	}
+	// rerunning: attempt 2 runs on n1 alone after attempt 1 ended so.
+	rerunning := func() *api.Job {
+		j := restarting(api.OutcomeFailed, "node n2 lost")
+		j.Status.Phase = api.JobRunning
+		j.Status.Attempts = append(j.Status.Attempts, api.Attempt{Number: 2, Phase: api.AttemptRunning, CreatedAt: stopAt.Add(time.Second),
+			Placement: []api.RankPlacement{{Rank: 0, Node: "n1", GPUs: []int{0}}, {Rank: 1, Node: "n1", GPUs: []int{1}}}})
+		return j
+	}
+	exit := func(r, code int, sig string, at time.Time) api.RankStatus {
+		rs := rank(r, api.RankExited, code)
+		rs.Signal, rs.FinishedAt = sig, at
+		return rs
+	}
+	before := stopAt.Add(-time.Second)
+	bothZero := []api.RankStatus{exit(0, 0, "", before), exit(1, 0, "", before)}
+	lateReason := "attempt 1 succeeded: every rank exited 0 before node n2 lost; the exits were reported late"
+	tests := []struct {
+		name        string
+		job         *api.Job
+		ranks       []api.RankStatus // in the view
+		reported    []api.RankStatus
+		want        result
+		wantAttempt api.Outcome // attempt 1's outcome afterwards, if a job is written
+	}{{
+		name:        "restarting, both exits in the view: succeeded, attempt 1 rewritten",
+		job:         restarting(api.OutcomeFailed, "node n2 lost"),
+		ranks:       bothZero,
+		want:        result{Step: stepFinish, Phase: api.JobSucceeded, Reason: lateReason, Finished: now, Attempt: api.AttemptEnded, Outcome: api.OutcomeSucceeded, AttemptReason: "every rank exited 0 (reported after the attempt ended: node n2 lost)", StoppingAt: stopAt, EndedAt: stopAt},
+		wantAttempt: api.OutcomeSucceeded,
+	}, {
+		name:     "restarting, the lost node's exit just reported",
+		job:      restarting(api.OutcomeFailed, "node n2 lost"),
+		ranks:    []api.RankStatus{exit(0, 0, "", before)},
+		reported: []api.RankStatus{exit(1, 0, "", before)},
+		want:     result{Step: stepFinish, Phase: api.JobSucceeded, Reason: lateReason, Finished: now, Attempt: api.AttemptEnded, Outcome: api.OutcomeSucceeded, AttemptReason: "every rank exited 0 (reported after the attempt ended: node n2 lost)", StoppingAt: stopAt, EndedAt: stopAt},
+	}, {
+		name:  "one exit still unknown: the job restarts as it would",
+		job:   restarting(api.OutcomeFailed, "node n2 lost"),
+		ranks: []api.RankStatus{exit(0, 0, "", before)},
+	}, {
+		name:  "a rank exited 0 only after the stop: it may have exited on the stop signal",
+		job:   restarting(api.OutcomeFailed, "node n2 lost"),
+		ranks: []api.RankStatus{exit(0, 0, "", stopAt.Add(time.Second)), exit(1, 0, "", before)},
+	}, {
+		name:  "a rank killed by a signal did not finish",
+		job:   restarting(api.OutcomeFailed, "node n2 lost"),
+		ranks: []api.RankStatus{exit(0, 0, "SIGKILL", before), exit(1, 0, "", before)},
+	}, {
+		name:  "a preempted attempt whose ranks exited 0 after checkpointing is no success",
+		job:   restarting(api.OutcomePreempted, "preempted for job j2 after checkpointing step 7"),
+		ranks: bothZero,
+	}, {
+		name:  "a rank that failed is no success",
+		job:   restarting(api.OutcomeFailed, "node n2 lost"),
+		ranks: []api.RankStatus{exit(0, 1, "", before), exit(1, 0, "", before)},
+	}, {
+		name:  "attempt 2 runs: it is stopped as superseded",
+		job:   rerunning(),
+		ranks: bothZero,
+		want: result{Step: stepStop, Phase: api.JobStopping, Reason: "stopping attempt 2: attempt 1 had succeeded (its ranks' exits were reported late)",
+			Attempt: api.AttemptStopping, Outcome: api.OutcomeSuperseded, AttemptReason: "attempt 1 had succeeded (its ranks' exits were reported late)", StoppingAt: now},
+		wantAttempt: api.OutcomeSucceeded,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := world{ranks: tt.ranks, reported: tt.reported}
+			l := w.lifecycle(tt.job)
+			d := l.decide(tt.job)
+			if diff := cmp.Diff(tt.want, resultOf(d)); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+			if tt.wantAttempt != "" && d.job.Status.Attempts[0].Outcome != tt.wantAttempt {
+				t.Errorf("attempt 1's outcome = %s, want %s", d.job.Status.Attempts[0].Outcome, tt.wantAttempt)
+			}
+			if tt.job.Status.Attempts[0].Outcome == api.OutcomeSucceeded {
+				t.Error("decide rewrote the view's job")
+			}
+		})
+	}
+
+	// The superseded attempt, once stopped, ends the job as succeeded.
+	j := rerunning()
+	j.Status.Phase = api.JobStopping
+	a := j.Status.Current()
+	a.Phase, a.Outcome, a.Reason, a.StoppingAt = api.AttemptStopping, api.OutcomeSuperseded, "attempt 1 had succeeded (its ranks' exits were reported late)", now
+	w := world{ranks: []api.RankStatus{{JobID: "j1", Attempt: 2, Rank: 0, Node: "n1", State: api.RankExited, Signal: "SIGTERM"},
+		{JobID: "j1", Attempt: 2, Rank: 1, Node: "n1", State: api.RankExited, Signal: "SIGTERM"}}}
+	le := w.lifecycle(j)
+	got := resultOf(le.decide(j))
+	if got.Phase != api.JobSucceeded || got.Reason != a.Reason || got.Outcome != api.OutcomeSuperseded {
+		t.Errorf("superseded attempt ended as %+v; want the job Succeeded with reason %q", got, a.Reason)
+	}
+}

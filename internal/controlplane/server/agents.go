@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -134,7 +135,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	if n.Status.State == api.NodeLost {
 		// A lost node that speaks again re-registers; its old work was
-		// fenced on its side and reassigned on ours.
+		// fenced on its side and reassigned on ours. Its ranks that
+		// exited 0 before it was cut off are facts the job needs (a gang
+		// that finished as its node was lost must not run again):
+		// stored, the rest dropped.
+		s.storeLostNodeExits(ctx, &hb)
 		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Reregister: true})
 		return
 	}
@@ -294,4 +299,25 @@ func (s *Server) node(ctx context.Context, name string) (*api.Node, error) {
 		return n, nil
 	}
 	return s.st.Node(ctx, name)
+}
+
+// storeLostNodeExits stores, of a lost node's heartbeat, the exits with
+// code 0 of ranks its attempts placed there (screened as any report), and
+// nothing else: no checkpoint, progress or acknowledgement counts from a
+// node the controller has written off. Failing, it logs: the agent
+// repeats them after it registers again.
+func (s *Server) storeLostNodeExits(ctx context.Context, hb *api.Heartbeat) {
+	hb.Ranks = slices.DeleteFunc(hb.Ranks, func(rs api.RankStatus) bool {
+		return rs.State != api.RankExited || rs.ExitCode != 0 || rs.Signal != ""
+	})
+	hb.Checkpoints, hb.Progress = nil, nil
+	if len(hb.Ranks) == 0 {
+		return
+	}
+	if _, err := s.screenReports(ctx, hb); err != nil || len(hb.Ranks) == 0 {
+		return
+	}
+	if err := s.storeReports(ctx, hb); err != nil {
+		s.log.Warn("storing the exits a lost node reported failed", "node", hb.Node, "err", err)
+	}
 }
