@@ -70,6 +70,10 @@ type Heartbeat struct {
 	// down (RegisterResponse.Witnesses): the server learns from them which
 	// set it holds.
 	Witnesses []string `json:"witnesses,omitempty"`
+	// Health is every health check's latest result, sent when one of them
+	// changed status since the last answered heartbeat (and in the first
+	// after registering); nil means "as before".
+	Health []HealthCheck `json:"health,omitempty"`
 }
 
 // CheckpointReport says a rank's agent saw a committed checkpoint.

@@ -396,6 +396,9 @@ const (
 	CauseCancelled Cause = "cancelled"
 	CauseNodeLost  Cause = "node-lost"
 	CauseGPUFault  Cause = "gpu-fault"
+	// CauseNodeFault: a node-wide health finding (fabric port down,
+	// checkpoint disk full, memory pressure) took its node out of service.
+	CauseNodeFault Cause = "node-fault"
 	CauseHang      Cause = "hang"
 	CauseStraggler Cause = "straggler"
 	CausePreempted Cause = "preemption"
@@ -619,6 +622,10 @@ type GPU struct {
 	Model       string `json:"model"`
 	MemoryBytes int64  `json:"memoryBytes"`
 	Health      string `json:"health,omitempty"`
+	// Fault is the finding that took the GPU out of service (Health
+	// "fault"), and FaultAt when.
+	Fault   string    `json:"fault,omitempty"`
+	FaultAt time.Time `json:"faultAt,omitzero"`
 	// NUMANode is the closest host NUMA node, -1 if unknown.
 	NUMANode int `json:"numaNode"`
 	// NVLinkPeers are the indices of GPUs reachable over NVLink.
@@ -660,12 +667,45 @@ type NodeStatus struct {
 	// agent's heartbeat shows it holds the new ones: until then either
 	// set may be the one it asks.
 	PrevWitnesses []string `json:"prevWitnesses,omitempty"`
+	// Health is each health check's latest result as the agent reported
+	// it (written when a status changes, not at every run).
+	Health []HealthCheck `json:"health,omitempty"`
+	// Fault says why the whole node is out of service for its health (a
+	// fatal finding whose action is cordon-node); "" when it is not. Its
+	// running gangs are stopped and restarted elsewhere; `gangway
+	// uncordon` or a clean bill of health for the return delay clears it.
+	Fault   string    `json:"fault,omitempty"`
+	FaultAt time.Time `json:"faultAt,omitzero"`
+	// HealthyAt is when the node's checks last all came out passing (or
+	// warning) after a fault; the return delay counts from it.
+	HealthyAt time.Time `json:"healthyAt,omitzero"`
+	// Faults are the times of the node's recent fatal findings (GPU or
+	// node), newest last, at most MaxFaultHistory.
+	Faults []time.Time `json:"faults,omitempty"`
+	// Lemon: the node faulted LemonFaults times within LemonWindow; it is
+	// kept out of gangs that span several nodes until an operator
+	// uncordons it.
+	Lemon bool `json:"lemon,omitempty"`
 }
+
+// MaxFaultHistory bounds NodeStatus.Faults.
+const MaxFaultHistory = 16
 
 // Schedulable reports whether new ranks may be placed on the node.
 func (n *Node) Schedulable() bool {
-	return n.Status.State == NodeReady && !n.Status.Cordoned && !n.Status.Draining
+	return n.Status.State == NodeReady && !n.Status.Cordoned && !n.Status.Draining && n.Status.Fault == ""
 }
+
+// GPU health values: ok, or out of service for a fatal finding (GPU.Fault
+// says which), or lost (NVML no longer answers for it).
+const (
+	GPUHealthy = "ok"
+	GPUFaulty  = "fault"
+	GPULost    = "lost"
+)
+
+// InService reports whether new ranks may use the GPU.
+func (g *GPU) InService() bool { return g.Health == "" || g.Health == GPUHealthy }
 
 // ProgressLog is a job's latest progress and a bounded tail of earlier lines
 // for plotting.
@@ -729,6 +769,8 @@ func (n *Node) Clone() *Node {
 	c.Labels = cloneMap(n.Labels)
 	c.Status.Witnesses = append([]string(nil), n.Status.Witnesses...)
 	c.Status.PrevWitnesses = append([]string(nil), n.Status.PrevWitnesses...)
+	c.Status.Health = append([]HealthCheck(nil), n.Status.Health...)
+	c.Status.Faults = append([]time.Time(nil), n.Status.Faults...)
 	return &c
 }
 

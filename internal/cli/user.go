@@ -273,13 +273,31 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 		} else if n.Status.Cordoned {
 			state += ",Cordoned"
 		}
+		if n.Status.Fault != "" {
+			state += ",Faulty"
+		}
 		model := "-"
 		if len(n.GPUs) > 0 {
 			model = n.GPUs[0].Model
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Name, state, len(n.GPUs), model, n.Address, age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
+		gpus := strconv.Itoa(len(n.GPUs))
+		if out := len(n.GPUs) - inService(n); out > 0 && n.Status.Fault == "" {
+			gpus = fmt.Sprintf("%d (%d out)", len(n.GPUs), out)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, model, n.Address, age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
 	}
 	tw.Flush()
+}
+
+// inService counts the node's GPUs new ranks may use.
+func inService(n *api.Node) int {
+	k := 0
+	for i := range n.GPUs {
+		if n.GPUs[i].InService() {
+			k++
+		}
+	}
+	return k
 }
 
 // fmtLabels writes labels as kubectl does: k=v,k2=v2 in key order.
@@ -485,9 +503,28 @@ func describeNode(w io.Writer, n *api.Node) {
 	if n.Status.Draining {
 		fmt.Fprint(w, ", draining")
 	}
+	if n.Status.Fault != "" {
+		fmt.Fprint(w, ", out of service")
+	}
+	if n.Status.Lemon {
+		fmt.Fprint(w, ", lemon")
+	}
 	fmt.Fprintln(w)
 	if n.Status.Reason != "" {
 		fmt.Fprintf(w, "  Reason:   %s\n", n.Status.Reason)
+	}
+	if n.Status.Fault != "" {
+		fmt.Fprintf(w, "  Fault:    %s (%s ago)\n", n.Status.Fault, age(n.Status.FaultAt))
+	}
+	if k := len(n.Status.Faults); k > 0 {
+		fmt.Fprintf(w, "  Faults:   %d recorded, last %s ago", k, age(n.Status.Faults[k-1]))
+		if n.Status.Lemon {
+			fmt.Fprint(w, "; a lemon: kept out of multi-node gangs until uncordoned")
+		}
+		fmt.Fprintln(w)
+	}
+	if !n.Status.HealthyAt.IsZero() {
+		fmt.Fprintf(w, "  Healthy:  every check passing for %s\n", age(n.Status.HealthyAt))
 	}
 	fmt.Fprintf(w, "  Address:  %s\n  Agent:    %s\n  Seen:     %s ago\n", n.Address, n.AgentURL, age(n.Status.LastHeartbeat))
 	fmt.Fprintf(w, "  CPUs:     %d, memory %.1f GiB\n  Cgroups:  %s\n", n.CPUs, float64(n.MemoryBytes)/(1<<30), dash(n.Cgroups))
@@ -499,9 +536,30 @@ func describeNode(w io.Writer, n *api.Node) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, g := range n.GPUs {
-		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d MiB\t%s\n", g.Index, g.UUID, g.Model, g.MemoryBytes>>20, dash(g.Health))
+		health := dash(g.Health)
+		if g.Fault != "" {
+			health += ": " + g.Fault
+		}
+		fmt.Fprintf(tw, "    %d\t%s\t%s\t%d MiB\t%s\n", g.Index, g.UUID, g.Model, g.MemoryBytes>>20, health)
 	}
 	tw.Flush()
+	if len(n.Status.Health) > 0 {
+		fmt.Fprintln(w, "  Checks:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "    CHECK\tON\tSTATUS\tACTION\tSINCE\tMESSAGE")
+		for _, h := range n.Status.Health {
+			on := "node"
+			if h.GPU >= 0 {
+				on = fmt.Sprintf("GPU %d", h.GPU)
+			}
+			since := "-"
+			if !h.Since.IsZero() {
+				since = age(h.Since)
+			}
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", h.Check, on, h.Status, dash(string(h.Action)), since, dash(h.Message))
+		}
+		tw.Flush()
+	}
 }
 
 func runLogs(ctx context.Context, e *Env, args []string) int {

@@ -113,7 +113,7 @@ func (l *lifecycle) lateSuccess(j *api.Job) int {
 		return -1
 	}
 	e := &as[i]
-	if c := api.CauseOf(e); c != api.CauseNodeLost && c != api.CauseGPUFault {
+	if c := api.CauseOf(e); c != api.CauseNodeLost && c != api.CauseGPUFault && c != api.CauseNodeFault {
 		return -1
 	}
 	procs := launch.Processes(j, e)
@@ -235,6 +235,12 @@ func (l *lifecycle) running(j *api.Job) decision {
 			outcome, reason = api.OutcomeInterrupted, fmt.Sprintf("node %s is draining", node)
 		}
 	}
+	cause := api.Cause("")
+	if reason == "" {
+		if why, c := l.faulted(a); why != "" {
+			outcome, reason, cause = api.OutcomeInterrupted, why, c
+		}
+	}
 	done, running := 0, 0
 	procs := launch.Processes(j, a)
 	for _, r := range procs {
@@ -280,6 +286,10 @@ func (l *lifecycle) running(j *api.Job) decision {
 	}
 	// Most running jobs need no write: clone only those that do.
 	switch {
+	case reason != "" && cause != "":
+		d := l.stop(j.Clone(), outcome, reason)
+		d.job.Status.Attempts[len(d.job.Status.Attempts)-1].Cause = cause
+		return d
 	case reason != "":
 		return l.stop(j.Clone(), outcome, reason)
 	case done == len(procs):
@@ -290,6 +300,37 @@ func (l *lifecycle) running(j *api.Job) decision {
 		return decision{stepStamp, m}
 	}
 	return decision{}
+}
+
+// faulted says why attempt a must stop because a node or GPU it runs on
+// left service for its health, and the cause to charge; "" if none did.
+// Its gang restarts elsewhere from its newest checkpoint, requeued as an
+// interruption: a sick GPU is no fault of the job's and uses up none of
+// its restarts.
+func (l *lifecycle) faulted(a *api.Attempt) (string, api.Cause) {
+	for _, rp := range a.Placement {
+		n := l.v.Nodes[rp.Node]
+		if n == nil {
+			continue
+		}
+		if n.Status.Fault != "" {
+			cause := api.CauseNodeFault
+			for _, h := range n.Status.Health {
+				if h.Fatal() && h.Action == api.ActionCordonNode && h.GPU >= 0 {
+					cause = api.CauseGPUFault
+				}
+			}
+			return fmt.Sprintf("node %s out of service: %s", rp.Node, n.Status.Fault), cause
+		}
+		for _, gi := range rp.GPUs {
+			for k := range n.GPUs {
+				if g := &n.GPUs[k]; g.Index == gi && g.Health == api.GPUFaulty {
+					return fmt.Sprintf("GPU %d of node %s out of service: %s", gi, rp.Node, g.Fault), api.CauseGPUFault
+				}
+			}
+		}
+	}
+	return "", ""
 }
 
 func sigSuffix(sig string) string {

@@ -99,7 +99,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: n.Labels,
 			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes, Free: make([]int, 0, len(n.GPUs))}
 		for _, g := range n.GPUs {
-			if g.Health != "" && g.Health != "ok" {
+			if !g.InService() {
 				continue
 			}
 			if sg := shared[name][g.Index]; sg != nil {

@@ -79,6 +79,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if old != nil {
 			// Keep what operators set.
 			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
+			keepHealth(&reg, old)
 			reg.ModRevision = old.ModRevision
 		}
 		err = s.st.PutNode(ctx, &reg)
@@ -156,6 +157,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if err := s.storeReports(ctx, &hb); err != nil {
 		writeError(w, statusFor(err), err)
 		return
+	}
+	if hb.Health != nil || faultOutstanding(n) {
+		if err := s.tendHealth(ctx, n, hb.Health); err != nil {
+			// The agent sends its report again, as it got no answer.
+			writeError(w, statusFor(err), err)
+			return
+		}
 	}
 	resp := api.HeartbeatResponse{Refused: refused}
 	if s.fence.Witnesses > 0 {

@@ -55,7 +55,10 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 	case "cordon":
 		fn = func(n *api.Node) { n.Status.Cordoned = true }
 	case "uncordon":
-		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = false, false }
+		fn = func(n *api.Node) {
+			n.Status.Cordoned, n.Status.Draining = false, false
+			clearHealth(n)
+		}
 	case "drain":
 		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = true, true }
 	case "revoke":

@@ -83,6 +83,14 @@ type Config struct {
 	// MaxOutage is how long agents keep their ranks while no server
 	// answers them or their witnesses; default controller.DefaultMaxOutage.
 	MaxOutage time.Duration
+	// HealthReturn: a GPU or node out of service for its health returns
+	// once its checks have all passed this long; negative keeps it out
+	// until an operator uncordons it. 0: DefaultHealthReturn.
+	HealthReturn time.Duration
+	// LemonFaults fatal findings within LemonWindow flag a node a lemon
+	// (kept out of multi-node gangs until uncordoned); defaults 3 and 24h.
+	LemonFaults int
+	LemonWindow time.Duration
 	// Gateway, if set, serves the OpenAI API for every deployment on this
 	// listener (routing policy GatewayPolicy, default prefix-affinity).
 	Gateway       net.Listener
@@ -155,6 +163,15 @@ type Config struct {
 
 // applyDefaults fills what was left zero.
 func (c *Config) applyDefaults() {
+	if c.HealthReturn == 0 {
+		c.HealthReturn = DefaultHealthReturn
+	}
+	if c.LemonFaults <= 0 {
+		c.LemonFaults = 3
+	}
+	if c.LemonWindow <= 0 {
+		c.LemonWindow = 24 * time.Hour
+	}
 	if c.NodeTimeout <= 0 {
 		c.NodeTimeout = DefaultNodeTimeout
 	}
