@@ -439,7 +439,7 @@ func (l *lifecycle) end(m *api.Job) {
 			done(api.JobFailed, fmt.Sprintf("attempt %d failed: %s; no restarts left (maxRestarts %d)", ma.Number, ma.Reason, maxR))
 			return
 		}
-		backoff := restartBackoff(m.Spec.RestartBackoff.D(), st.Restarts)
+		backoff := restartBackoff(m.Spec.RestartBackoff.D(), crashStreak(st.Attempts)-1)
 		st.Restarts++
 		st.Phase = api.JobRestarting
 		st.NotBefore = l.now.Add(backoff)
@@ -475,11 +475,38 @@ func (l *lifecycle) preempting(pe scheduler.Preemption) *api.Job {
 	return m
 }
 
+// BackoffReset is how long an attempt must run for the failures before it
+// to stop counting towards the restart backoff: the kubelet's figure for
+// CrashLoopBackOff. Backoff is for a program that crashes as it starts; one
+// that ran this long and then failed is not in such a loop.
+const BackoffReset = 10 * time.Minute
+
+// crashStreak counts the newest attempts that failed by the program's own
+// doing (an exit, a hang) without having run BackoffReset, down to one that
+// ran that long. Failures that were not the program's (a lost node, a
+// fault, a preemption) neither count nor end the streak: restarting on
+// another node at once is right, and they say nothing of the program.
+func crashStreak(attempts []api.Attempt) int {
+	n := 0
+	for i := len(attempts) - 1; i >= 0; i-- {
+		a := &attempts[i]
+		if c := api.CauseOf(a); c != api.CauseUserError && c != api.CauseHang {
+			continue
+		}
+		if !a.RunningAt.IsZero() && a.EndedAt.Sub(a.RunningAt) >= BackoffReset {
+			break
+		}
+		n++
+	}
+	return n
+}
+
 // restartBackoff is base doubled once per restart so far, capped at
 // api.MaxRestartBackoff. It doubles step by step: a shift by the restart
 // count wraps to 0 from the 55th restart of a 1s base, which would restart
 // the job at once.
 func restartBackoff(base time.Duration, restarts int) time.Duration {
+	restarts = max(restarts, 0)
 	d := base
 	for i := 0; i < restarts && d > 0 && d < api.MaxRestartBackoff; i++ {
 		d *= 2

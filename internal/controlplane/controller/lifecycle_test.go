@@ -427,7 +427,24 @@ func TestEndedAttempts(t *testing.T) {
 			}
 		})
 	}
-	restarts := func(n int) func(*api.Job) { return func(j *api.Job) { j.Status.Restarts = n } }
+	// history: n earlier attempts that ended with reason after running
+	// for ran, each counted as a restart.
+	history := func(n int, reason string, ran time.Duration) func(*api.Job) {
+		return func(j *api.Job) {
+			j.Status.Restarts = n
+			var prev []api.Attempt
+			for i := range n {
+				at := t0.Add(-time.Duration(n-i) * time.Hour)
+				prev = append(prev, api.Attempt{Number: i + 1, Phase: api.AttemptEnded, Outcome: api.OutcomeFailed, Reason: reason,
+					RunningAt: at, EndedAt: at.Add(ran)})
+			}
+			j.Status.Attempts = append(prev, j.Status.Attempts...)
+		}
+	}
+	restarts := func(n int) func(*api.Job) { return history(n, "exit 1", time.Second) }
+	ranFor := func(d time.Duration) func(*api.Job) {
+		return func(j *api.Job) { j.Status.Current().RunningAt = now.Add(-d) }
+	}
 	done := func(phase api.JobPhase, reason string, outcome api.Outcome, attemptReason string) result {
 		return result{Step: stepEnd, Phase: phase, Reason: reason, Finished: now, Attempt: api.AttemptEnded,
 			Outcome: outcome, AttemptReason: attemptReason, StoppingAt: t0, EndedAt: now}
@@ -488,6 +505,22 @@ func TestEndedAttempts(t *testing.T) {
 		name: "a backoff whose shift would wrap to zero is still capped",
 		job:  ended(api.OutcomeFailed, "exit 1", maxRestarts(100), restarts(60)),
 		want: restart(61, api.MaxRestartBackoff, "attempt 1 failed: exit 1; restart 61 of 100 after 5m0s"),
+	}, {
+		name: "an attempt that ran past BackoffReset restarts after the base backoff",
+		job:  ended(api.OutcomeFailed, "exit 1", maxRestarts(20), restarts(9), ranFor(BackoffReset)),
+		want: func() result {
+			r := restart(10, time.Second, "attempt 1 failed: exit 1; restart 10 of 20 after 1s")
+			r.RunningAt = now.Add(-BackoffReset)
+			return r
+		}(),
+	}, {
+		name: "crashes before a long run do not count",
+		job:  ended(api.OutcomeFailed, "exit 1", maxRestarts(20), history(9, "exit 1", BackoffReset)),
+		want: restart(10, time.Second, "attempt 1 failed: exit 1; restart 10 of 20 after 1s"),
+	}, {
+		name: "lost nodes do not double the backoff",
+		job:  ended(api.OutcomeFailed, "exit 1", maxRestarts(20), history(9, "node n2 lost", time.Second)),
+		want: restart(10, time.Second, "attempt 1 failed: exit 1; restart 10 of 20 after 1s"),
 	}, {
 		name: "no backoff restarts at once",
 		job:  ended(api.OutcomeFailed, "exit 1", func(j *api.Job) { j.Spec.RestartBackoff = 0 }),
