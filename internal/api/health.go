@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,6 +61,16 @@ type HealthCheck struct {
 // Fatal reports whether the result takes a GPU or the node out of service.
 func (h HealthCheck) Fatal() bool {
 	return h.Status == CheckFatal && (h.Action == ActionResetGPU || h.Action == ActionCordonGPU || h.Action == ActionCordonNode)
+}
+
+// SameHealth reports whether two reports say the same, ignoring when the
+// checks last ran (At): an agent sends its report again only when this
+// is false, and the server rewrites a node only then.
+func SameHealth(a, b []HealthCheck) bool {
+	return slices.EqualFunc(a, b, func(x, y HealthCheck) bool {
+		x.At, y.At = time.Time{}, time.Time{}
+		return x == y
+	})
 }
 
 // CauseOf is the attempt's cause: as recorded, else read from its outcome

@@ -82,7 +82,7 @@ func wasFatal(prev []api.HealthCheck, h api.HealthCheck) bool {
 func nodeHealth(m *api.Node, checks []api.HealthCheck, now time.Time, pol healthPolicy) bool {
 	changed := false
 	prev := m.Status.Health
-	if checks != nil && !sameHealth(prev, checks) {
+	if checks != nil && !api.SameHealth(prev, checks) {
 		m.Status.Health = slices.Clone(checks)
 		changed = true
 	}
@@ -146,15 +146,6 @@ func nodeHealth(m *api.Node, checks []api.HealthCheck, now time.Time, pol health
 		changed = true
 	}
 	return changed
-}
-
-// sameHealth reports whether two reports say the same, ignoring when the
-// checks ran.
-func sameHealth(a, b []api.HealthCheck) bool {
-	return slices.EqualFunc(a, b, func(x, y api.HealthCheck) bool {
-		x.At, y.At = time.Time{}, time.Time{}
-		return x == y
-	})
 }
 
 // tendHealth writes what a heartbeat's health report (nil: none) and the

@@ -81,7 +81,21 @@ type Config struct {
 	// node's certificate.
 	JoinToken string
 	CAFile    string
-	Log       *slog.Logger
+	// Health runs the node's health checks (node/health's Runner); nil:
+	// none. Run starts it and waits for it; its results travel in
+	// heartbeats when they change, and a change is reported at once.
+	Health HealthChecks
+	Log    *slog.Logger
+}
+
+// HealthChecks is what the agent needs of a health-check runner.
+type HealthChecks interface {
+	// Run checks until ctx ends.
+	Run(ctx context.Context) error
+	// Results is every check's latest result.
+	Results() []api.HealthCheck
+	// Changed receives when a result changed status.
+	Changed() <-chan struct{}
 }
 
 // callTimeout bounds one call to the server (a long poll gets its wait on
@@ -134,6 +148,10 @@ type Agent struct {
 	pendingCk  []api.CheckpointReport
 	pendingPr  []api.Progress
 	listenURL  string
+	// healthSent is the health report the server acknowledged last, under
+	// registration healthReg: a new registration is sent the report again.
+	healthSent []api.HealthCheck
+	healthReg  int
 }
 
 // Validate reports the first setting that cannot work, named by the flag
@@ -285,6 +303,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.TaskRetention > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.gcLoop(ctx) }()
+	}
+	if a.cfg.Health != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.cfg.Health.Run(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("health checks stopped", "err", err)
+			}
+		}()
 	}
 	err = nil
 	select {
@@ -515,6 +542,10 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var healthChanged <-chan struct{} // nil: never
+	if a.cfg.Health != nil {
+		healthChanged = a.cfg.Health.Changed()
+	}
 	for {
 		hb := a.snapshotReport()
 		a.mu.Lock()
@@ -563,6 +594,9 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 			// changes right after (a short rank's exit, the rest of a
 			// burst of starts).
 			sleepCtx(ctx, kickCoalesce)
+		case <-healthChanged:
+			// A check changed status: a fatal finding should take its GPU
+			// out of service now, not a heartbeat later.
 		}
 	}
 }
@@ -639,6 +673,11 @@ func (a *Agent) snapshotReport() api.Heartbeat {
 	hb.Witnesses = witnessNames(a.witnesses)
 	hb.Checkpoints = append(hb.Checkpoints, a.pendingCk...)
 	hb.Progress = append(hb.Progress, a.pendingPr...)
+	if a.cfg.Health != nil {
+		if cur := a.cfg.Health.Results(); len(cur) > 0 && (a.healthReg != a.registrations || !api.SameHealth(cur, a.healthSent)) {
+			hb.Health = cur
+		}
+	}
 	// Ack the newest list once nothing outside it is alive.
 	ack := a.desiredRev
 	for _, t := range a.tasks {
@@ -683,6 +722,9 @@ func (a *Agent) reportedLocked(hb api.Heartbeat, resp api.HeartbeatResponse) tim
 	}
 	a.pendingCk = a.pendingCk[len(hb.Checkpoints):]
 	a.pendingPr = a.pendingPr[len(hb.Progress):]
+	if hb.Health != nil {
+		a.healthSent, a.healthReg = hb.Health, a.registrations
+	}
 	for _, rs := range hb.Ranks {
 		t := a.tasks[api.TaskKey(rs.JobID, rs.Attempt, rs.Rank)]
 		if t != nil && rs.State.Terminal() {
