@@ -408,7 +408,21 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 	}
 	fmt.Fprintf(w, "  Gang:      %s\n", shape)
 	fmt.Fprintf(w, "  Command:   %s\n", strings.Join(j.Spec.Command, " "))
-	fmt.Fprintf(w, "  Restarts:  %d of %d\n", j.Status.Restarts, j.Spec.RestartLimit())
+	if lim := j.Spec.RestartLimit(); lim >= 1<<20 {
+		fmt.Fprintf(w, "  Restarts:  %d (no limit)\n", j.Status.Restarts)
+	} else {
+		fmt.Fprintf(w, "  Restarts:  %d of %d\n", j.Status.Restarts, lim)
+	}
+	var limits []string
+	if j.Spec.TimeLimit > 0 {
+		limits = append(limits, fmt.Sprintf("time limit %s", j.Spec.TimeLimit.D()))
+	}
+	if j.Spec.HangTimeout > 0 {
+		limits = append(limits, fmt.Sprintf("hang timeout %s (restarted after that long without progress)", j.Spec.HangTimeout.D()))
+	}
+	if len(limits) > 0 {
+		fmt.Fprintf(w, "  Limits:    %s\n", strings.Join(limits, "; "))
+	}
 	fmt.Fprintf(w, "  Submitted: %s (%s ago)\n", j.SubmittedAt.Local().Format(time.DateTime), age(j.SubmittedAt))
 	if p := d.Progress; p != nil {
 		l := p.Latest
@@ -449,7 +463,11 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		a := &j.Status.Attempts[i]
 		fmt.Fprintf(w, "\nAttempt %d: %s", a.Number, a.Phase)
 		if a.Outcome != "" {
-			fmt.Fprintf(w, " (%s)", a.Outcome)
+			if c := api.CauseOf(a); c != "" && string(c) != string(a.Outcome) {
+				fmt.Fprintf(w, " (%s: %s)", a.Outcome, c)
+			} else {
+				fmt.Fprintf(w, " (%s)", a.Outcome)
+			}
 		}
 		fmt.Fprintln(w)
 		if a.Reason != "" {

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"strconv"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler"
@@ -91,12 +93,23 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	}
 	sort.Strings(names)
 	snap.Nodes = make([]scheduler.Node, 0, len(names))
+	lemons, widest := false, 0
+	for _, name := range names {
+		if n := p.v.Nodes[name]; n.Schedulable() {
+			lemons = lemons || n.Status.Lemon
+			widest = max(widest, len(n.GPUs))
+		}
+	}
 	for _, name := range names {
 		n := p.v.Nodes[name]
 		if !n.Schedulable() || len(n.GPUs) == 0 {
 			continue
 		}
-		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: n.Labels,
+		labels := n.Labels
+		if lemons {
+			labels = lemonLabels(n)
+		}
+		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: labels,
 			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes, Free: make([]int, 0, len(n.GPUs))}
 		for _, g := range n.GPUs {
 			if !g.InService() {
@@ -124,7 +137,15 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	reqs := make([]scheduler.Request, 0, len(pending))
 	for _, j := range pending {
 		byID[j.ID] = j
-		reqs = append(reqs, schedRequest(j))
+		r := schedRequest(j)
+		if lemons && multiNode(r, widest) {
+			r.NodeSelector = maps.Clone(r.NodeSelector)
+			if r.NodeSelector == nil {
+				r.NodeSelector = map[string]string{}
+			}
+			r.NodeSelector[lemonLabel] = "false"
+		}
+		reqs = append(reqs, r)
 	}
 	addHostUse(&snap, p.v.Jobs)
 	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology,
@@ -133,6 +154,29 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		p.c.log.Warn("scheduler", "warning", w)
 	}
 	p.applyPlan(ctx, plan, byID, ports)
+}
+
+// lemonLabel marks, in the scheduler's snapshot only, whether a node is a
+// lemon (it faulted LemonFaults times within LemonWindow): a gang that
+// spans nodes stops whole when any of its nodes fails, so lemons are
+// kept for gangs that fit on one node, where a fault costs only the gang
+// that chose it.
+const lemonLabel = "gangway.io/lemon"
+
+func lemonLabels(n *api.Node) map[string]string {
+	l := make(map[string]string, len(n.Labels)+1)
+	maps.Copy(l, n.Labels)
+	l[lemonLabel] = strconv.FormatBool(n.Status.Lemon)
+	return l
+}
+
+// multiNode reports whether request r may span nodes, on a fleet whose
+// widest node has widest GPUs.
+func multiNode(r scheduler.Request, widest int) bool {
+	if r.RanksPerNode > 0 && r.Ranks > r.RanksPerNode {
+		return true
+	}
+	return r.Ranks > 1 && r.Ranks*r.GPUsPerRank > widest
 }
 
 // schedRequest is a pending job as the scheduler sees it.

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -221,5 +223,65 @@ func TestGPUFaultRestartsGang(t *testing.T) {
 	}
 	if a2 := assigned(2); a2.GPUs[0] == gpu {
 		t.Errorf("attempt 2 placed on GPU %d, which is out of service", gpu)
+	}
+}
+
+// TestLemonKeptOutOfMultiNodeGangs: a node whose GPUs faulted LemonFaults
+// times keeps serving with its other GPUs, but a gang that spans nodes is
+// placed around it, though best fit alone would pick its last free GPU.
+func TestLemonKeptOutOfMultiNodeGangs(t *testing.T) {
+	e := startAgentEnv(t)
+	four := func(name string) api.Node {
+		n := testNode(name, "https://127.0.0.1:1", nil)
+		for i := 2; i < 4; i++ {
+			n.GPUs = append(n.GPUs, api.GPU{Index: i, UUID: fmt.Sprintf("%s-%d", name, i), Model: "H100", MemoryBytes: 80 << 30})
+		}
+		return n
+	}
+	var lemon *client.Client
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c := e.node(name)
+		if err := e.register(c, four(name)); err != nil {
+			t.Fatal(err)
+		}
+		if name == "n1" {
+			lemon = c
+		}
+	}
+	var report []api.HealthCheck
+	for g := range 3 {
+		report = append(report, finding("xid", g, api.CheckFatal, api.ActionResetGPU, 48))
+		if _, err := lemon.Heartbeat(e.ctx, &api.Heartbeat{Node: "n1", SentAt: time.Now(), Health: slices.Clone(report)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := e.admin.Node(e.ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Status.Lemon || n.Status.Fault != "" || !n.GPUs[3].InService() {
+		t.Fatalf("n1 after three GPU faults: lemon %v, fault %q, GPU 3 %q; want a lemon still serving with GPU 3", n.Status.Lemon, n.Status.Fault, n.GPUs[3].Health)
+	}
+	id, err := e.admin.SubmitID(e.ctx, []byte(`{"ranks": 2, "ranksPerNode": 1, "gpusPerRank": 1, "command": ["true"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	var nodes []string
+	if err := wait.Until(ctx, 20*time.Millisecond, func() (bool, error) {
+		d, err := e.admin.Job(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		if a := d.Job.Status.Current(); a != nil {
+			nodes = a.Nodes()
+		}
+		return len(nodes) > 0, nil
+	}); err != nil {
+		t.Fatalf("the gang was never placed: %v", err)
+	}
+	if slices.Contains(nodes, "n1") {
+		t.Errorf("a two-node gang was placed on %v, including the lemon n1", nodes)
 	}
 }
