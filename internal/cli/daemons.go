@@ -93,6 +93,9 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	nodeTimeout := fs.Duration("node-timeout", server.DefaultNodeTimeout, "a node that misses heartbeats this long is lost (once one of its witnesses is heard; at least 4 heartbeat intervals for witnesses to keep ranks through a control-plane outage)")
 	maxOutage := fs.Duration("max-outage", server.DefaultMaxOutage, "agents keep their ranks this long while no server answers them or their witnesses")
 	hbInterval := fs.Duration("heartbeat-interval", time.Second, "how often agents heartbeat")
+	healthReturn := fs.Duration("health-return", server.DefaultHealthReturn, "a GPU or node taken out of service by a health check returns once its checks have passed this long (negative: only `gangway uncordon` returns it)")
+	lemonFaults := fs.Int("lemon-faults", 3, "a node with this many health faults within --lemon-window is a lemon: kept out of gangs that span nodes until uncordoned")
+	lemonWindow := fs.Duration("lemon-window", 24*time.Hour, "see --lemon-faults")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
 	var ckDirRoots stringList
 	fs.Var(&ckDirRoots, "checkpoint-dir-root", "a directory under which a job's own checkpointDir may lie (repeatable; default: --checkpoint-root alone)")
@@ -151,6 +154,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	}
 	cfg = server.Config{
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval, MaxOutage: *maxOutage,
+		HealthReturn: *healthReturn, LemonFaults: *lemonFaults, LemonWindow: *lemonWindow,
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 		EtcdName: *etcdName, InitialCluster: *initialCluster, ExistingCluster: *clusterState == "existing",
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,

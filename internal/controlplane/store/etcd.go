@@ -167,8 +167,9 @@ func startEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 	cfg.ListenPeerUrls = []url.URL{pu}
 	cfg.AdvertisePeerUrls = []url.URL{pu}
 	cfg.ListenMetricsUrls = nil
-	// A small single-member cluster: short election ticks keep start-up
-	// quick; snapshots and compaction keep the data directory small.
+	// Compaction keeps the data directory small. Raft keeps etcd's ticks
+	// (100 ms heartbeat, 1 s election): shorter ones would tighten a
+	// failover but elect spuriously when a busy machine's fsync stalls.
 	cfg.AutoCompactionMode = "revision"
 	cfg.AutoCompactionRetention = "10000"
 	// A gang's attempt and all its assignments go in one transaction: one
