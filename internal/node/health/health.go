@@ -5,7 +5,7 @@
 // InfiniBand, disk, memory, clock) and returns its findings as
 // api.HealthCheck values, at most one per GPU and one for the node. The
 // checks live one to a package below this one, as gpud lays out its
-// components.
+// components; [DefaultChecks] builds the usual set from [NodeOptions].
 //
 // A [Runner] calls every check each interval, each in its own goroutine
 // with a deadline, so that a check that hangs (NVML stuck on a GPU that
@@ -14,7 +14,21 @@
 // status, action and code stay the same, and signals on [Runner.Changed]
 // when they change, so that the agent can send a heartbeat at once.
 //
-// It imports the standard library and internal/api.
+// [Fake] stands in for NVML and the kernel log on machines without GPUs:
+// it reports healthy H100s until a fault is injected through a file or
+// [Fake.Inject].
+//
+// The agent's use:
+//
+//	checks, xc, err := health.DefaultChecks(opts)
+//	r := health.NewRunner(checks, health.Options{Logger: log})
+//	go r.Run(ctx) // and wait for it on the way out
+//	... heartbeat.Health = r.Results() after <-r.Changed() ...
+//	xc.Clear(gpu) // after the GPU was reset or returned to service
+//
+// It imports internal/api and the check packages
+// internal/node/health/xid, internal/node/health/gpucheck,
+// internal/node/health/ib and internal/node/health/nodecheck.
 package health
 
 import (
