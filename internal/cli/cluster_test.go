@@ -537,6 +537,34 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// TestDemoGPUFault runs the gpu-fault scenario shrunk: an Xid 79 injected
+// into the fake GPUs of a node holding ranks must take that node out of
+// service through its agent's health checks and the server, and the gang
+// must resume from its checkpoint elsewhere without using a restart.
+func TestDemoGPUFault(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	var buf bytes.Buffer
+	sum, err := demo(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 160, killAtStep: 60,
+		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second, gpuFault: true}, &buf, false)
+	t.Log(buf.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	b, _ := json.Marshal(sum)
+	t.Logf("summary: %s", b)
+	if !sum.OK || sum.DetectionS <= 0 || sum.RecoveryS < sum.DetectionS || sum.ResumedFromStep <= 0 || sum.Attempts != 2 || sum.Restarts != 0 {
+		t.Errorf("summary = %+v", sum)
+	}
+	if !strings.HasPrefix(sum.Fault, "xid 79 on GPU ") {
+		t.Errorf("fault = %q, want the injected Xid", sum.Fault)
+	}
+	if sum.KilledNode == "" {
+		t.Error("no node named as faulted")
+	}
+}
+
 // TestDemoServerRestart runs the server-restart scenario shrunk: the
 // server, a process of its own, is killed for several node timeouts while
 // the job trains and started again on the same data directory. No rank

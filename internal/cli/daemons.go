@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/gangway/gangway/internal/node/cgroup"
 	"github.com/gangway/gangway/internal/node/driver"
 	"github.com/gangway/gangway/internal/node/gpu"
+	"github.com/gangway/gangway/internal/node/health"
 	"github.com/gangway/gangway/internal/topology"
 )
 
@@ -251,6 +253,9 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	nvmlLib := fs.String("nvml-library", "", "path to libnvidia-ml.so (default: the loader's search path)")
 	labels := labelFlags{}
 	fs.Var(labels, "label", "topology or selector label key=value (repeatable), e.g. --label leaf=l1")
+	healthInterval := fs.Duration("health-interval", health.DefaultInterval, "how often the node's health checks (Xids, ECC, heat, NVLink, PCIe, InfiniBand, memory, disk) run; 0 turns them off")
+	healthInject := fs.String("health-inject", "", "with --fake-gpus: read faults to inject into the fake GPUs from this file, one JSON object per appended line, e.g. {\"gpu\":2,\"xid\":79} (for tests and demos)")
+	ckRoot := fs.String("checkpoint-root", "", "the shared checkpoint directory, whose free space and writability the disk check watches (default: not checked)")
 	taskRetention := fs.Duration("task-retention", 7*24*time.Hour, "remove a finished rank's directory (its logs and progress) this long after it last changed (0 keeps them)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
@@ -273,9 +278,18 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		}
 		disc = gpu.NewNVML(opts...)
 	}
+	if *healthInject != "" && *fake == 0 {
+		return fail(e, fmt.Errorf("--health-inject: faults are injected into fake GPUs only; add --fake-gpus N"))
+	}
 	n := *name
 	if n == "" {
 		n, _ = os.Hostname()
+	}
+	var checks agent.HealthChecks
+	if *healthInterval > 0 {
+		if checks, err = nodeHealthChecks(ctx, disc, *fake, *healthInject, *ckRoot, *healthInterval, log.With("node", n)); err != nil {
+			return fail(e, err)
+		}
 	}
 	dir := *dataDir
 	if dir == "" {
@@ -310,6 +324,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		ShimPath: shim, JoinToken: joinTok, CAFile: cc.CAFile,
 		Server: cc.Server, Name: n, Address: *addr, Listen: *listen, DataDir: dir,
 		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log, TaskRetention: *taskRetention,
+		Health: checks,
 	})
 	if err != nil {
 		return fail(e, err)
@@ -333,3 +348,29 @@ func runTrainExample(ctx context.Context, e *Env, args []string) int {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// nodeHealthChecks is the agent's health-check runner: the GPU checks on
+// the fake GPUs (with faults injected from the file inject) or, on real
+// GPUs, the Xids of the kernel log; InfiniBand, memory and, with a
+// checkpoint root, disk always.
+func nodeHealthChecks(ctx context.Context, disc gpu.Discoverer, fake int, inject, ckRoot string, every time.Duration, log *slog.Logger) (*health.Runner, error) {
+	inv, err := disc.Discover(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("health checks: discover GPUs: %w", err)
+	}
+	o := health.NodeOptions{GPUs: len(inv.Devices), CheckpointRoot: ckRoot, GPUHealth: len(inv.Devices) > 0, Logger: log}
+	if fake > 0 {
+		o.Fake = health.NewFake(len(inv.Devices), inject)
+	} else {
+		o.KmsgPath = health.DefaultKmsgPath
+		o.BusIDs = map[string]int{}
+		for _, d := range inv.Devices {
+			o.BusIDs[d.PCIBusID] = d.Index
+		}
+	}
+	checks, _, err := health.DefaultChecks(o)
+	if err != nil {
+		return nil, err
+	}
+	return health.NewRunner(checks, health.Options{Interval: every, Logger: log}), nil
+}

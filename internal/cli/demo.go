@@ -28,11 +28,16 @@ import (
 	"github.com/gangway/gangway/internal/node/driver"
 )
 
-// DemoSummary is what `gangway demo -o json` prints.
+// DemoSummary is what `gangway demo -o json` prints for the node-loss and
+// gpu-fault scenarios.
 type DemoSummary struct {
-	// DetectionS: node killed → node marked lost.
+	// Fault is what was done to the node: "node-loss" (the machine died),
+	// or "xid 79 on GPU N" (injected into its health checks).
+	Fault string `json:"fault"`
+	// DetectionS: node killed → node marked lost; Xid injected → the GPU
+	// or node out of service.
 	DetectionS float64 `json:"detection_s"`
-	// RecoveryS: node killed → every rank of the new attempt running.
+	// RecoveryS: fault → every rank of the new attempt running.
 	RecoveryS          float64 `json:"recovery_s"`
 	ResumedFromStep    int64   `json:"resumed_from_step"`
 	KilledAtStep       int64   `json:"killed_at_step"`
@@ -42,8 +47,11 @@ type DemoSummary struct {
 	Tolerance          float64 `json:"tolerance"`
 	KilledNode         string  `json:"killed_node"`
 	Attempts           int     `json:"attempts"`
-	TotalS             float64 `json:"total_s"`
-	OK                 bool    `json:"ok"`
+	// Restarts is the job's restart count at the end: a health fault
+	// must not use any up.
+	Restarts int     `json:"restarts"`
+	TotalS   float64 `json:"total_s"`
+	OK       bool    `json:"ok"`
 }
 
 // demoConfig is the demo's shape; tests shrink it.
@@ -56,15 +64,25 @@ type demoConfig struct {
 	// downtime is how long the server-restart scenario keeps the server
 	// down.
 	downtime time.Duration
+	// gpuFault: inject an Xid 79 into a node's health checks instead of
+	// killing it (the gpu-fault scenario).
+	gpuFault bool
 }
+
+// demoXid is the Xid the gpu-fault scenario injects: 79, the GPU has
+// fallen off the bus, the commonest fatal Xid in large fleets.
+const demoXid = 79
 
 // demoScenarios are the capabilities the demo can show, the default first:
 // node-loss kills a node mid-training and watches the gang resume from its
 // checkpoint elsewhere; server-restart kills the control plane (a process
 // of its own) for --downtime while the job trains and starts it again on
 // the same data directory, counting the rank processes that died of it;
-// leader-failover runs three replicas and kills the leading one.
-var demoScenarios = []string{"node-loss", "server-restart", "leader-failover"}
+// leader-failover runs three replicas and kills the leading one;
+// gpu-fault injects an Xid 79 on a GPU holding a rank, which the node's
+// health checks report and the server answers by taking the node out of
+// service and restarting the gang elsewhere.
+var demoScenarios = []string{"node-loss", "server-restart", "leader-failover", "gpu-fault"}
 
 func runDemo(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
@@ -110,6 +128,7 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 		}
 		return 0
 	}
+	cfg.gpuFault = *scenario == "gpu-fault"
 	sum, err := demo(ctx, cfg, progress, *keep)
 	if *out != cmdkit.Table || sum != nil {
 		_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printSummary(w, sum); return nil })
@@ -126,10 +145,16 @@ func printSummary(w io.Writer, s *DemoSummary) {
 	if !s.OK {
 		verdict = "FAILED"
 	}
+	detected := "node lost detected in     %.2f s   (node killed → marked lost; Slurm default 300 s)"
+	again := "gang running again after  %.2f s   (node killed → every rank of attempt 2 running)"
+	if s.Fault != "node-loss" {
+		detected = "fault detected in         %.2f s   (" + s.Fault + " injected → out of service; Slurm's health check runs every HealthCheckInterval)"
+		again = "gang running again after  %.2f s   (fault → every rank of attempt 2 running, no restart used)"
+	}
 	fmt.Fprintf(w, `
 Summary (%s)
-  node lost detected in     %.2f s   (node killed → marked lost; Slurm default 300 s)
-  gang running again after  %.2f s   (node killed → every rank of attempt 2 running)
+  `+detected+`
+  `+again+`
   killed at step            %d
   resumed from step         %d       (newest committed checkpoint)
   final loss                %.12g
@@ -214,7 +239,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	say("submitted job %s: the example Go trainer (data-parallel MLP, ring all-reduce over TCP), %d ranks, %d per node, %d steps, checkpoint every 20",
 		j.ID, cfg.ranks, cfg.perNode, cfg.steps)
 
-	sum := &DemoSummary{Tolerance: trainer.Tolerance}
+	sum := &DemoSummary{Tolerance: trainer.Tolerance, Fault: "node-loss"}
 	var (
 		killAt     time.Time
 		victim     *demoAgent
@@ -243,7 +268,11 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 				if a.ResumeFrom != nil {
 					sum.ResumedFromStep = a.ResumeFrom.Step
 				}
-				say("gang running again %.2fs after the node died", sum.RecoveryS)
+				what := "the node died"
+				if cfg.gpuFault {
+					what = "the Xid"
+				}
+				say("gang running again %.2fs after %s", sum.RecoveryS, what)
 			}
 		}
 		if n := len(d.Checkpoints); n > 0 && d.Checkpoints[n-1].Step > lastCk {
@@ -271,10 +300,26 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 			killAt = time.Now()
 			sum.KilledAtStep = lastStep
 			sum.KilledNode = node
-			n := victim.kill()
-			say("killing %s: SIGKILL to its agent and its %d rank processes (as if the machine died)", node, n)
+			if cfg.gpuFault {
+				g := a.Placement[len(a.Placement)-1].GPUs[0]
+				sum.Fault = fmt.Sprintf("xid %d on GPU %d", demoXid, g)
+				if err := victim.injectHealth(fmt.Sprintf(`{"gpu":%d,"xid":%d}`, g, demoXid)); err != nil {
+					return false, err
+				}
+				say("injecting Xid %d (GPU has fallen off the bus) on GPU %d of %s, which holds rank %d", demoXid, g, node, a.Placement[len(a.Placement)-1].Rank)
+			} else {
+				n := victim.kill()
+				say("killing %s: SIGKILL to its agent and its %d rank processes (as if the machine died)", node, n)
+			}
 		}
-		if victim != nil && !lostSeen {
+		if victim != nil && !lostSeen && cfg.gpuFault {
+			if n, err := c.Node(ctx, victim.name); err == nil && !n.Status.FaultAt.IsZero() {
+				lostSeen = true
+				sum.DetectionS = n.Status.FaultAt.Sub(killAt).Seconds()
+				say("%s out of service (%s), %.2fs after the Xid", victim.name, n.Status.Fault, sum.DetectionS)
+			}
+		}
+		if victim != nil && !lostSeen && !cfg.gpuFault {
 			if n, err := c.Node(ctx, victim.name); err == nil && n.Status.State == api.NodeLost {
 				lostSeen = true
 				sum.DetectionS = n.Status.LostAt.Sub(killAt).Seconds()
@@ -284,6 +329,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 		if job.Status.Phase.Final() {
 			finalPhase = job.Status.Phase
 			sum.Attempts = len(job.Status.Attempts)
+			sum.Restarts = job.Status.Restarts
 			say("job %s %s after %d attempts", job.ID, strings.ToLower(string(job.Status.Phase)), sum.Attempts)
 			return true, nil
 		}
@@ -335,8 +381,13 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	if victim == nil {
 		problems = append(problems, "no node was killed")
 	}
-	if !lostSeen {
+	switch {
+	case !lostSeen && cfg.gpuFault:
+		problems = append(problems, "the node with the faulty GPU was never taken out of service")
+	case !lostSeen:
 		problems = append(problems, "the killed node was never marked lost")
+	case cfg.gpuFault && sum.Restarts > 0:
+		problems = append(problems, fmt.Sprintf("the fault used up %d of the job's restarts", sum.Restarts))
 	}
 	if sum.Attempts < 2 || sum.RecoveryS <= 0 {
 		problems = append(problems, "the gang did not restart")
@@ -367,8 +418,13 @@ func startDemoAgents(exe, dir, url, caFile, join string, cfg demoConfig) ([]*dem
 		if err != nil {
 			return agents, err
 		}
-		a.cmd = exec.Command(exe, "agent", "--server", url, "--ca-file", caFile, "--name", a.name, "--address", "127.0.0.1",
-			"--fake-gpus", strconv.Itoa(cfg.gpus), "--gpu-model", "H100-SXM-80GB", "--data-dir", a.dir, "--log-level", "warn")
+		args := []string{"agent", "--server", url, "--ca-file", caFile, "--name", a.name, "--address", "127.0.0.1",
+			"--fake-gpus", strconv.Itoa(cfg.gpus), "--gpu-model", "H100-SXM-80GB", "--data-dir", a.dir, "--log-level", "warn"}
+		if cfg.gpuFault {
+			a.inject = filepath.Join(dir, a.name+"-inject.jsonl")
+			args = append(args, "--health-inject", a.inject)
+		}
+		a.cmd = exec.Command(exe, args...)
 		a.cmd.Env = append(os.Environ(), "GANGWAY_JOIN_TOKEN="+join)
 		a.cmd.Stdout, a.cmd.Stderr = logf, logf
 		err = a.cmd.Start()
@@ -424,6 +480,29 @@ type demoAgent struct {
 	name, dir string
 	cmd       *exec.Cmd
 	killed    bool
+	// inject is the file the agent's fake GPUs read injected faults from
+	// ("" when it has none).
+	inject string
+}
+
+// injectHealth appends a fault (a line of node/health's injection format)
+// to the agent's injection file.
+func (a *demoAgent) injectHealth(line string) error {
+	if a.inject == "" {
+		return fmt.Errorf("agent %s takes no injected faults", a.name)
+	}
+	f, err := os.OpenFile(a.inject, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("inject a fault on %s: %w", a.name, err)
+	}
+	_, err = f.WriteString(line + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("inject a fault on %s: %w", a.name, err)
+	}
+	return nil
 }
 
 // kill simulates the machine dying: the agent and every rank process it
