@@ -25,6 +25,7 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/agent"
 	"github.com/gangway/gangway/internal/node/gpu"
+	"github.com/gangway/gangway/internal/node/health"
 	"go.uber.org/goleak"
 )
 
@@ -72,6 +73,9 @@ type cluster struct {
 	mu     sync.Mutex
 	agents map[string]context.CancelFunc
 	done   map[string]chan struct{}
+	// fakes, when not nil, gives every agent started from then on health
+	// checks over fake GPUs, kept here by node for tests to inject into.
+	fakes map[string]*health.Fake
 }
 
 func startCluster(t *testing.T, nodes, gpus int) *cluster {
@@ -158,8 +162,20 @@ func (cl *cluster) startAgent(name string, gpus int) {
 	if err != nil {
 		cl.t.Fatal(err)
 	}
+	var checks agent.HealthChecks
+	if cl.fakes != nil {
+		f := health.NewFake(gpus, "")
+		hc, _, err := health.DefaultChecks(health.NodeOptions{GPUs: gpus, GPUHealth: true, Fake: f, IBRoot: cl.t.TempDir()})
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		checks = health.NewRunner(hc, health.Options{Interval: 100 * time.Millisecond})
+		cl.mu.Lock()
+		cl.fakes[name] = f
+		cl.mu.Unlock()
+	}
 	a, err := agent.New(agent.Config{Server: cl.url, JoinToken: cl.admin.Token, CAFile: cl.admin.CAFile, Name: name, Address: "127.0.0.1", DataDir: cl.agentDir(name),
-		GPUs: disc, ShimPath: exe, Log: testLogger(cl.t, name)})
+		GPUs: disc, ShimPath: exe, Log: testLogger(cl.t, name), Health: checks})
 	if err != nil {
 		cl.t.Fatal(err)
 	}
