@@ -61,6 +61,7 @@ func commands() []command {
 		{name: "token", args: "create|list|revoke", summary: "make, list or revoke users' and agents' (join) tokens", run: runToken},
 		{name: "ca", args: "create DIR", summary: "make a cluster CA for several server replicas to share (--tls-ca, --tls-ca-key)", run: runCA},
 		{name: "whoami", summary: "say who the server takes you for, and the account your jobs run as", run: runWhoami},
+		{name: "report", args: "usage [--by B] [--since 7d]", summary: "GPU-hours by queue, user or job: useful, and lost by cause (node lost, GPU fault, hang, preemption, user error, …)", run: runReport},
 		{name: "audit", args: "[--who U] [--since D]", summary: "show the newest mutating requests: who, what, from where, result", run: runAudit},
 		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},
 		{name: "simulate", args: "--trace FILE [--policy P ...]", summary: "replay a cluster trace through the real scheduler in virtual time", run: wrap(simcli.Main)},

@@ -11,7 +11,12 @@
 // allocation experiment, goodput under failures, charts) live in
 // internal/sim/experiments.
 //
+// Its summary's usage section accounts for GPU time as `gangway report
+// usage` does for a live cluster (internal/goodput's attribution, with the
+// causes of internal/api), so a replay and the live accounting compare.
+//
 // It imports the standard library, internal/scheduler and
-// internal/topology (only in schedule.go), internal/sim/trace,
-// internal/base/stats and github.com/goccy/go-yaml.
+// internal/topology (only in schedule.go), internal/api (the causes),
+// internal/goodput, internal/sim/trace, internal/base/stats and
+// github.com/goccy/go-yaml.
 package sim

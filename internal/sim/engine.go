@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/goodput"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -66,6 +68,7 @@ type engine struct {
 	lost                    map[string]float64
 	preemptions             int
 	interruptions           map[string]int
+	usage                   goodput.Tally // as live accounting would see the run
 	pendTime, blockedTime   float64
 	headBlocked             bool
 	series                  Series
@@ -340,6 +343,9 @@ func (e *engine) start(j *job, slots []slot) error {
 		}
 	}
 	j.segEnd = e.now + j.segOverhead() + j.remaining + j.ckptCost*nCkpt(j.remaining, j.ckptEvery)
+	if j.firstStart >= 0 {
+		e.usage.Backoff += (e.now - j.pendSince) * float64(j.gpus) // between two of its segments
+	}
 	j.queued += e.now - j.pendSince
 	j.maxWait = max(j.maxWait, e.now-j.pendSince)
 	if j.firstStart < 0 {
@@ -379,6 +385,11 @@ func (e *engine) stop(j *job, kept float64, lostCause string) {
 	e.lost["checkpoint"] += stall * g
 	if lostCause != "" {
 		e.lost["lost_work_"+lostCause] += (done - kept) * g
+		saved := j.committedAt(e.now) - j.segStart
+		e.usage.Useful += saved * g
+		e.usage.AddLost(liveCause[lostCause], (held-saved)*g)
+	} else {
+		e.usage.Useful += held * g // completed, or preempted: checkpointed as it stopped
 	}
 	j.attained += held * g
 	j.remaining -= kept
@@ -428,6 +439,11 @@ func (e *engine) preempt(j *job) {
 	e.preemptions++
 	e.requeue(j)
 }
+
+// liveCause is the cause live accounting charges an interruption of the
+// failure model to: a rank's crash is a non-zero exit, a user error to
+// gangway's reading.
+var liveCause = map[string]api.Cause{"gpu": api.CauseGPUFault, "host": api.CauseNodeLost, "software": api.CauseUserError}
 
 // interrupt stops j after a fault: work since its last checkpoint is lost.
 func (e *engine) interrupt(j *job, cause string) {

@@ -105,6 +105,22 @@ func (j *job) progress(t float64) (done, committed float64) {
 	return min(done, j.remaining), min(committed, j.remaining)
 }
 
+// committedAt is when the current segment's last checkpoint by t was
+// committed (its write done), or segStart if it has none: what live
+// accounting takes as the point work resumes from.
+func (j *job) committedAt(t float64) float64 {
+	e := t - j.segStart - j.segOverhead()
+	if e <= 0 || j.ckptEvery <= 0 {
+		return j.segStart
+	}
+	cycle := j.ckptEvery + j.ckptCost
+	k := math.Floor(e / cycle)
+	if k == 0 {
+		return j.segStart
+	}
+	return j.segStart + j.segOverhead() + k*cycle
+}
+
 // remainingAt is the work left at t, counting owed overhead.
 func (j *job) remainingAt(t float64) float64 {
 	if j.phase != phaseRunning {

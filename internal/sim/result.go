@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"maps"
 	"math"
 	"slices"
 
+	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
@@ -43,6 +45,17 @@ type Summary struct {
 	GPUHoursLost  map[string]float64 `json:"gpu_hours_lost,omitempty"`
 	// SchedulerCalls counts calls into the scheduler.
 	SchedulerCalls int `json:"scheduler_calls"`
+	// Usage is the run as `gangway report usage` would account for it
+	// (its row, keyed by the policy): an interrupted segment's work is
+	// useful up to its last committed checkpoint and lost after it,
+	// charged to api.CauseGPUFault, CauseNodeLost or CauseUserError (a
+	// software crash); completed and preempted segments are useful
+	// throughout; segments open at the horizon are running; the wait
+	// between a job's segments is restart backoff. Live accounting cannot
+	// tell restore, relaunch and checkpoint-writing time from training,
+	// so they count as useful here too: GPUHoursLost has the simulator's
+	// own finer account.
+	Usage *api.UsageRow `json:"usage,omitempty"`
 }
 
 // JobResult is what happened to one job. Start is -1 for a job that never
@@ -238,6 +251,32 @@ func (e *engine) result() *Result {
 	if len(s.GPUHoursLost) == 0 {
 		s.GPUHoursLost = nil
 	}
+	s.Usage = e.usageRow(s.Policy)
 	r.Series = e.series
 	return r
+}
+
+// usageRow is the live accounting's row for the run so far: the tally of
+// stopped segments, with the open ones running and the jobs waiting to
+// start again in backoff.
+func (e *engine) usageRow(key string) *api.UsageRow {
+	t := e.usage
+	t.Lost = maps.Clone(e.usage.Lost)
+	t.Jobs = 0
+	for i := range e.jobs {
+		j := &e.jobs[i]
+		if j.firstStart < 0 {
+			continue
+		}
+		t.Jobs++
+		g := float64(j.gpus)
+		switch j.phase {
+		case phaseRunning:
+			t.Running += (e.now - j.segStart) * g
+		case phasePending:
+			t.Backoff += (e.now - j.pendSince) * g
+		}
+	}
+	row := t.Row(key)
+	return &row
 }

@@ -2,10 +2,13 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/sim/trace"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -148,11 +151,15 @@ func TestSummary(t *testing.T) {
 		// C waits from 100 to 300 with one GPU free of the two it needs:
 		// not blocked by fragmentation.
 		FragBlocked: 0,
+		Usage:       &api.UsageRow{Key: "fifo", Jobs: 3, GPUHours: round6(600.0 / 3600), UsefulGPUHours: round6(600.0 / 3600), Goodput: 1},
 	}
 	if d := cmp.Diff(want, r.Summary, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreFields(Summary{}, "SchedulerCalls")); d != "" {
 		t.Errorf("summary (-want +got):\n%s", d)
 	}
 }
+
+// round6 rounds as usage rows do.
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 
 func TestFragBlocked(t *testing.T) {
 	// Two nodes with 4 GPUs each; two 3-GPU jobs leave one GPU free on
@@ -349,4 +356,68 @@ func TestNodesForLoad(t *testing.T) {
 	if err != nil || n != 4 {
 		t.Errorf("NodesForLoad = %d, %v; want 4", n, err)
 	}
+}
+
+// TestUsageSection: the summary's usage row accounts for the run as live
+// accounting would, in its causes: it balances with the GPU-hours held,
+// charges lost work only to the causes the failure model maps to, and
+// reads no less useful work than the simulator's own finer account.
+func TestUsageSection(t *testing.T) {
+	t.Run("no failures", func(t *testing.T) {
+		r, err := Run(context.Background(), Config{Shape: pool(1, 8), Policy: mustPolicy(t, "fifo")}, jobs([3]float64{0, 3600, 8}, [3]float64{0, 1800, 4}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := &api.UsageRow{Key: "fifo", Jobs: 2, GPUHours: 10, UsefulGPUHours: 10, Goodput: 1}
+		if d := cmp.Diff(want, r.Summary.Usage); d != "" {
+			t.Errorf("usage (-want +got):\n%s", d)
+		}
+	})
+	t.Run("failures", func(t *testing.T) {
+		f := Llama3Failures()
+		f.Interruptions *= 2000
+		in := jobs([3]float64{0, 86400, 8}, [3]float64{0, 86400, 8}, [3]float64{3600, 40000, 4})
+		r, err := Run(context.Background(), Config{Shape: pool(4, 8), Policy: mustPolicy(t, "gangway"), Failures: &f,
+			Checkpoint: Checkpointing{Auto: true, Cost: 5}, Seed: 7}, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, u := r.Summary, r.Summary.Usage
+		t.Logf("usage %+v; the simulator's goodput %.4f, GPU-hours lost %v", u, s.Goodput, s.GPUHoursLost)
+		if u == nil || u.Jobs != 3 || u.RunningGPUHours != 0 {
+			t.Fatalf("usage %+v; want 3 jobs, none running", u)
+		}
+		held := s.GPUUtilization * 32 * s.Makespan / 3600
+		if math.Abs(u.GPUHours-held) > 1e-5*held || math.Abs(u.UsefulGPUHours+u.LostTotal()-u.GPUHours) > 1e-5 {
+			t.Errorf("usage %v GPU-hours (useful %v + lost %v); held %v", u.GPUHours, u.UsefulGPUHours, u.LostTotal(), held)
+		}
+		mapped := map[api.Cause]string{api.CauseGPUFault: "gpu", api.CauseNodeLost: "host", api.CauseUserError: "software"}
+		for c, v := range u.LostGPUHours {
+			if k, ok := mapped[c]; !ok || s.Interruptions[k] == 0 || v <= 0 {
+				t.Errorf("lost %v GPU-hours to %q: not a cause the failure model's interruptions (%v) map to", v, c, s.Interruptions)
+			}
+		}
+		if len(u.LostGPUHours) == 0 {
+			t.Error("no work lost to any cause")
+		}
+		if u.Goodput < s.Goodput || u.Goodput >= 1 {
+			t.Errorf("usage goodput %v; want at least the simulator's %v (live accounting counts restores and checkpoint writes as useful), below 1", u.Goodput, s.Goodput)
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"usage":{"key":"gangway","jobs":3,`) {
+			t.Errorf("summary JSON has no usage section keyed by the policy:\n%s", b)
+		}
+	})
+	t.Run("running at the horizon", func(t *testing.T) {
+		r, err := Run(context.Background(), Config{Shape: pool(1, 8), Policy: mustPolicy(t, "fifo"), Horizon: 1800}, jobs([3]float64{0, 3600, 8}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := r.Summary.Usage; u.RunningGPUHours != 4 || u.GPUHours != 4 || u.UsefulGPUHours != 0 || u.Goodput != 0 {
+			t.Errorf("usage %+v; want 4 GPU-hours running, none settled", u)
+		}
+	})
 }

@@ -102,6 +102,11 @@ func TestRequestPaths(t *testing.T) {
 		{"delete queue", func() error { return c.DeleteQueue(ctx, "q") }, "DELETE /v1/queues/q"},
 		{"health", func() error { _, err := c.Health(ctx); return err }, "GET /healthz"},
 		{"drain", func() error { _, err := c.NodeAction(ctx, "n-1", "drain"); return err }, "POST /v1/nodes/n-1/drain"},
+		{"usage", func() error {
+			_, err := c.Usage(ctx, UsageQuery{By: api.UsageByUser, Since: "7d", User: "alice", Archived: true})
+			return err
+		}, "GET /v1/reports/usage?archived=true&by=user&since=7d&user=alice"},
+		{"usage, all defaults", func() error { _, err := c.Usage(ctx, UsageQuery{}); return err }, "GET /v1/reports/usage"},
 	} {
 		if err := tc.call(); err != nil {
 			t.Errorf("%s: %v", tc.name, err)

@@ -221,7 +221,9 @@ func (l *lifecycle) running(j *api.Job) decision {
 	if e := l.lateSuccess(j); e >= 0 && reason == "" {
 		m := j.Clone()
 		succeedLate(m, e)
-		return l.stop(m, api.OutcomeSuperseded, fmt.Sprintf("attempt %d had succeeded (its ranks' exits were reported late)", m.Status.Attempts[e].Number))
+		d := l.stop(m, api.OutcomeSuperseded, fmt.Sprintf("attempt %d had succeeded (its ranks' exits were reported late)", m.Status.Attempts[e].Number))
+		d.job.Status.Current().Cause = api.CauseOf(&j.Status.Attempts[e]) // the loss that made it run again
+		return d
 	}
 	for _, node := range a.Nodes() {
 		if reason != "" {
@@ -349,6 +351,7 @@ func (l *lifecycle) stop(m *api.Job, outcome api.Outcome, reason string) decisio
 	a.Phase = api.AttemptStopping
 	a.Outcome = outcome
 	a.Reason = reason
+	a.Cause = api.CauseOf(a) // from outcome and reason; the faulted path overwrites it with its own
 	a.StoppingAt = l.now
 	if l.allExited(m, a) {
 		// Nothing can still run: end now, in the transaction that removes

@@ -71,6 +71,7 @@ var routeAccess = map[string]access{
 	"GET /v1/tokens":                    admin,
 	"DELETE /v1/tokens/{id}":            admin,
 	"GET /v1/audit":                     admin,
+	"GET /v1/reports/usage":             read,
 	"/":                                 authenticated,
 }
 

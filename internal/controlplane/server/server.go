@@ -4,8 +4,8 @@
 //
 // It is HTTP only: the handlers read and write the store and hand work to
 // the controller, and decide nothing of placement or lifecycle. A file per
-// resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go) holds
-// its routes and handlers; http.go the routing and the helpers they share;
+// resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go, and
+// usage.go for the usage report) holds its routes and handlers; http.go the routing and the helpers they share;
 // admit.go and capacity.go what a submission must pass; idempotency.go
 // its Idempotency-Key (a retry answers what the first try created);
 // server.go the process (store, cache, gateway, HTTP); election.go leader
@@ -22,8 +22,8 @@
 // It imports api, api/client (the client config it writes for the first
 // admin), base/fastjson, base/pki, controlplane/audit,
 // controlplane/controller, controlplane/ratelimit,
-// controlplane/store, inference/autoscale, inference/gateway, launch,
-// planner and topology.
+// controlplane/store, goodput, inference/autoscale, inference/gateway,
+// launch, planner and topology.
 package server
 
 import (
