@@ -517,6 +517,35 @@ type Progress struct {
 	JobID   string `json:"jobId,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
 	Rank    int    `json:"rank"`
+	// ComputeS is the rank's own work per step, in seconds, since its
+	// previous line: the step's time less what it waited for the others
+	// (in a collective). In a synchronous gang every rank's step takes the
+	// same time, so the straggler check compares this across ranks. 0:
+	// not measured.
+	ComputeS float64 `json:"computeS,omitempty"`
+}
+
+// TimingOnly reports whether p carries nothing but the straggler check's
+// timing: such lines from ranks other than 0 are not stored.
+func (p *Progress) TimingOnly() bool {
+	return p.Rank != 0 && p.Loss == nil && p.Tokens == 0 && !p.Final
+}
+
+// Straggler is a rank whose own work per step stayed well behind its
+// gang's median for the straggler window.
+type Straggler struct {
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
+	Node    string `json:"node"`
+	// ComputeS is the rank's work per step, MedianS the gang's median and
+	// StepS the gang's median step time, in seconds.
+	ComputeS float64 `json:"computeS"`
+	MedianS  float64 `json:"medianS"`
+	StepS    float64 `json:"stepS"`
+	// Since is when it first fell behind; At when it was declared.
+	Since time.Time `json:"since"`
+	At    time.Time `json:"at"`
 }
 
 // RankState is what an agent reports about one rank's process.
@@ -676,6 +705,10 @@ type NodeStatus struct {
 	// uncordon` or a clean bill of health for the return delay clears it.
 	Fault   string    `json:"fault,omitempty"`
 	FaultAt time.Time `json:"faultAt,omitzero"`
+	// FaultCause is the cause the gangs stopped for Fault end with:
+	// gpu-fault (a GPU's finding that takes the node), node-fault or
+	// straggler; "" reads as node-fault.
+	FaultCause Cause `json:"faultCause,omitempty"`
 	// HealthyAt is when the node's checks last all came out passing (or
 	// warning) after a fault; the return delay counts from it.
 	HealthyAt time.Time `json:"healthyAt,omitzero"`
@@ -723,6 +756,9 @@ type JobDetail struct {
 	Ranks       []RankStatus `json:"ranks,omitempty"`
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 	Progress    *ProgressLog `json:"progress,omitempty"`
+	// Stragglers are the ranks the server answering found falling
+	// behind their gang (kept in its memory, not stored).
+	Stragglers []Straggler `json:"stragglers,omitempty"`
 	// Archived: read from the server's job archive, retention having
 	// deleted the job from the store.
 	Archived bool `json:"archived,omitempty"`

@@ -581,6 +581,26 @@ func TestDemoGPUFault(t *testing.T) {
 	}
 }
 
+// TestDemoStraggler runs the straggler scenario shrunk: one node's ranks
+// start working 20 ms longer per step; the server must find the straggler
+// from the ranks' own timing lines, take its node out of service and the
+// gang must resume without it, no restart used.
+func TestDemoStraggler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	var buf bytes.Buffer
+	sum, err := demo(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 300, killAtStep: 60,
+		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second, straggler: true}, &buf, false)
+	t.Log(buf.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if !sum.OK || sum.DetectionS < demoStragglerWindow.Seconds() || sum.RecoveryS < sum.DetectionS || sum.Attempts != 2 || sum.Restarts != 0 {
+		t.Errorf("summary = %+v; want the straggler found no sooner than its window, and the gang moved", sum)
+	}
+}
+
 // TestDemoServerRestart runs the server-restart scenario shrunk: the
 // server, a process of its own, is killed for several node timeouts while
 // the job trains and started again on the same data directory. No rank

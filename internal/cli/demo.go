@@ -67,7 +67,23 @@ type demoConfig struct {
 	// gpuFault: inject an Xid 79 into a node's health checks instead of
 	// killing it (the gpu-fault scenario).
 	gpuFault bool
+	// straggler: slow one node's ranks instead (the straggler scenario),
+	// by naming it in slowFile, which the trainer reads every step.
+	straggler bool
+	slowFile  string
 }
+
+// demoStragglerWindow is the straggler scenario's --straggler-window: the
+// default minute would make the demo long.
+const demoStragglerWindow = 3 * time.Second
+
+// healthFault reports whether the scenario's fault is one the server
+// answers by taking the node out of service, rather than losing it.
+func (c demoConfig) healthFault() bool { return c.gpuFault || c.straggler }
+
+// demoSlowBy is how much longer the straggler scenario's slow ranks work
+// per step.
+const demoSlowBy = 20 * time.Millisecond
 
 // demoXid is the Xid the gpu-fault scenario injects: 79, the GPU has
 // fallen off the bus, the commonest fatal Xid in large fleets.
@@ -81,8 +97,10 @@ const demoXid = 79
 // leader-failover runs three replicas and kills the leading one;
 // gpu-fault injects an Xid 79 on a GPU holding a rank, which the node's
 // health checks report and the server answers by taking the node out of
-// service and restarting the gang elsewhere.
-var demoScenarios = []string{"node-loss", "server-restart", "leader-failover", "gpu-fault"}
+// service and restarting the gang elsewhere; straggler slows one node's
+// ranks, which the server finds from their own work per step and answers
+// the same way.
+var demoScenarios = []string{"node-loss", "server-restart", "leader-failover", "gpu-fault", "straggler"}
 
 func runDemo(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
@@ -129,6 +147,7 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 		return 0
 	}
 	cfg.gpuFault = *scenario == "gpu-fault"
+	cfg.straggler = *scenario == "straggler"
 	sum, err := demo(ctx, cfg, progress, *keep)
 	if *out != cmdkit.Table || sum != nil {
 		_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printSummary(w, sum); return nil })
@@ -147,7 +166,11 @@ func printSummary(w io.Writer, s *DemoSummary) {
 	}
 	detected := "node lost detected in     %.2f s   (node killed → marked lost; Slurm default 300 s)"
 	again := "gang running again after  %.2f s   (node killed → every rank of attempt 2 running)"
-	if s.Fault != "node-loss" {
+	switch {
+	case strings.HasPrefix(s.Fault, "straggler"):
+		detected = "straggler found in        %.2f s   (" + s.Fault + " → out of service; a 3 s window)"
+		again = "gang running again after  %.2f s   (slowed → every rank of attempt 2 running, no restart used)"
+	case s.Fault != "node-loss":
 		detected = "fault detected in         %.2f s   (" + s.Fault + " injected → out of service; Slurm's health check runs every HealthCheckInterval)"
 		again = "gang running again after  %.2f s   (fault → every rank of attempt 2 running, no restart used)"
 	}
@@ -179,7 +202,13 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	defer cancel()
 
 	// Control plane, in this process.
-	srv, err := server.New(server.Config{DataDir: filepath.Join(dir, "server")})
+	scfg := server.Config{DataDir: filepath.Join(dir, "server")}
+	slowFile := filepath.Join(dir, "slow-nodes")
+	if cfg.straggler {
+		scfg.StragglerAction, scfg.StragglerWindow = server.StragglerCordon, demoStragglerWindow
+		cfg.slowFile = slowFile
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +301,9 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 				if cfg.gpuFault {
 					what = "the Xid"
 				}
+				if cfg.straggler {
+					what = "the node slowed"
+				}
 				say("gang running again %.2fs after %s", sum.RecoveryS, what)
 			}
 		}
@@ -300,26 +332,33 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 			killAt = time.Now()
 			sum.KilledAtStep = lastStep
 			sum.KilledNode = node
-			if cfg.gpuFault {
+			switch {
+			case cfg.straggler:
+				sum.Fault = fmt.Sprintf("straggler: ranks on %s work %s longer per step", node, demoSlowBy)
+				if err := os.WriteFile(slowFile, []byte(node+"\n"), 0o644); err != nil {
+					return false, err
+				}
+				say("slowing %s: its ranks now work %s longer per step than the others (a throttled GPU, a noisy neighbour)", node, demoSlowBy)
+			case cfg.gpuFault:
 				g := a.Placement[len(a.Placement)-1].GPUs[0]
 				sum.Fault = fmt.Sprintf("xid %d on GPU %d", demoXid, g)
 				if err := victim.injectHealth(fmt.Sprintf(`{"gpu":%d,"xid":%d}`, g, demoXid)); err != nil {
 					return false, err
 				}
 				say("injecting Xid %d (GPU has fallen off the bus) on GPU %d of %s, which holds rank %d", demoXid, g, node, a.Placement[len(a.Placement)-1].Rank)
-			} else {
+			default:
 				n := victim.kill()
 				say("killing %s: SIGKILL to its agent and its %d rank processes (as if the machine died)", node, n)
 			}
 		}
-		if victim != nil && !lostSeen && cfg.gpuFault {
+		if victim != nil && !lostSeen && cfg.healthFault() {
 			if n, err := c.Node(ctx, victim.name); err == nil && !n.Status.FaultAt.IsZero() {
 				lostSeen = true
 				sum.DetectionS = n.Status.FaultAt.Sub(killAt).Seconds()
-				say("%s out of service (%s), %.2fs after the Xid", victim.name, n.Status.Fault, sum.DetectionS)
+				say("%s out of service (%s), %.2fs after the fault", victim.name, n.Status.Fault, sum.DetectionS)
 			}
 		}
-		if victim != nil && !lostSeen && !cfg.gpuFault {
+		if victim != nil && !lostSeen && !cfg.healthFault() {
 			if n, err := c.Node(ctx, victim.name); err == nil && n.Status.State == api.NodeLost {
 				lostSeen = true
 				sum.DetectionS = n.Status.LostAt.Sub(killAt).Seconds()
@@ -382,11 +421,11 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 		problems = append(problems, "no node was killed")
 	}
 	switch {
-	case !lostSeen && cfg.gpuFault:
-		problems = append(problems, "the node with the faulty GPU was never taken out of service")
+	case !lostSeen && cfg.healthFault():
+		problems = append(problems, "the faulty node was never taken out of service")
 	case !lostSeen:
 		problems = append(problems, "the killed node was never marked lost")
-	case cfg.gpuFault && sum.Restarts > 0:
+	case cfg.healthFault() && sum.Restarts > 0:
 		problems = append(problems, fmt.Sprintf("the fault used up %d of the job's restarts", sum.Restarts))
 	}
 	if sum.Attempts < 2 || sum.RecoveryS <= 0 {
@@ -465,6 +504,9 @@ func waitDemoNodes(ctx context.Context, c *client.Client, cfg demoConfig) error 
 func demoTrainSpec(exe, name string, cfg demoConfig, delay time.Duration, rankLog string) []byte {
 	cmd := []string{exe, "train-example", "--steps", strconv.Itoa(cfg.steps), "--checkpoint-every", "20", "--log-every", "50",
 		"--step-delay", delay.String()}
+	if cfg.slowFile != "" {
+		cmd = append(cmd, "--slow-file", cfg.slowFile, "--slow-by", demoSlowBy.String())
+	}
 	if rankLog != "" {
 		cmd = append([]string{exe, "chaos-rank", "--log", rankLog, "--"}, cmd...)
 	}

@@ -455,6 +455,10 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, st := range d.Stragglers {
+		fmt.Fprintf(w, "  Straggler: attempt %d rank %d on %s worked %.3gs per step against the gang's median %.3gs (step %.3gs), from %s\n",
+			st.Attempt, st.Rank, st.Node, st.ComputeS, st.MedianS, st.StepS, st.Since.Local().Format(time.TimeOnly))
+	}
 	if n := len(d.Checkpoints); n > 0 {
 		c := d.Checkpoints[n-1]
 		fmt.Fprintf(w, "  Checkpoint: step %d at %s (%d committed)\n", c.Step, c.Path, n)

@@ -23,6 +23,9 @@ type config struct {
 	StepDelay         time.Duration // sleep after each step, so demos run long enough to kill
 	RendezvousTimeout time.Duration // give up rendezvous after this long
 	IOTimeout         time.Duration // a ring peer silent this long fails the step
+	TimingEvery       int           // every rank writes a timing progress line every K steps
+	SlowFile          string        // ranks on a node named in this file do SlowBy more work per step
+	SlowBy            time.Duration
 }
 
 // parseFlags parses args (without the program name). Errors name the flag;
@@ -40,6 +43,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.CheckpointEvery, "checkpoint-every", 20, "write a checkpoint every K steps (rank 0; 0 = only at the end and on SIGUSR1)")
 	fs.IntVar(&c.LogEvery, "log-every", 10, "print a progress line on stdout every K steps (rank 0)")
 	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep this long after every step (for demos)")
+	fs.IntVar(&c.TimingEvery, "timing-every", 10, "every rank writes its own work per step (computeS, for the straggler check) to its progress file every K steps; 0: none")
+	fs.StringVar(&c.SlowFile, "slow-file", "", "ranks whose node (GANGWAY_NODE) this file names, once it exists, work --slow-by longer per step: a straggler made at run time, for demos")
+	fs.DurationVar(&c.SlowBy, "slow-by", 0, "see --slow-file")
 	fs.DurationVar(&c.RendezvousTimeout, "rendezvous-timeout", 60*time.Second, "give up if the ranks have not all met within this time")
 	fs.DurationVar(&c.IOTimeout, "io-timeout", 30*time.Second, "fail a step when a ring peer sends nothing for this long")
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +73,12 @@ func (c config) validate() error {
 	}
 	if !(c.Momentum >= 0 && c.Momentum < 1) {
 		errs = append(errs, fmt.Errorf("--momentum must be in [0, 1), got %v", c.Momentum))
+	}
+	if c.TimingEvery < 0 {
+		errs = append(errs, fmt.Errorf("--timing-every must be >= 0, got %d", c.TimingEvery))
+	}
+	if c.SlowBy < 0 || (c.SlowBy > 0) != (c.SlowFile != "") {
+		errs = append(errs, fmt.Errorf("--slow-file and --slow-by go together, with a positive --slow-by (got %q, %s)", c.SlowFile, c.SlowBy))
 	}
 	if c.CheckpointEvery < 0 {
 		errs = append(errs, fmt.Errorf("--checkpoint-every must be >= 0, got %d", c.CheckpointEvery))
@@ -98,6 +110,7 @@ type launch struct {
 	CheckpointDir   string // "" disables checkpoints
 	ResumeFrom      string // "" starts from scratch
 	ProgressFile    string // "" disables progress lines
+	Node            string // the node's name (GANGWAY_NODE)
 }
 
 // parseLaunch reads the launch contract. Unset RANK and WORLD_SIZE mean a
@@ -111,6 +124,7 @@ func parseLaunch(env func(string) string) (launch, error) {
 		CheckpointDir: env("GANGWAY_CHECKPOINT_DIR"),
 		ResumeFrom:    env("GANGWAY_RESUME_FROM"),
 		ProgressFile:  env("GANGWAY_PROGRESS_FILE"),
+		Node:          env("GANGWAY_NODE"),
 	}
 	if l.NodeAddr == "" {
 		l.NodeAddr = "127.0.0.1"

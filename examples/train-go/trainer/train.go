@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -78,10 +79,13 @@ func Main(ctx context.Context, args []string, env func(string) string, stdout, s
 
 // progressLine is one line of $GANGWAY_PROGRESS_FILE.
 type progressLine struct {
-	Step   int     `json:"step"`
-	Loss   float64 `json:"loss"`
-	Tokens int64   `json:"tokens"` // examples seen so far by all ranks
-	Final  bool    `json:"final,omitempty"`
+	Step   int      `json:"step"`
+	Loss   *float64 `json:"loss,omitempty"`
+	Tokens int64    `json:"tokens,omitempty"` // examples seen so far by all ranks
+	Final  bool     `json:"final,omitempty"`
+	// ComputeS is this rank's own work per step (its share of the batch,
+	// before the all-reduce) since its previous line, in seconds.
+	ComputeS float64 `json:"computeS,omitempty"`
 }
 
 // train runs the training loop; ckptReq carries "checkpoint now" requests.
@@ -116,7 +120,7 @@ func train(ctx context.Context, cfg config, l launch, stdout io.Writer, ckptReq 
 	}
 
 	var progress *os.File
-	if leader && l.ProgressFile != "" {
+	if (leader || cfg.TimingEvery > 0) && l.ProgressFile != "" {
 		f, err := os.OpenFile(l.ProgressFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 		if err != nil {
 			return fmt.Errorf("open GANGWAY_PROGRESS_FILE: %w", err)
@@ -157,11 +161,22 @@ func train(ctx context.Context, cfg config, l launch, stdout io.Writer, ckptReq 
 		}
 		return nil
 	}
+	var work time.Duration // own work since the last line
+	workSteps := 0
 	writeProgress := func(final bool) error {
 		if progress == nil {
 			return nil
 		}
-		b, err := json.Marshal(progressLine{Step: st.Step, Loss: st.Loss, Tokens: int64(st.Step) * int64(cfg.Batch), Final: final})
+		line := progressLine{Step: st.Step}
+		if workSteps > 0 {
+			line.ComputeS = work.Seconds() / float64(workSteps)
+			work, workSteps = 0, 0
+		}
+		if leader {
+			loss := st.Loss
+			line.Loss, line.Tokens, line.Final = &loss, int64(st.Step)*int64(cfg.Batch), final
+		}
+		b, err := json.Marshal(line)
 		if err != nil {
 			return err
 		}
@@ -177,7 +192,13 @@ func train(ctx context.Context, cfg config, l launch, stdout io.Writer, ckptReq 
 			return fmt.Errorf("stopped after step %d: %w", st.Step, err)
 		}
 		step := st.Step + 1
+		began := time.Now()
 		m.localGrad(st.Params, buf, d, order, step, cfg.Batch, l.Rank, l.WorldSize, scratch)
+		if cfg.SlowBy > 0 && slowNode(cfg.SlowFile, l.Node) {
+			time.Sleep(cfg.SlowBy)
+		}
+		work += time.Since(began)
+		workSteps++
 		if err := rg.allReduce(ctx, buf); err != nil {
 			return fmt.Errorf("step %d: %w", step, err)
 		}
@@ -203,6 +224,10 @@ func train(ctx context.Context, cfg config, l launch, stdout io.Writer, ckptReq 
 			if step%cfg.LogEvery == 0 || last {
 				say("step %d/%d loss %.6f", step, cfg.Steps, st.Loss)
 			}
+		} else if cfg.TimingEvery > 0 && step%cfg.TimingEvery == 0 {
+			if err := writeProgress(false); err != nil {
+				return err
+			}
 		}
 		if cfg.StepDelay > 0 && !last {
 			t := time.NewTimer(cfg.StepDelay)
@@ -222,4 +247,18 @@ func train(ctx context.Context, cfg config, l launch, stdout io.Writer, ckptReq 
 	}
 	say("final_loss=%s", strconv.FormatFloat(st.Loss, 'g', -1, 64))
 	return nil
+}
+
+// slowNode reports whether file names node on one of its lines.
+func slowNode(file, node string) bool {
+	b, err := os.ReadFile(file)
+	if err != nil || node == "" {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == node {
+			return true
+		}
+	}
+	return false
 }

@@ -53,7 +53,7 @@ func TestTrainingLowersTheLoss(t *testing.T) {
 	progress := filepath.Join(t.TempDir(), "progress.jsonl")
 	mustSucceed(t, runJob(context.Background(), t, 1, withArgs("--steps", "60"), jobEnv("", progress, "")))
 	lines := readProgress(t, progress)
-	first, last := lines[0].Loss, lines[len(lines)-1].Loss
+	first, last := *lines[0].Loss, *lines[len(lines)-1].Loss
 	// The labels are linear in the inputs plus noise: an MLP learns a good
 	// part of them in 60 steps. ln(4) ≈ 1.39 is chance.
 	if !(last < 0.75*first) {
@@ -153,7 +153,7 @@ func TestResumeFromTheFinalCheckpoint(t *testing.T) {
 	if got := finalLoss(t, res[0].stdout); got != want {
 		t.Fatalf("final loss %v, want %v", got, want)
 	}
-	if diff := cmp.Diff([]progressLine{{Step: 5, Loss: want, Tokens: 150, Final: true}}, readProgress(t, progress)); diff != "" {
+	if diff := cmp.Diff([]progressLine{{Step: 5, Loss: &want, Tokens: 150, Final: true}}, readProgress(t, progress)); diff != "" {
 		t.Fatalf("progress (-want +got):\n%s", diff)
 	}
 }
@@ -219,17 +219,30 @@ func TestProgressFile(t *testing.T) {
 	progress := filepath.Join(t.TempDir(), "progress.jsonl")
 	res := runJob(context.Background(), t, 2, withArgs("--steps", "25"), jobEnv("", progress, ""))
 	mustSucceed(t, res)
-	lines := readProgress(t, progress)
+	// Both ranks write to the one file here (each rank has its own under
+	// gangway): rank 0 a line per step with the loss, rank 1 its timing
+	// every --timing-every (10) steps.
+	var lines, timing []progressLine
+	for _, l := range readProgress(t, progress) {
+		if l.Loss != nil {
+			lines = append(lines, l)
+		} else {
+			timing = append(timing, l)
+		}
+	}
 	if len(lines) != 25 {
-		t.Fatalf("%d progress lines, want 25 (rank 0 only, one per step)", len(lines))
+		t.Fatalf("%d progress lines with a loss, want 25 (rank 0, one per step)", len(lines))
 	}
 	for i, l := range lines {
-		if l.Step != i+1 || l.Tokens != int64(30*(i+1)) || l.Final != (i == 24) || !(l.Loss > 0) {
+		if l.Step != i+1 || l.Tokens != int64(30*(i+1)) || l.Final != (i == 24) || !(*l.Loss > 0) || !(l.ComputeS > 0) {
 			t.Errorf("line %d: %+v", i+1, l)
 		}
 	}
-	if got := finalLoss(t, res[0].stdout); lines[24].Loss != got {
-		t.Errorf("final progress loss %v, final_loss= %v", lines[24].Loss, got)
+	if got := finalLoss(t, res[0].stdout); *lines[24].Loss != got {
+		t.Errorf("final progress loss %v, final_loss= %v", *lines[24].Loss, got)
+	}
+	if len(timing) != 2 || timing[0].Step != 10 || timing[1].Step != 20 || !(timing[0].ComputeS > 0) || timing[0].Tokens != 0 {
+		t.Errorf("rank 1's timing lines: %+v; want steps 10 and 20 with computeS alone", timing)
 	}
 }
 
@@ -518,6 +531,27 @@ func TestHelpExitsZero(t *testing.T) {
 	for _, flag := range []string{"-steps", "-batch", "-lr", "-seed", "-checkpoint-every", "-step-delay", "-rendezvous-timeout", "-io-timeout"} {
 		if !strings.Contains(errb.String(), flag) {
 			t.Errorf("usage lacks %s:\n%s", flag, errb.String())
+		}
+	}
+}
+
+// TestSlowFile: a rank whose node the --slow-file names works --slow-by
+// longer per step, and its progress lines say so; one on another node
+// does not.
+func TestSlowFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	slow := filepath.Join(dir, "slow")
+	must(t, os.WriteFile(slow, []byte("n2\nn1\n"), 0o644))
+	for _, node := range []string{"n1", "n3"} {
+		progress := filepath.Join(dir, node+".jsonl")
+		env := jobEnv("", progress, "")
+		env["GANGWAY_NODE"] = node
+		mustSucceed(t, runJob(context.Background(), t, 1, withArgs("--steps", "10", "--slow-file", slow, "--slow-by", "20ms"), env))
+		for _, l := range readProgress(t, progress) {
+			if got := l.ComputeS >= 0.02; got != (node == "n1") {
+				t.Errorf("node %s, step %d: computeS %v; want it at least 0.02 only on n1", node, l.Step, l.ComputeS)
+			}
 		}
 	}
 }

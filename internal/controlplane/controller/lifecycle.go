@@ -316,11 +316,9 @@ func (l *lifecycle) faulted(a *api.Attempt) (string, api.Cause) {
 			continue
 		}
 		if n.Status.Fault != "" {
-			cause := api.CauseNodeFault
-			for _, h := range n.Status.Health {
-				if h.Fatal() && h.Action == api.ActionCordonNode && h.GPU >= 0 {
-					cause = api.CauseGPUFault
-				}
+			cause := n.Status.FaultCause
+			if cause == "" {
+				cause = api.CauseNodeFault
 			}
 			return fmt.Sprintf("node %s out of service: %s", rp.Node, n.Status.Fault), cause
 		}

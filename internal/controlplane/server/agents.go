@@ -154,6 +154,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	live := s.liveness()
 	live.Beat(hb.Node, hb.AckRevision, time.Now())
+	s.watchStragglers(ctx, &hb)
 	if err := s.storeReports(ctx, &hb); err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -208,6 +209,9 @@ func (s *Server) storeReports(ctx context.Context, hb *api.Heartbeat) error {
 	byJob := map[string][]api.Progress{}
 	var order []string
 	for _, p := range hb.Progress {
+		if p.TimingOnly() {
+			continue // for the straggler check alone: one line per rank is no log
+		}
 		if _, ok := byJob[p.JobID]; !ok {
 			order = append(order, p.JobID)
 		}

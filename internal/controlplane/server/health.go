@@ -88,19 +88,7 @@ func nodeHealth(m *api.Node, checks []api.HealthCheck, now time.Time, pol health
 	}
 	fatal := false
 	fault := func() {
-		m.Status.Faults = append(m.Status.Faults, now)
-		if len(m.Status.Faults) > api.MaxFaultHistory {
-			m.Status.Faults = m.Status.Faults[len(m.Status.Faults)-api.MaxFaultHistory:]
-		}
-		recent := 0
-		for _, at := range m.Status.Faults {
-			if now.Sub(at) <= pol.lemonWindow {
-				recent++
-			}
-		}
-		if recent >= pol.lemonFaults {
-			m.Status.Lemon = true
-		}
+		countFault(m, now, pol)
 		changed = true
 	}
 	for _, h := range m.Status.Health {
@@ -115,6 +103,10 @@ func nodeHealth(m *api.Node, checks []api.HealthCheck, now time.Time, pol health
 		case h.Action == api.ActionCordonNode || h.GPU < 0:
 			if m.Status.Fault == "" {
 				m.Status.Fault, m.Status.FaultAt = describeFinding(h), now
+				m.Status.FaultCause = api.CauseNodeFault
+				if h.GPU >= 0 {
+					m.Status.FaultCause = api.CauseGPUFault
+				}
 				fault()
 			}
 		default:
@@ -137,7 +129,7 @@ func nodeHealth(m *api.Node, checks []api.HealthCheck, now time.Time, pol health
 		m.Status.HealthyAt = now
 		changed = true
 	case pol.returnAfter > 0 && !m.Status.Lemon && now.Sub(m.Status.HealthyAt) >= pol.returnAfter:
-		m.Status.Fault, m.Status.FaultAt, m.Status.HealthyAt = "", time.Time{}, time.Time{}
+		m.Status.Fault, m.Status.FaultAt, m.Status.FaultCause, m.Status.HealthyAt = "", time.Time{}, "", time.Time{}
 		for i := range m.GPUs {
 			if g := &m.GPUs[i]; g.Health == api.GPUFaulty {
 				g.Health, g.Fault, g.FaultAt = api.GPUHealthy, "", time.Time{}
@@ -146,6 +138,25 @@ func nodeHealth(m *api.Node, checks []api.HealthCheck, now time.Time, pol health
 		changed = true
 	}
 	return changed
+}
+
+// countFault records a fault of m (a GPU's or the node's) at now, and
+// flags m a lemon when it faulted pol.lemonFaults times within
+// pol.lemonWindow.
+func countFault(m *api.Node, now time.Time, pol healthPolicy) {
+	m.Status.Faults = append(m.Status.Faults, now)
+	if len(m.Status.Faults) > api.MaxFaultHistory {
+		m.Status.Faults = m.Status.Faults[len(m.Status.Faults)-api.MaxFaultHistory:]
+	}
+	recent := 0
+	for _, at := range m.Status.Faults {
+		if now.Sub(at) <= pol.lemonWindow {
+			recent++
+		}
+	}
+	if recent >= pol.lemonFaults {
+		m.Status.Lemon = true
+	}
 }
 
 // tendHealth writes what a heartbeat's health report (nil: none) and the
@@ -194,6 +205,7 @@ func faultyGPUs(n *api.Node) []string {
 func keepHealth(reg, old *api.Node) {
 	st := &reg.Status
 	st.Health, st.Fault, st.FaultAt, st.HealthyAt = old.Status.Health, old.Status.Fault, old.Status.FaultAt, old.Status.HealthyAt
+	st.FaultCause = old.Status.FaultCause
 	st.Faults, st.Lemon = old.Status.Faults, old.Status.Lemon
 	for i := range reg.GPUs {
 		g := &reg.GPUs[i]
@@ -210,7 +222,7 @@ func keepHealth(reg, old *api.Node) {
 // anew takes anything out again.
 func clearHealth(n *api.Node) {
 	st := &n.Status
-	st.Fault, st.FaultAt, st.HealthyAt, st.Lemon = "", time.Time{}, time.Time{}, false
+	st.Fault, st.FaultAt, st.FaultCause, st.HealthyAt, st.Lemon = "", time.Time{}, "", time.Time{}, false
 	for i := range n.GPUs {
 		if g := &n.GPUs[i]; g.Health == api.GPUFaulty {
 			g.Health, g.Fault, g.FaultAt = api.GPUHealthy, "", time.Time{}

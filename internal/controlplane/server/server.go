@@ -27,6 +27,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -36,6 +37,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +94,11 @@ type Config struct {
 	// (kept out of multi-node gangs until uncordoned); defaults 3 and 24h.
 	LemonFaults int
 	LemonWindow time.Duration
+	// Straggler detection (straggler.go): what to do, and its factor and
+	// window; defaults report, DefaultStragglerFactor and -Window.
+	StragglerAction string
+	StragglerFactor float64
+	StragglerWindow time.Duration
 	// Gateway, if set, serves the OpenAI API for every deployment on this
 	// listener (routing policy GatewayPolicy, default prefix-affinity).
 	Gateway       net.Listener
@@ -172,6 +180,9 @@ func (c *Config) applyDefaults() {
 	if c.LemonWindow <= 0 {
 		c.LemonWindow = 24 * time.Hour
 	}
+	c.StragglerAction = cmp.Or(c.StragglerAction, StragglerReport)
+	c.StragglerFactor = cmp.Or(c.StragglerFactor, DefaultStragglerFactor)
+	c.StragglerWindow = cmp.Or(c.StragglerWindow, DefaultStragglerWindow)
 	if c.NodeTimeout <= 0 {
 		c.NodeTimeout = DefaultNodeTimeout
 	}
@@ -241,6 +252,10 @@ func (c Config) Validate() error {
 		return errors.New("server: replicas must share one cluster CA: give each --tls-ca and --tls-ca-key (make one with: gangway ca create DIR)")
 	case c.DataDir == "" && c.TLSCA == "":
 		return errors.New("server: --data-dir (where the cluster CA is made) or --tls-ca is required")
+	case !slices.Contains(stragglerActions, c.StragglerAction):
+		return fmt.Errorf("server: --straggler-action %q: want one of %s", c.StragglerAction, strings.Join(stragglerActions, ", "))
+	case c.StragglerFactor <= 1 || c.StragglerWindow < 0:
+		return fmt.Errorf("server: --straggler-factor %g must be above 1 and --straggler-window %s not negative", c.StragglerFactor, c.StragglerWindow)
 	}
 	return nil
 }
@@ -254,6 +269,8 @@ type Server struct {
 	// are picked from (witnesses.go).
 	fence controller.Fencing
 	pool  witnessPool
+
+	strag *stragglers // the running gangs' work per rank
 
 	// Set once Run has opened the store; read by handlers.
 	st *store.Store
@@ -340,8 +357,8 @@ func New(cfg Config) (*Server, error) {
 	fence := controller.NewFencing(cfg.HeartbeatInterval, cfg.NodeTimeout, cfg.MaxOutage)
 	closing, closeNow := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), fence: fence,
-		live:    controller.NewLiveness(time.Now()).SetStreakGap(fence.StreakGap),
-		written: map[string]api.RankStatus{}, ready: make(chan struct{}), closing: closing, closeNow: closeNow}
+		live:  controller.NewLiveness(time.Now()).SetStreakGap(fence.StreakGap),
+		strag: newStragglers(), written: map[string]api.RankStatus{}, ready: make(chan struct{}), closing: closing, closeNow: closeNow}
 	if cfg.APIRate > 0 {
 		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
 	}
