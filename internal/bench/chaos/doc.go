@@ -22,12 +22,15 @@
 // The files: record.go (the records and the rank wrapper), check.go (the
 // invariants), plan.go (fault kinds and the seeded plan), server.go (the
 // server as a restartable child process, which the server-restart demo
-// uses too), cluster.go (it and the agents), faults.go (injecting and
+// uses too), replicas.go (one server, or three or five replicas each with
+// an embedded etcd member of one cluster, which the leader-failover demo
+// uses too), cluster.go (them and the agents), faults.go (injecting and
 // healing), workload.go (the jobs),
 // watch.go (processes and nodes), timing.go, run.go (Run, Result) and
 // main.go (the command line).
 //
 // It imports the standard library, golang.org/x/sys/unix, api, api/client,
-// base/cmdkit, base/stats, base/wait, bench/netns and node/driver (its
+// base/cmdkit, base/pki (the replicas' shared CA), base/stats, base/wait,
+// bench/netns and node/driver (its
 // KillAll tears the nodes' ranks down).
 package chaos
