@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -33,6 +34,9 @@ type Config struct {
 	// ranks' log); "" makes a temporary one, removed unless Keep.
 	Dir  string
 	Keep bool
+	// Replicas is the control plane: 1 server, or 3 or 5 replicas each
+	// with an embedded etcd member of one cluster. Default 1.
+	Replicas int
 	// Agents is the number of nodes, each with GPUs fake GPUs.
 	Agents, GPUs int
 	// Netns puts each agent in a network namespace host of its own (root
@@ -61,6 +65,9 @@ type Config struct {
 
 // Defaults fills c's zero fields.
 func (c *Config) Defaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
 	if c.Agents == 0 {
 		c.Agents = 4
 	}
@@ -68,10 +75,16 @@ func (c *Config) Defaults() {
 		c.GPUs = 8
 	}
 	if c.Kinds == nil {
-		c.Kinds = append([]Kind(nil), Kinds...)
+		c.Kinds = KindsFor(c.Replicas, c.Netns)
 	}
 	if c.Plan == (PlanConfig{}) {
 		c.Plan = DefaultPlan
+	}
+	if c.Plan.ReplicaDown == (Span{}) {
+		c.Plan.ReplicaDown = DefaultPlan.ReplicaDown
+	}
+	if c.Plan.QuorumLoss == (Span{}) {
+		c.Plan.QuorumLoss = DefaultPlan.QuorumLoss
 	}
 	if c.Settle == 0 {
 		c.Settle = 3 * time.Minute
@@ -96,6 +109,9 @@ func (c *Config) Validate() error {
 	if c.Bin == "" {
 		errs = append(errs, errors.New("no gangway executable"))
 	}
+	if err := checkReplicas(c.Replicas); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Agents < 2 || c.Agents > 50 {
 		errs = append(errs, fmt.Errorf("agents %d: want 2 to 50", c.Agents))
 	}
@@ -108,6 +124,11 @@ func (c *Config) Validate() error {
 	if len(c.Kinds) == 0 {
 		errs = append(errs, errors.New("no fault kinds"))
 	}
+	for _, k := range c.Kinds {
+		if k.onReplicas() && c.Replicas < 3 {
+			errs = append(errs, fmt.Errorf("%s faults need several replicas: --replicas 3 or 5, or drop %s from --kinds", k, k))
+		}
+	}
 	if !c.Netns {
 		for _, k := range c.Kinds {
 			if k == Partition {
@@ -116,6 +137,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkReplicas refuses a replica count other than 1, 3 and 5.
+func checkReplicas(n int) error {
+	if !slices.Contains(ReplicaCounts, n) {
+		return fmt.Errorf("--replicas: %d is not one of 1, 3, 5 (etcd needs an odd number)", n)
+	}
+	return nil
 }
 
 // Result is what `gangway chaos` reports. The fields up to OK are the
@@ -136,7 +165,12 @@ type Result struct {
 	DetectionP99S float64 `json:"detection_p99_s"`
 	RecoveryP50S  float64 `json:"recovery_p50_s"`
 	RecoveryP99S  float64 `json:"recovery_p99_s"`
-	OK            bool    `json:"ok"`
+	// Failover is measured for each leader-kill: the kill → another
+	// replica leads and the store takes a write through it.
+	FailoverP50S    float64 `json:"failover_p50_s"`
+	FailoverP99S    float64 `json:"failover_p99_s"`
+	FailoverSamples int     `json:"failover_samples"`
+	OK              bool    `json:"ok"`
 
 	Failed           int `json:"failed"`
 	RerunAfterOutage int `json:"rerun_after_outage"`
@@ -157,12 +191,14 @@ type Result struct {
 	ByKind      map[Kind]*KindStats `json:"by_kind"`
 	FaultErrors int                 `json:"fault_errors"`
 	// AgentRevivals counts agents that exited on their own and were
-	// started again.
-	AgentRevivals int `json:"agent_revivals"`
+	// started again; ReplicaRevivals server replicas.
+	AgentRevivals   int `json:"agent_revivals"`
+	ReplicaRevivals int `json:"replica_revivals,omitempty"`
 	// ReferenceLosses is the final loss of the uninterrupted run of each
 	// trainer shape.
 	ReferenceLosses map[string]float64 `json:"reference_losses"`
 	Seed            uint64             `json:"seed"`
+	Replicas        int                `json:"replicas"`
 	Agents          int                `json:"agents"`
 	Netns           bool               `json:"netns"`
 	DurationS       float64            `json:"duration_s"`
@@ -228,17 +264,26 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if duration == 0 {
 		duration = Length(plan)*6/5 + 30*time.Second
 	}
-	r.say("chaos: seed %d, %d faults of %v over at most %s, %d agents (%s), working directory %s",
-		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Agents, map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], dir)
+	r.say("chaos: seed %d, %d faults of %v over at most %s, %d server replicas, %d agents (%s), working directory %s",
+		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Replicas, cfg.Agents,
+		map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], dir)
 
-	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, agents: cfg.Agents, gpus: cfg.GPUs,
+	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, replicas: cfg.Replicas, agents: cfg.Agents, gpus: cfg.GPUs,
 		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, say: r.say})
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
 	defer c.close()
 	r.c = c
-	r.say("server (pid %d) at %s and %d agents ready", c.server.PID(), c.admin.Server, cfg.Agents)
+	if cfg.Replicas == 1 {
+		r.say("server (pid %d) at %s and %d agents ready", c.cp.Member(0).PID(), c.admin.Server, cfg.Agents)
+	} else {
+		leading := "none yet"
+		if l := c.waitLeader(ctx, leaderWait); l >= 0 {
+			leading = c.cp.Member(l).Name()
+		}
+		r.say("%d replicas at %s (leading: %s) and %d agents ready", cfg.Replicas, c.admin.Server, leading, cfg.Agents)
+	}
 
 	// Watchers: the ranks' processes and the nodes, until the judging.
 	wctx, wcancel := context.WithCancel(context.Background())
@@ -253,7 +298,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 
 	r.w = &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
 		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: r.say}
-	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
+	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Replicas: cfg.Replicas, Agents: cfg.Agents,
+		Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
 	if cfg.Keep || cfg.Dir != "" {
 		r.res.Dir = dir
 	}
@@ -407,7 +453,14 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst 
 			r.res.AgentRevivals += len(names)
 			r.say("agents %v had exited on their own; started again", names)
 		}
-		target, ranks := "server", 0
+		if names := c.reviveReplicas(context.WithoutCancel(ctx)); len(names) > 0 {
+			r.res.ReplicaRevivals += len(names)
+			r.say("server replicas %v had exited on their own; started again", names)
+		}
+		target, ranks := "the server", 0
+		if c.cp.N() > 1 {
+			target = fmt.Sprintf("the %d replicas", c.cp.N())
+		}
 		live := r.rw.liveByHost()
 		if s.Host >= 0 {
 			s.Host = busyHost(c.agents, live, s.Host)
@@ -428,8 +481,8 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst 
 		if f.Err != "" {
 			r.res.FaultErrors++
 			r.say("  %s failed: %s", s.Kind, f.Err)
-			if s.Kind.onServer() && !c.server.Running() {
-				return fmt.Errorf("the server did not come back: %s", f.Err)
+			if s.Kind.onServer() && !c.cp.Running() {
+				return fmt.Errorf("the control plane did not come back: %s", f.Err)
 			}
 			continue
 		}
@@ -525,6 +578,14 @@ func (r *runner) judge(in Input) {
 	res.DetectionSamples, res.RecoverySamples, res.Unrecovered = len(det), len(rec), unrec
 	res.Problems, res.Notes = v.Problems, v.Notes
 	res.DurationS = time.Since(r.begin).Seconds()
+	var fo []float64
+	for _, f := range r.faults {
+		if f.Kind == LeaderKill && f.Err == "" {
+			fo = append(fo, f.FailoverS)
+		}
+	}
+	sort.Float64s(fo)
+	res.FailoverP50S, res.FailoverP99S, res.FailoverSamples = stats.Quantile(fo, 0.5), stats.Quantile(fo, 0.99), len(fo)
 	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes)
 }
 
@@ -597,7 +658,7 @@ func PrintTable(w io.Writer, r *Result) {
 	}
 	sort.Strings(shapes)
 	fmt.Fprintf(w, `
-Chaos (%s): seed %d, %d agents, %.0f s
+Chaos (%s): seed %d, %d server replicas, %d agents, %.0f s
   faults                 %d   %v   (%d could not be injected)
   jobs                   %d submitted, %d acknowledged
   lost                   %d   (acknowledged, then unknown to the server)
@@ -611,9 +672,13 @@ Chaos (%s): seed %d, %d agents, %.0f s
   ranks killed           %d of %d started, %d of them during a server outage (each a violation)
   detection              p50 %.2f s  p99 %.2f s   (%d samples: fault → node marked lost)
   recovery               p50 %.2f s  p99 %.2f s   (%d samples: fault → interrupted gang running again; %d never did)
-`, verdict, r.Seed, r.Agents, r.DurationS, r.Faults, kinds, r.FaultErrors, r.Jobs, r.Acknowledged, r.Lost, r.Duplicated,
+`, verdict, r.Seed, r.Replicas, r.Agents, r.DurationS, r.Faults, kinds, r.FaultErrors, r.Jobs, r.Acknowledged, r.Lost, r.Duplicated,
 		r.RanTwice, r.RankReruns, r.RerunAfterCompletion, r.RerunAfterOutage, r.Stuck, r.Failed, r.LossMismatches, shapes, r.RanksKilled, r.RanksStarted, r.RanksKilledByServerOutage,
 		r.DetectionP50S, r.DetectionP99S, r.DetectionSamples, r.RecoveryP50S, r.RecoveryP99S, r.RecoverySamples, r.Unrecovered)
+	if r.FailoverSamples > 0 {
+		fmt.Fprintf(w, "  failover               p50 %.2f s  p99 %.2f s   (%d samples: leader killed → another leads and takes a write)\n",
+			r.FailoverP50S, r.FailoverP99S, r.FailoverSamples)
+	}
 	if len(r.ByKind) > 0 {
 		fmt.Fprintf(w, "\n  %-22s %6s %12s %14s %13s\n", "by kind", "faults", "ranks killed", "detection p50", "recovery p50")
 		for _, k := range Kinds {

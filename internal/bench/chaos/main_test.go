@@ -1,0 +1,68 @@
+package chaos
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestParseFlags: the replicas, the kinds "all" stands for and every
+// refusal, as `gangway chaos` sees its flags.
+func TestParseFlags(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		// want checks a configuration that parsed; nil when refused.
+		want    func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{name: "defaults: three replicas", args: nil, want: func(t *testing.T, c Config) {
+			if c.Replicas != 3 || c.Faults != 20 {
+				t.Errorf("replicas %d, faults %d; want 3, 20", c.Replicas, c.Faults)
+			}
+			want := []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
+			if diff := cmp.Diff(want, c.Kinds); diff != "" {
+				t.Errorf("kinds (-want +got):\n%s", diff)
+			}
+			if c.Plan.ReplicaDown != DefaultPlan.ReplicaDown || c.Plan.QuorumLoss != DefaultPlan.QuorumLoss {
+				t.Errorf("plan %+v", c.Plan)
+			}
+		}},
+		{name: "one server: its own kinds", args: []string{"--replicas", "1", "--netns=false"}, want: func(t *testing.T, c Config) {
+			want := []Kind{AgentKill, AgentSupervisorKill, Freeze, ServerKill, ServerRestart}
+			if diff := cmp.Diff(want, c.Kinds); diff != "" {
+				t.Errorf("kinds (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "five replicas", args: []string{"--replicas", "5", "--kinds", "leader-kill", "--quorum-loss", "1s-2s"}, want: func(t *testing.T, c Config) {
+			if c.Replicas != 5 || len(c.Kinds) != 1 || c.Plan.QuorumLoss != (Span{time.Second, 2 * time.Second}) {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "two replicas", args: []string{"--replicas", "2"}, wantErr: "--replicas: 2 is not one of 1, 3, 5 (etcd needs an odd number)"},
+		{name: "no replica", args: []string{"--replicas", "0"}, wantErr: "--replicas: 0 is not one of 1, 3, 5"},
+		{name: "leader-kill with one server", args: []string{"--replicas", "1", "--kinds", "agent-kill,leader-kill"}, wantErr: "leader-kill faults need several replicas"},
+		{name: "quorum-loss with one server", args: []string{"--replicas", "1", "--kinds", "quorum-loss"}, wantErr: "quorum-loss faults need several replicas"},
+		{name: "unknown kind", args: []string{"--kinds", "leader-kill,meteor"}, wantErr: `fault kind "meteor"`},
+		{name: "partition without namespaces", args: []string{"--netns=false", "--kinds", "partition"}, wantErr: "partition faults need network namespaces"},
+		{name: "bad span", args: []string{"--replica-down", "9s-1s"}, wantErr: "want 0 <= MIN <= MAX"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			c, _, code, ok := parseFlags(tt.args, &stderr)
+			if tt.want == nil {
+				if ok || code != 2 || !strings.Contains(stderr.String(), tt.wantErr) {
+					t.Errorf("ok %v, code %d, stderr %q; want refused (2) with %q", ok, code, stderr.String(), tt.wantErr)
+				}
+				return
+			}
+			if !ok {
+				t.Fatalf("refused (%d): %s", code, stderr.String())
+			}
+			tt.want(t, c)
+		})
+	}
+}
