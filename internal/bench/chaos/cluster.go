@@ -101,8 +101,15 @@ type clusterConfig struct {
 	gpus        int
 	useNetns    bool
 	nodeTimeout time.Duration
-	say         func(format string, a ...any)
+	// gateway makes every replica serve the OpenAI gateway too.
+	gateway bool
+	say     func(format string, a ...any)
 }
+
+// gatewayHeaderTimeout is how long a replica's gateway waits for an
+// engine's answer to begin before it tries another: an engine on a host cut
+// off does not answer at all.
+const gatewayHeaderTimeout = 5 * time.Second
 
 // startCluster starts the control plane and the agents and waits until
 // every node is ready. On error, what it started is stopped again.
@@ -123,7 +130,8 @@ func startCluster(ctx context.Context, cc clusterConfig) (_ *cluster, err error)
 		host = n.Gateway.String()
 		c.say("network %s: %s, server at %s", n.Name, n.Subnet, n.Gateway)
 	}
-	if c.cp, err = NewReplicas(ReplicasConfig{Bin: c.bin, Dir: c.dir, N: cc.replicas, Host: host, NodeTimeout: cc.nodeTimeout}); err != nil {
+	if c.cp, err = NewReplicas(ReplicasConfig{Bin: c.bin, Dir: c.dir, N: cc.replicas, Host: host, NodeTimeout: cc.nodeTimeout,
+		Gateway: cc.gateway, GatewayHeaderTimeout: gatewayHeaderTimeout}); err != nil {
 		return nil, err
 	}
 	if err := c.cp.Start(ctx); err != nil {

@@ -5,7 +5,9 @@
 // namespace host of its own (bench/netns), a mix of jobs (the example Go
 // trainer with checkpoints, gangs of several sizes, arrays of short tasks,
 // and a burst of submissions in flight as the control plane is hit,
-// retried when unanswered), and faults drawn from a seed: agent kill
+// retried when unanswered), optionally an inference deployment of the
+// engine simulator that a client sends requests to through the replicas'
+// gateways all along (infer.go), and faults drawn from a seed: agent kill
 // -9 (its rank supervisor left alive), agent and supervisor kill -9, host
 // partition, frozen agent; with one server, server kill -9 with a restart
 // on the same data directory 2–30 s later, and server graceful restart;
@@ -20,9 +22,10 @@
 // the server's view: no acknowledged job lost, none duplicated, no two
 // attempts of a job alive at once, no rank of an attempt started twice,
 // every job completed, and every resumed trainer's final loss equal to an
-// uninterrupted reference run's. Detection (fault → node marked lost) and
-// recovery (fault → the interrupted gang's next attempt running) are
-// measured from the server's API (timing.go), failover (leader killed → another leads and
+// uninterrupted reference run's; and no inference request failed within
+// its budget. Detection (fault → node marked lost) and recovery (fault →
+// the interrupted gang's next attempt running) are measured from the
+// server's API (timing.go), failover (leader killed → another leads and
 // the store takes a write) as the leader-kill is injected (faults.go).
 //
 // The files: record.go (the records and the rank wrapper), check.go (the
@@ -31,7 +34,8 @@
 // uses too), replicas.go (one server, or three or five replicas each with
 // an embedded etcd member of one cluster, which the leader-failover demo
 // uses too), cluster.go (them and the agents), faults.go (injecting and
-// healing), workload.go (the jobs),
+// healing), workload.go (the jobs), infer.go (the deployment and its
+// client),
 // watch.go (processes and nodes), timing.go, run.go (Run, Result) and
 // main.go (the command line).
 //

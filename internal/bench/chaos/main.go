@@ -74,24 +74,27 @@ func parseFlags(args []string, stderr io.Writer) (cfg Config, out cmdkit.Format,
 		fmt.Fprint(stderr, `Usage: gangway chaos [--faults 20] [--seed 1] [--replicas 3] [-o json] [flags]
 
 Starts gangway's control plane as child processes (REPLICAS server
-replicas, each with an embedded etcd member of one cluster, or one server)
-and AGENTS agents with fake GPUs, each in a network namespace of its own,
-runs a mix of jobs (the example Go trainer with checkpoints, gangs of
-several sizes, arrays of short tasks, bursts of submissions as the control
-plane is hit), every rank wrapped so that it records its own start and
-exit, and meanwhile injects FAULTS faults drawn from SEED: agent kill -9,
-agent and supervisor kill -9, host partition, frozen agent; with one
-server, server kill -9 (down 2-30 s) and server restart; with replicas,
-leader kill -9 (down 2-15 s), a follower's kill -9 (its etcd member with
-it), the loss of a majority for 2-6 s, and a rolling restart. Then it
-checks, from the ranks' records, that no acknowledged job was lost or
-duplicated, no job ran in two attempts at once, no rank of an attempt
-started twice, no rank died of a control-plane fault, every job completed,
-and every trainer's final loss equals an uninterrupted run's; and it
-measures detection (fault → node lost), recovery (fault → gang running
-again) and failover (leader killed → another leads and takes a write).
-Progress goes to stderr. Exit status 1 when any of that failed. Needs root
-(or --netns=false).
+replicas, each with an embedded etcd member of one cluster, or one server),
+AGENTS agents with fake GPUs, each in a network namespace of its own, and,
+with ENGINES, an inference deployment of the engine simulator that a
+client sends requests to through the replicas' gateways all along, each
+retried within REQUEST-BUDGET. It runs a mix of jobs (the example Go
+trainer with checkpoints, gangs of several sizes, arrays of short tasks,
+bursts of submissions as the control plane is hit), every rank wrapped so
+that it records its own start and exit, and meanwhile injects FAULTS faults
+drawn from SEED: agent kill -9, agent and supervisor kill -9, host
+partition, frozen agent; with one server, server kill -9 (down 2-30 s) and
+server restart; with replicas, leader kill -9 (down 2-15 s), a follower's
+kill -9 (its etcd member with it), the loss of a majority for 2-6 s, and a
+rolling restart. Then it checks, from the ranks' records, that no
+acknowledged job was lost or duplicated, no job ran in two attempts at once,
+no rank of an attempt started twice, no rank died of a control-plane
+fault, every job completed, every trainer's final loss equals an
+uninterrupted run's, and no inference request failed within its budget;
+and it measures detection (fault → node lost), recovery (fault → gang
+running again) and failover (leader killed → another leads and takes a
+write). Progress goes to stderr. Exit status 1 when any of that failed.
+Needs root (or --netns=false).
 
 Flags:
 `)
@@ -105,6 +108,8 @@ Flags:
 	kinds := fs.String("kinds", "all", "comma-separated fault kinds: agent-kill, agent-supervisor-kill, partition, freeze, server-kill, server-restart, leader-kill, etcd-member-kill, quorum-loss (all: what the replicas and --netns allow, server-kill only with one server)")
 	fs.IntVar(&cfg.Agents, "agents", 4, "nodes (one agent process each)")
 	fs.IntVar(&cfg.GPUs, "gpus", 8, "fake GPUs per node")
+	engines := fs.Int("engines", -1, "replicas of an inference deployment a client sends requests to all along (-1: 2 with several server replicas, none with one; 0: none)")
+	fs.DurationVar(&cfg.RequestBudget, "request-budget", 30*time.Second, "how long an inference request may be retried before it counts as failed")
 	fs.BoolVar(&cfg.Netns, "netns", true, "run each agent in a network namespace host of its own (root and ip needed); false: all on loopback, no partitions")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "bound on the fault phase (default: sized to the plan)")
 	fs.DurationVar(&cfg.Settle, "settle", 3*time.Minute, "bound on the wait for every job to finish after the last fault")
@@ -137,6 +142,13 @@ Flags:
 	if err := checkReplicas(cfg.Replicas); err != nil {
 		fmt.Fprintf(stderr, "gangway chaos: %v\n", err)
 		return cfg, "", 2, false
+	}
+	cfg.Engines = *engines
+	if cfg.Engines < 0 {
+		cfg.Engines = 0
+		if cfg.Replicas > 1 {
+			cfg.Engines = 2
+		}
 	}
 	cfg.Defaults()
 	bin := cfg.Bin

@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestParseFlags: the replicas, the kinds "all" stands for and every
-// refusal, as `gangway chaos` sees its flags.
+// TestParseFlags: the replicas, the kinds "all" stands for, the engines'
+// default and every refusal, as `gangway chaos` sees its flags.
 func TestParseFlags(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -19,9 +19,9 @@ func TestParseFlags(t *testing.T) {
 		want    func(t *testing.T, c Config)
 		wantErr string
 	}{
-		{name: "defaults: three replicas", args: nil, want: func(t *testing.T, c Config) {
-			if c.Replicas != 3 || c.Faults != 20 {
-				t.Errorf("replicas %d, faults %d; want 3, 20", c.Replicas, c.Faults)
+		{name: "defaults: three replicas, two engines", args: nil, want: func(t *testing.T, c Config) {
+			if c.Replicas != 3 || c.Engines != 2 || c.RequestBudget != 30*time.Second || c.Faults != 20 {
+				t.Errorf("replicas %d, engines %d, budget %s, faults %d; want 3, 2, 30s, 20", c.Replicas, c.Engines, c.RequestBudget, c.Faults)
 			}
 			want := []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
 			if diff := cmp.Diff(want, c.Kinds); diff != "" {
@@ -31,15 +31,23 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("plan %+v", c.Plan)
 			}
 		}},
-		{name: "one server: its own kinds", args: []string{"--replicas", "1", "--netns=false"}, want: func(t *testing.T, c Config) {
+		{name: "one server: its own kinds, no engines", args: []string{"--replicas", "1", "--netns=false"}, want: func(t *testing.T, c Config) {
 			want := []Kind{AgentKill, AgentSupervisorKill, Freeze, ServerKill, ServerRestart}
 			if diff := cmp.Diff(want, c.Kinds); diff != "" {
 				t.Errorf("kinds (-want +got):\n%s", diff)
 			}
+			if c.Engines != 0 {
+				t.Errorf("engines %d; want 0 with one server", c.Engines)
+			}
 		}},
-		{name: "five replicas", args: []string{"--replicas", "5", "--kinds", "leader-kill", "--quorum-loss", "1s-2s"}, want: func(t *testing.T, c Config) {
-			if c.Replicas != 5 || len(c.Kinds) != 1 || c.Plan.QuorumLoss != (Span{time.Second, 2 * time.Second}) {
+		{name: "five replicas, engines asked for", args: []string{"--replicas", "5", "--engines", "3", "--kinds", "leader-kill", "--quorum-loss", "1s-2s"}, want: func(t *testing.T, c Config) {
+			if c.Replicas != 5 || c.Engines != 3 || len(c.Kinds) != 1 || c.Plan.QuorumLoss != (Span{time.Second, 2 * time.Second}) {
 				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "engines off", args: []string{"--engines", "0"}, want: func(t *testing.T, c Config) {
+			if c.Engines != 0 {
+				t.Errorf("engines %d", c.Engines)
 			}
 		}},
 		{name: "two replicas", args: []string{"--replicas", "2"}, wantErr: "--replicas: 2 is not one of 1, 3, 5 (etcd needs an odd number)"},
@@ -49,6 +57,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "unknown kind", args: []string{"--kinds", "leader-kill,meteor"}, wantErr: `fault kind "meteor"`},
 		{name: "partition without namespaces", args: []string{"--netns=false", "--kinds", "partition"}, wantErr: "partition faults need network namespaces"},
 		{name: "bad span", args: []string{"--replica-down", "9s-1s"}, wantErr: "want 0 <= MIN <= MAX"},
+		{name: "too many engines", args: []string{"--agents", "2", "--engines", "9"}, wantErr: "engines 9: want 0 to 8"},
+		{name: "negative budget", args: []string{"--request-budget", "-1s"}, wantErr: "request budget -1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,6 +62,12 @@ type Config struct {
 	// TrainSteps and StepDelay shape the trainer jobs.
 	TrainSteps int
 	StepDelay  time.Duration
+	// Engines is the number of replicas of an inference deployment (the
+	// engine simulator) served through every replica's gateway while a
+	// client sends it requests throughout the run, each retried within
+	// RequestBudget; 0: none.
+	Engines       int
+	RequestBudget time.Duration
 }
 
 // Defaults fills c's zero fields.
@@ -85,6 +92,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Plan.QuorumLoss == (Span{}) {
 		c.Plan.QuorumLoss = DefaultPlan.QuorumLoss
+	}
+	if c.RequestBudget == 0 {
+		c.RequestBudget = 30 * time.Second
 	}
 	if c.Settle == 0 {
 		c.Settle = 3 * time.Minute
@@ -129,6 +139,12 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s faults need several replicas: --replicas 3 or 5, or drop %s from --kinds", k, k))
 		}
 	}
+	if c.Engines < 0 || c.Engines > c.Agents*c.GPUs/2 {
+		errs = append(errs, fmt.Errorf("engines %d: want 0 to %d (half the GPUs)", c.Engines, c.Agents*c.GPUs/2))
+	}
+	if c.RequestBudget < 0 {
+		errs = append(errs, fmt.Errorf("request budget %s: want more than 0", c.RequestBudget))
+	}
 	if !c.Netns {
 		for _, k := range c.Kinds {
 			if k == Partition {
@@ -149,8 +165,8 @@ func checkReplicas(n int) error {
 
 // Result is what `gangway chaos` reports. The fields up to OK are the
 // headline; OK holds when lost, duplicated, ran_twice, rank_reruns, stuck,
-// failed, rerun_after_outage, loss_mismatches and
-// ranks_killed_by_server_outage are all 0,
+// failed, rerun_after_outage, loss_mismatches,
+// ranks_killed_by_server_outage and requests_failed are all 0,
 // every submission was acknowledged and every fault injected.
 type Result struct {
 	Faults        int     `json:"faults"`
@@ -170,7 +186,14 @@ type Result struct {
 	FailoverP50S    float64 `json:"failover_p50_s"`
 	FailoverP99S    float64 `json:"failover_p99_s"`
 	FailoverSamples int     `json:"failover_samples"`
-	OK              bool    `json:"ok"`
+	// Requests counts the inference requests completed (each with its
+	// retries), RequestsFailed those that failed every try within
+	// RequestBudgetS, RequestRetries the tries after a first.
+	Requests       int     `json:"requests"`
+	RequestsFailed int     `json:"requests_failed"`
+	RequestRetries int     `json:"request_retries"`
+	RequestBudgetS float64 `json:"request_budget_s"`
+	OK             bool    `json:"ok"`
 
 	Failed           int `json:"failed"`
 	RerunAfterOutage int `json:"rerun_after_outage"`
@@ -199,6 +222,7 @@ type Result struct {
 	ReferenceLosses map[string]float64 `json:"reference_losses"`
 	Seed            uint64             `json:"seed"`
 	Replicas        int                `json:"replicas"`
+	Engines         int                `json:"engines"`
 	Agents          int                `json:"agents"`
 	Netns           bool               `json:"netns"`
 	DurationS       float64            `json:"duration_s"`
@@ -264,12 +288,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if duration == 0 {
 		duration = Length(plan)*6/5 + 30*time.Second
 	}
-	r.say("chaos: seed %d, %d faults of %v over at most %s, %d server replicas, %d agents (%s), working directory %s",
+	r.say("chaos: seed %d, %d faults of %v over at most %s, %d server replicas, %d agents (%s), %d engines, working directory %s",
 		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Replicas, cfg.Agents,
-		map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], dir)
+		map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], cfg.Engines, dir)
 
 	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, replicas: cfg.Replicas, agents: cfg.Agents, gpus: cfg.GPUs,
-		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, say: r.say})
+		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, gateway: cfg.Engines > 0, say: r.say})
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
@@ -298,18 +322,42 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 
 	r.w = &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
 		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: r.say}
-	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Replicas: cfg.Replicas, Agents: cfg.Agents,
+	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Replicas: cfg.Replicas, Engines: cfg.Engines, Agents: cfg.Agents,
 		Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
 	if cfg.Keep || cfg.Dir != "" {
 		r.res.Dir = dir
 	}
 
-	runErr := r.references(ctx)
+	// The inference client, from the deployment's first answer to the
+	// end of the settling.
+	var runErr error
+	var q *requester
+	qctx, qcancel := context.WithCancel(ctx)
+	var qwg sync.WaitGroup
+	stopRequests := func() { qcancel(); qwg.Wait() }
+	defer stopRequests()
+	if cfg.Engines > 0 {
+		r.res.RequestBudgetS = cfg.RequestBudget.Seconds()
+		if runErr = deploy(ctx, c.api, c.cp.Gateways(), cfg.Engines, 3*time.Minute); runErr == nil {
+			r.say("deployment %s: %d engines serving %s through the gateways %v", inferDeployment, cfg.Engines, inferModel, c.cp.Gateways())
+			q = &requester{gateways: c.cp.Gateways(), budget: cfg.RequestBudget, hc: &http.Client{}}
+			qwg.Go(func() { q.run(qctx, requestWorkers, requestPause) })
+		}
+	}
+
+	if runErr == nil {
+		runErr = r.references(ctx)
+	}
 	if runErr == nil {
 		runErr = r.faultPhase(ctx, plan, time.Now().Add(duration))
 	}
 	r.settle(ctx)
 	end := time.Now()
+	stopRequests()
+	var failures []string
+	if q != nil {
+		r.res.Requests, r.res.RequestsFailed, r.res.RequestRetries, failures = q.counts()
+	}
 	serverJobs, err := r.serverJobs(ctx)
 	if err != nil && runErr == nil {
 		runErr = err
@@ -322,6 +370,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	subs := r.w.submissions()
 	r.judge(Input{Records: recs, Submissions: subs, ServerJobs: serverJobs, Outages: outages(r.faults, outageGrace),
 		End: end, References: r.res.ReferenceLosses, Tolerance: LossTolerance})
+	for _, f := range failures {
+		r.res.Problems = append(r.res.Problems, fmt.Sprintf("an inference request failed every try within %s: %s", cfg.RequestBudget, f))
+	}
 	r.res.OK = r.res.OK && runErr == nil
 	writeJSON(filepath.Join(dir, "faults.json"), r.faults)
 	writeJSON(filepath.Join(dir, "submissions.json"), subs)
@@ -492,7 +543,7 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst 
 }
 
 // settle waits, at most Settle, until the server has no job left to
-// finish and no rank is alive.
+// finish (but the engines) and no rank is alive.
 func (r *runner) settle(ctx context.Context) {
 	if names := r.c.reviveAgents(r.cfg.GPUs); len(names) > 0 {
 		r.res.AgentRevivals += len(names)
@@ -506,11 +557,17 @@ func (r *runner) settle(ctx context.Context) {
 		if err != nil {
 			return false, nil
 		}
+		live := 0
+		for _, j := range l.Jobs {
+			if j.Spec.Owner != inferOwner { // the engines run on
+				live++
+			}
+		}
 		if time.Since(lastSay) > 15*time.Second {
 			lastSay = time.Now()
-			r.say("  %d jobs not finished", len(l.Jobs))
+			r.say("  %d jobs not finished", live)
 		}
-		return len(l.Jobs) == 0 && len(r.rw.liveByHost()) == 0, nil
+		return live == 0 && len(r.rw.liveByHost()) == 0, nil
 	})
 }
 
@@ -586,7 +643,7 @@ func (r *runner) judge(in Input) {
 	}
 	sort.Float64s(fo)
 	res.FailoverP50S, res.FailoverP99S, res.FailoverSamples = stats.Quantile(fo, 0.5), stats.Quantile(fo, 0.99), len(fo)
-	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes)
+	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes) && res.RequestsFailed == 0
 }
 
 // lastSeenSlack is four of the rank watch's polls (50 ms): a killed rank's
@@ -678,6 +735,10 @@ Chaos (%s): seed %d, %d server replicas, %d agents, %.0f s
 	if r.FailoverSamples > 0 {
 		fmt.Fprintf(w, "  failover               p50 %.2f s  p99 %.2f s   (%d samples: leader killed → another leads and takes a write)\n",
 			r.FailoverP50S, r.FailoverP99S, r.FailoverSamples)
+	}
+	if r.Engines > 0 {
+		fmt.Fprintf(w, "  inference requests     %d, %d failed, %d retries   (%d engines behind the gateways; each request retried within %.0f s)\n",
+			r.Requests, r.RequestsFailed, r.RequestRetries, r.Engines, r.RequestBudgetS)
 	}
 	if len(r.ByKind) > 0 {
 		fmt.Fprintf(w, "\n  %-22s %6s %12s %14s %13s\n", "by kind", "faults", "ranks killed", "detection p50", "recovery p50")
