@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,40 @@ func TestParseFlags(t *testing.T) {
 			}
 			tt.want(t, c)
 		})
+	}
+}
+
+// TestReadmeExamples: every `gangway chaos` command line in the README's
+// shell examples parses and passes validation, as `gangway chaos` would
+// take it before starting anything.
+func TestReadmeExamples(t *testing.T) {
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	inShell := false
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "```"):
+			inShell = line == "```sh"
+			continue
+		case !inShell:
+			continue
+		}
+		cmd, _, _ := strings.Cut(line, " #")
+		rest, ok := strings.CutPrefix(strings.TrimPrefix(cmd, "sudo "), "gangway chaos")
+		if !ok {
+			continue
+		}
+		n++
+		var stderr bytes.Buffer
+		if _, _, code, ok := parseFlags(strings.Fields(rest), &stderr); !ok {
+			t.Errorf("README: %q: refused (%d): %s", line, code, stderr.String())
+		}
+	}
+	if n < 3 {
+		t.Errorf("found %d `gangway chaos` examples in the README; it has three", n)
 	}
 }
