@@ -154,6 +154,7 @@ func (c *cluster) inject(ctx context.Context, s Step, gpus int) Fault {
 		// Watch for the next leader while the replica is down, then
 		// after it is back (it may lead again itself) if none led yet.
 		l, at := c.failover(ctx, f.At.Add(s.For))
+		sleep(time.Until(f.At.Add(s.For)))
 		if err := c.cp.Restart(context.WithoutCancel(ctx), leader); err != nil {
 			return fail(err)
 		}
