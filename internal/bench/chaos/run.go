@@ -181,8 +181,9 @@ type Result struct {
 	DetectionP99S float64 `json:"detection_p99_s"`
 	RecoveryP50S  float64 `json:"recovery_p50_s"`
 	RecoveryP99S  float64 `json:"recovery_p99_s"`
-	// Failover is measured for each leader-kill: the kill → another
-	// replica leads and the store takes a write through it.
+	// Failover is measured for each leader-kill: the kill → a replica
+	// leads (another, or the one killed once it is back) and the store
+	// takes a write through it.
 	FailoverP50S    float64 `json:"failover_p50_s"`
 	FailoverP99S    float64 `json:"failover_p99_s"`
 	FailoverSamples int     `json:"failover_samples"`
