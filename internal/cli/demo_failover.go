@@ -5,18 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gangway/gangway/examples/train-go/trainer"
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/api/client"
-	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/bench/chaos"
 	"github.com/gangway/gangway/internal/controlplane/server"
@@ -61,55 +55,6 @@ Summary (%s)
 		s.ReferenceFinalLoss, s.LossRelDiff, s.Tolerance, s.TotalS)
 }
 
-// replicaProc is one `gangway server` replica of the demo.
-type replicaProc struct {
-	name, url string
-	args      []string
-	log       string
-	cmd       *exec.Cmd
-	done      chan struct{}
-	health    *client.Client // this replica alone, set once the admin token exists
-}
-
-func (r *replicaProc) start(exe string) error {
-	f, err := os.OpenFile(r.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r.cmd = exec.Command(exe, r.args...)
-	r.cmd.Stdout, r.cmd.Stderr = f, f
-	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := r.cmd.Start(); err != nil {
-		return fmt.Errorf("start replica %s: %w", r.name, err)
-	}
-	r.done = make(chan struct{})
-	go func() { _ = r.cmd.Wait(); close(r.done) }()
-	return nil
-}
-
-func (r *replicaProc) signal(sig syscall.Signal, grace time.Duration) {
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Signal(sig)
-	select {
-	case <-r.done:
-	case <-time.After(grace):
-		_ = r.cmd.Process.Kill()
-		<-r.done
-	}
-}
-
-// leads says whether the replica answers that it leads.
-func (r *replicaProc) leads(ctx context.Context) bool {
-	if r.health == nil {
-		return false
-	}
-	h, err := r.health.Health(ctx)
-	return err == nil && h.Leader
-}
-
 // demoLeaderFailover runs the leader-failover scenario: three replicas,
 // each with an embedded etcd member of one cluster and the shared CA; the
 // agents and the client know all three. Once the job trains, the leading
@@ -125,87 +70,30 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	rankLog := filepath.Join(dir, "ranks.jsonl")
-	caDir := filepath.Join(dir, "ca")
-	if _, _, err := pki.LoadOrCreateCA(caDir); err != nil {
-		return nil, err
-	}
-	caFile, caKey := filepath.Join(caDir, pki.CAFile), filepath.Join(caDir, pki.CAKeyFile)
 
 	// Three replicas on loopback, each an etcd member.
-	ports, err := chaos.FreePorts(slices.Repeat([]string{"127.0.0.1"}, 9)...)
+	rs, err := chaos.NewReplicas(chaos.ReplicasConfig{Bin: exe, Dir: dir, N: 3, Host: "127.0.0.1",
+		NodeTimeout: server.DefaultNodeTimeout, LogLevel: "info"})
 	if err != nil {
 		return nil, err
 	}
-	var members, urls []string
-	for i := range 3 {
-		members = append(members, fmt.Sprintf("s%d=https://%s", i+1, ports[3+i]))
-		urls = append(urls, "https://"+ports[i])
-	}
-	rs := make([]*replicaProc, 3)
-	for i := range rs {
-		name := fmt.Sprintf("s%d", i+1)
-		rs[i] = &replicaProc{name: name, url: urls[i], log: filepath.Join(dir, name+".log"), args: []string{"server",
-			"--data-dir", filepath.Join(dir, name), "--listen", ports[i], "--etcd-name", name,
-			"--etcd-peer-addr", ports[3+i], "--etcd-client-addr", ports[6+i], "--initial-cluster", strings.Join(members, ","),
-			"--tls-ca", caFile, "--tls-ca-key", caKey, "--client-config", "", "--log-level", "info"}}
-		if err := rs[i].start(exe); err != nil {
-			return nil, err
-		}
-	}
-	defer func() {
-		for _, r := range rs {
-			r.signal(syscall.SIGTERM, 15*time.Second)
-		}
-	}()
-	// The first replica to start the cluster writes the admin's config.
-	var admin client.Config
-	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
-		for _, r := range rs {
-			if cc, err := client.ConfigFor(filepath.Join(dir, r.name, server.AdminConfigFile), client.Resolve{}); err == nil && cc.Token != "" {
-				admin = cc
-				return true, nil
-			}
-			select {
-			case <-r.done:
-				return false, fmt.Errorf("replica %s exited; see %s", r.name, r.log)
-			default:
-			}
-		}
-		return false, nil
-	}); err != nil {
+	defer rs.Stop(15 * time.Second)
+	if err := rs.Start(ctx); err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
-	for _, r := range rs {
-		if r.health, err = client.New(client.Config{Server: r.url, Token: admin.Token, CAFile: caFile, Timeout: time.Second, Retries: -1}); err != nil {
-			return nil, err
-		}
-		defer r.health.CloseIdleConnections()
-	}
-	admin.Server, admin.CAFile = strings.Join(urls, ","), caFile
-	c, err := client.New(admin)
-	if err != nil {
-		return nil, err
-	}
-	defer c.CloseIdleConnections()
-	leaderOf := func() *replicaProc {
-		for _, r := range rs {
-			if r.leads(ctx) {
-				return r
-			}
-		}
-		return nil
-	}
-	var leader *replicaProc
-	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) { leader = leaderOf(); return leader != nil, nil }); err != nil {
+	admin, c := rs.Admin(), rs.Client()
+	var leader int
+	if err := wait.Until(ctx, 100*time.Millisecond, func() (bool, error) { leader = rs.Leader(ctx); return leader >= 0, nil }); err != nil {
 		return nil, fmt.Errorf("no replica leads: %w", err)
 	}
-	say("three replicas up (%s), each with an embedded etcd member, sharing one CA; %s leads", strings.Join(urls, ", "), leader.name)
+	say("three replicas up (%s), each with an embedded etcd member, sharing one CA; %s leads",
+		strings.ReplaceAll(admin.Server, ",", ", "), rs.Member(leader).Name())
 
 	jt, err := c.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: cfg.nodes, TTL: api.Duration(10 * time.Minute), Description: "demo agents"})
 	if err != nil {
 		return nil, fmt.Errorf("join token: %w", err)
 	}
-	agents, err := startDemoAgents(exe, dir, admin.Server, caFile, jt.Secret, cfg)
+	agents, err := startDemoAgents(exe, dir, admin.Server, admin.CAFile, jt.Secret, cfg)
 	defer func() {
 		for _, a := range agents {
 			a.stop()
@@ -231,7 +119,7 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 		finalPhase         api.JobPhase
 		reason             string
 		restartedReplica   bool
-		killedR            *replicaProc
+		killedR            = -1
 		killAt, failoverAt time.Time
 	)
 	err = wait.Until(ctx, 100*time.Millisecond, func() (bool, error) {
@@ -249,30 +137,29 @@ func demoLeaderFailover(ctx context.Context, cfg demoConfig, w io.Writer, keep b
 			lastStep = p.Latest.Step
 		}
 		if !killed && lastStep >= int64(cfg.killAtStep) && lastCk > 0 {
-			if killedR = leaderOf(); killedR == nil {
+			if killedR = rs.Leader(ctx); killedR < 0 {
 				return false, nil
 			}
-			killed, sum.KilledAtStep, sum.KilledReplica = true, lastStep, killedR.name
-			say("killing the leader %s (SIGKILL: its API, controller and etcd member) at step %d", killedR.name, lastStep)
+			killed, sum.KilledAtStep, sum.KilledReplica = true, lastStep, rs.Member(killedR).Name()
+			say("killing the leader %s (SIGKILL: its API, controller and etcd member) at step %d", sum.KilledReplica, lastStep)
 			killAt = time.Now()
-			killedR.signal(syscall.SIGKILL, time.Second)
+			rs.Kill(killedR)
 			return false, nil
 		}
 		if killed && failoverAt.IsZero() {
-			for _, r := range rs {
-				if r != killedR && r.leads(ctx) {
-					failoverAt = time.Now()
-					sum.FailoverS, sum.NewLeader = failoverAt.Sub(killAt).Seconds(), r.name
-					say("%s leads after %.2fs; %d rank processes alive", r.name, sum.FailoverS, aliveRanks(rankLog, j.ID))
-				}
+			// The killed replica is not running, and is not asked.
+			if l := rs.Leader(ctx); l >= 0 {
+				failoverAt = time.Now()
+				sum.FailoverS, sum.NewLeader = failoverAt.Sub(killAt).Seconds(), rs.Member(l).Name()
+				say("%s leads after %.2fs; %d rank processes alive", sum.NewLeader, sum.FailoverS, aliveRanks(rankLog, j.ID))
 			}
 		}
 		if !failoverAt.IsZero() && !restartedReplica {
 			restartedReplica = true
-			if err := killedR.start(exe); err != nil {
+			if err := rs.Restart(ctx, killedR); err != nil {
 				return false, err
 			}
-			say("%s started again on its data directory: it rejoins the etcd cluster as a follower", killedR.name)
+			say("%s started again on its data directory: it rejoins the etcd cluster as a follower", sum.KilledReplica)
 		}
 		if d.Job.Status.Phase.Final() {
 			finalPhase, reason = d.Job.Status.Phase, d.Job.Status.Reason

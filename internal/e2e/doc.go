@@ -18,7 +18,11 @@
 //
 // TestChaosShort runs the chaos harness (`gangway chaos`) for a minute: five
 // faults of as many kinds against a mix of jobs, judged from the ranks' own
-// records.
+// records. TestChaosReplicatedShort does the same against three server
+// replicas, each with an embedded etcd member (the leader killed, a
+// follower's etcd member killed and a rolling restart among its faults),
+// with an inference deployment serving requests through the replicas'
+// gateways.
 //
 // Agents run under `ip netns exec`, which mounts a fresh /sys: they see no
 // cgroup hierarchy there, so per-rank limits are not exercised here.

@@ -72,14 +72,14 @@ func (p *proc) stop(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-// cluster is a gangway server and K agents, all child processes of the
-// harness: the agents each in a network namespace host of their own, or
-// all on loopback.
+// cluster is a gangway control plane (one server or several replicas) and
+// K agents, all child processes of the harness: the agents each in a
+// network namespace host of their own, or all on loopback.
 type cluster struct {
 	bin, dir string
 	net      *netns.Network // nil: agents on loopback
-	server   *ServerProc
-	api      *client.Client // the admin's
+	cp       *Replicas
+	api      *client.Client // the admin's, of every replica
 	admin    client.Config
 	join     string
 	agents   []*agentProc
@@ -96,15 +96,23 @@ type agentProc struct {
 // clusterConfig is what startCluster needs.
 type clusterConfig struct {
 	bin, dir    string
+	replicas    int
 	agents      int
 	gpus        int
 	useNetns    bool
 	nodeTimeout time.Duration
-	say         func(format string, a ...any)
+	// gateway makes every replica serve the OpenAI gateway too.
+	gateway bool
+	say     func(format string, a ...any)
 }
 
-// startCluster starts the server and the agents and waits until every
-// node is ready. On error, what it started is stopped again.
+// gatewayHeaderTimeout is how long a replica's gateway waits for an
+// engine's answer to begin before it tries another: an engine on a host cut
+// off does not answer at all.
+const gatewayHeaderTimeout = 5 * time.Second
+
+// startCluster starts the control plane and the agents and waits until
+// every node is ready. On error, what it started is stopped again.
 func startCluster(ctx context.Context, cc clusterConfig) (_ *cluster, err error) {
 	c := &cluster{bin: cc.bin, dir: cc.dir, say: cc.say}
 	defer func() {
@@ -122,13 +130,14 @@ func startCluster(ctx context.Context, cc clusterConfig) (_ *cluster, err error)
 		host = n.Gateway.String()
 		c.say("network %s: %s, server at %s", n.Name, n.Subnet, n.Gateway)
 	}
-	if c.server, err = NewServerProc(c.bin, filepath.Join(c.dir, "server"), filepath.Join(c.dir, "server.log"), host, cc.nodeTimeout); err != nil {
+	if c.cp, err = NewReplicas(ReplicasConfig{Bin: c.bin, Dir: c.dir, N: cc.replicas, Host: host, NodeTimeout: cc.nodeTimeout,
+		Gateway: cc.gateway, GatewayHeaderTimeout: gatewayHeaderTimeout}); err != nil {
 		return nil, err
 	}
-	if err := c.server.Start(ctx); err != nil {
+	if err := c.cp.Start(ctx); err != nil {
 		return nil, err
 	}
-	c.api, c.admin = c.server.Client(), c.server.Admin()
+	c.api, c.admin = c.cp.Client(), c.cp.Admin()
 	jt, err := c.api.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: cc.agents, TTL: api.Duration(48 * time.Hour), Description: "chaos agents"})
 	if err != nil {
 		return nil, fmt.Errorf("join token: %w", err)
@@ -225,7 +234,7 @@ func supervisorPID(a *agentProc) (int, bool) {
 }
 
 // close stops everything: the agents and every rank they started, the
-// server, the network.
+// control plane, the network.
 func (c *cluster) close() {
 	for _, a := range c.agents {
 		if a.p != nil && !a.p.exited() {
@@ -234,8 +243,8 @@ func (c *cluster) close() {
 		}
 		driver.KillAll(a.dir)
 	}
-	if c.server != nil {
-		c.server.Stop(15 * time.Second)
+	if c.cp != nil {
+		c.cp.Stop(15 * time.Second)
 	}
 	if c.net != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

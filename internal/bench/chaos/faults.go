@@ -3,15 +3,22 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gangway/gangway/internal/api"
 )
 
 // Fault is one fault as it happened.
 type Fault struct {
 	Kind Kind `json:"kind"`
-	// Node is the node it hit; "" for the server.
+	// Node is the node it hit; "" for the control plane.
 	Node string `json:"node,omitempty"`
+	// Replicas names the server replicas a control-plane fault hit
+	// ("server" when there is one).
+	Replicas []string `json:"replicas,omitempty"`
 	// At is when it began; Healed when the harness undid it (the agent
 	// or server started again, the cable back, the agent thawed) and, for
 	// the server, answered again.
@@ -20,6 +27,12 @@ type Fault struct {
 	// RanksAlive is how many ranks were alive on the node (on every node,
 	// for the server) as the fault began, by the ranks' records.
 	RanksAlive int `json:"ranks_alive"`
+	// FailoverS is, for a leader-kill, the seconds from the kill to
+	// another replica (or the one killed, started again) leading and the
+	// store taking a write through it: leading, its controller schedules.
+	// NewLeader names that replica.
+	FailoverS float64 `json:"failover_s,omitempty"`
+	NewLeader string  `json:"new_leader,omitempty"`
 	// Note says what was done, for people.
 	Note string `json:"note,omitempty"`
 	// Err is set when the fault could not be injected as planned.
@@ -27,7 +40,8 @@ type Fault struct {
 }
 
 // inject carries out one planned fault and undoes it. It returns once the
-// fault is healed (for the server: once it answers again).
+// fault is healed (for the control plane: once every replica hit answers
+// again, and, after a leader-kill, another leads).
 func (c *cluster) inject(ctx context.Context, s Step, gpus int) Fault {
 	f := Fault{Kind: s.Kind}
 	var a *agentProc
@@ -96,17 +110,80 @@ func (c *cluster) inject(ctx context.Context, s Step, gpus int) Fault {
 			return fail(fmt.Errorf("SIGCONT agent %d: %w", pid, err))
 		}
 	case ServerKill:
-		c.server.Kill()
+		all := victims(s.Kind, c.cp.N(), -1, 0)
+		f.Replicas = c.cp.Names(all)
+		c.cp.Kill(all...)
 		f.Note = fmt.Sprintf("server killed, started again after %s", s.For.Round(time.Millisecond))
+		if len(all) > 1 {
+			f.Note = fmt.Sprintf("all %d replicas killed, started again after %s", len(all), s.For.Round(time.Millisecond))
+		}
 		sleep(s.For)
-		if err := c.server.Start(context.WithoutCancel(ctx)); err != nil {
+		if err := c.cp.Restart(context.WithoutCancel(ctx), all...); err != nil {
 			return fail(err)
 		}
 	case ServerRestart:
-		t := time.Now()
-		c.server.Stop(30 * time.Second)
-		f.Note = fmt.Sprintf("server stopped with SIGTERM in %s and started again", time.Since(t).Round(time.Millisecond))
-		if err := c.server.Start(context.WithoutCancel(ctx)); err != nil {
+		all := victims(s.Kind, c.cp.N(), -1, 0)
+		f.Replicas = c.cp.Names(all)
+		var took []string
+		for _, i := range all {
+			t := time.Now()
+			c.cp.Member(i).Stop(30 * time.Second)
+			took = append(took, time.Since(t).Round(time.Millisecond).String())
+			if err := c.cp.Restart(context.WithoutCancel(ctx), i); err != nil {
+				return fail(err)
+			}
+			// An operator upgrading replicas in turn waits for one to lead
+			// before the next goes.
+			if len(all) > 1 && c.waitLeader(ctx, leaderWait) < 0 {
+				return fail(fmt.Errorf("no replica led within %s of %s's restart", leaderWait, c.cp.Member(i).Name()))
+			}
+		}
+		f.Note = fmt.Sprintf("server stopped with SIGTERM in %s and started again", took[0])
+		if len(all) > 1 {
+			f.Note = fmt.Sprintf("replicas stopped with SIGTERM in turn (in %s) and each started again", strings.Join(took, ", "))
+		}
+	case LeaderKill:
+		leader := c.waitLeader(ctx, leaderWait)
+		if leader < 0 {
+			return fail(fmt.Errorf("no replica led within %s", leaderWait))
+		}
+		f.Replicas = c.cp.Names([]int{leader})
+		f.At = time.Now()
+		c.cp.Kill(leader)
+		f.Note = fmt.Sprintf("leader %s killed, started again after %s", f.Replicas[0], s.For.Round(time.Millisecond))
+		// Watch for the next leader while the replica is down, then
+		// after it is back (it may lead again itself) if none led yet.
+		l, at := c.failover(ctx, f.At.Add(s.For))
+		sleep(time.Until(f.At.Add(s.For)))
+		if err := c.cp.Restart(context.WithoutCancel(ctx), leader); err != nil {
+			return fail(err)
+		}
+		if l < 0 {
+			l, at = c.failover(ctx, f.At.Add(failoverBound))
+		}
+		if l < 0 {
+			return fail(fmt.Errorf("no replica led and took a write within %s of the kill", failoverBound))
+		}
+		f.FailoverS, f.NewLeader = at.Sub(f.At).Seconds(), c.cp.Member(l).Name()
+		f.Note += fmt.Sprintf("; %s led after %.2fs", f.NewLeader, f.FailoverS)
+	case EtcdMemberKill, QuorumLoss:
+		leader := c.cp.Leader(ctx)
+		hit := victims(s.Kind, c.cp.N(), leader, s.Pick)
+		f.Replicas = c.cp.Names(hit)
+		f.At = time.Now()
+		c.cp.Kill(hit...)
+		what := "replica " + f.Replicas[0] + " (not leading) and its etcd member"
+		if s.Kind == QuorumLoss {
+			what = fmt.Sprintf("%d of %d replicas (%s", len(hit), c.cp.N(), strings.Join(f.Replicas, ", "))
+			if slices.Contains(hit, leader) {
+				what += ", the leader among them)"
+			} else {
+				what += ", not the leader)"
+			}
+		}
+		f.Note = fmt.Sprintf("%s killed, started again after %s", what, s.For.Round(time.Millisecond))
+		sleep(s.For)
+		if err := c.cp.Restart(context.WithoutCancel(ctx), hit...); err != nil {
 			return fail(err)
 		}
 	default:
@@ -128,4 +205,62 @@ func (c *cluster) reviveAgents(gpus int) []string {
 		}
 	}
 	return out
+}
+
+// leaderWait bounds the wait for a replica to lead before a leader-kill
+// and between the steps of a rolling restart; failoverBound the wait for a
+// new leader after a leader-kill.
+const (
+	leaderWait    = 30 * time.Second
+	failoverBound = time.Minute
+)
+
+// waitLeader polls, at most d, for a replica that leads; -1 if none did.
+func (c *cluster) waitLeader(ctx context.Context, d time.Duration) int {
+	end := time.Now().Add(d)
+	for {
+		if l := c.cp.Leader(ctx); l >= 0 || !time.Now().Before(end) || ctx.Err() != nil {
+			return l
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// probeQueue is the queue the failover probe writes: a new leader is
+// serving once the store takes a write through it.
+var probeQueue = api.QueueSpec{Name: "chaos-failover-probe", Weight: 1}
+
+// failover polls the running replicas until one leads and the store takes
+// a write through it, or until end: that replica and when it first did;
+// -1 if none did. The replica's controller runs from the moment it leads
+// (server/election.go), so that is when it schedules again.
+func (c *cluster) failover(ctx context.Context, end time.Time) (int, time.Time) {
+	for {
+		if l := c.cp.Leader(ctx); l >= 0 {
+			at := time.Now()
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := c.cp.Member(l).Client().SetQueue(pctx, probeQueue)
+			cancel()
+			if err == nil {
+				return l, at
+			}
+		}
+		if !time.Now().Before(end) || ctx.Err() != nil {
+			return -1, time.Time{}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reviveReplicas starts again every replica that exited on its own (not
+// by a fault the harness is injecting), returning their names.
+func (c *cluster) reviveReplicas(ctx context.Context) []string {
+	gone := c.cp.Exited()
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := c.cp.Restart(ctx, gone...); err != nil {
+		c.say("start replicas %v again: %v", c.cp.Names(gone), err)
+	}
+	return c.cp.Names(gone)
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -24,15 +25,48 @@ const (
 	Partition Kind = "partition"
 	// Freeze: SIGSTOP to the agent for Step.For, then SIGCONT.
 	Freeze Kind = "freeze"
-	// ServerKill: SIGKILL to the server; it is started again on the same
-	// data directory after Step.For.
+	// ServerKill: SIGKILL to the server (to every replica at once); it is
+	// started again on the same data directory after Step.For.
 	ServerKill Kind = "server-kill"
-	// ServerRestart: SIGTERM to the server, and a new one at once.
+	// ServerRestart: SIGTERM to the server, and a new one at once; with
+	// several replicas, to each in turn, the next once the last answers
+	// again (a rolling upgrade).
 	ServerRestart Kind = "server-restart"
+	// LeaderKill: SIGKILL to the replica that leads (its API, controller
+	// and etcd member); it is started again after Step.For. The time to
+	// a new leader serving is measured (Fault.FailoverS).
+	LeaderKill Kind = "leader-kill"
+	// EtcdMemberKill: SIGKILL to a replica that does not lead, its etcd
+	// member with it; it is started again after Step.For.
+	EtcdMemberKill Kind = "etcd-member-kill"
+	// QuorumLoss: SIGKILL to a majority of the replicas at once, the
+	// leader among them or not; the store takes no write until they are
+	// started again, after Step.For.
+	QuorumLoss Kind = "quorum-loss"
 )
 
 // Kinds lists every kind, in the order reports show them.
-var Kinds = []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerKill, ServerRestart}
+var Kinds = []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerKill, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
+
+// KindsFor is what "all" means for a control plane of replicas servers
+// with agents in network namespaces (netns) or not: the kinds that can be
+// injected there. One server takes no replica kind. Several take no
+// server-kill: the whole control plane down at once is what one server's
+// run tests, and it takes the gateways down with it (--kinds server-kill
+// asks for it all the same).
+func KindsFor(replicas int, netns bool) []Kind {
+	var out []Kind
+	for _, k := range Kinds {
+		switch {
+		case k == Partition && !netns:
+		case k.onReplicas() && replicas < 3:
+		case k == ServerKill && replicas > 1:
+		default:
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // ParseKinds reads a comma-separated list of kinds; "" or "all" is every
 // kind.
@@ -59,8 +93,14 @@ func ParseKinds(s string) ([]Kind, error) {
 	return out, nil
 }
 
-// onServer reports whether the kind hits the server rather than a node.
-func (k Kind) onServer() bool { return k == ServerKill || k == ServerRestart }
+// onServer reports whether the kind hits the control plane rather than a
+// node.
+func (k Kind) onServer() bool {
+	return k == ServerKill || k == ServerRestart || k.onReplicas()
+}
+
+// onReplicas reports whether the kind needs several replicas.
+func (k Kind) onReplicas() bool { return k == LeaderKill || k == EtcdMemberKill || k == QuorumLoss }
 
 // Span is a range of durations [Min, Max].
 type Span struct{ Min, Max time.Duration }
@@ -104,6 +144,11 @@ type PlanConfig struct {
 	Partition  Span
 	Freeze     Span
 	ServerDown Span // server-kill: until the server is started again
+	// ReplicaDown is how long leader-kill and etcd-member-kill keep their
+	// replica down; QuorumLoss how long quorum-loss keeps its majority
+	// down. Zero: DefaultPlan's (Config.Defaults).
+	ReplicaDown Span
+	QuorumLoss  Span
 }
 
 // DefaultPlan is the shape `gangway chaos` uses unless told otherwise.
@@ -113,6 +158,10 @@ var DefaultPlan = PlanConfig{
 	Partition:  Span{2 * time.Second, 8 * time.Second},
 	Freeze:     Span{1 * time.Second, 5 * time.Second},
 	ServerDown: Span{2 * time.Second, 30 * time.Second},
+	// Past the failover (about 5 s) or not: a replica back before another
+	// leads takes its own place again.
+	ReplicaDown: Span{2 * time.Second, 15 * time.Second},
+	QuorumLoss:  Span{2 * time.Second, 6 * time.Second},
 }
 
 // Step is one planned fault.
@@ -126,6 +175,9 @@ type Step struct {
 	Host int `json:"host"`
 	// For is how long the fault lasts (0 for a server restart).
 	For time.Duration `json:"for"`
+	// Pick draws the replicas etcd-member-kill and quorum-loss hit (see
+	// victims); 0 for other kinds.
+	Pick int `json:"pick,omitempty"`
 }
 
 // Plan draws n faults of the given kinds from seed, each on one of hosts
@@ -147,10 +199,62 @@ func Plan(seed uint64, n int, kinds []Kind, hosts int, c PlanConfig) []Step {
 			s.For = c.Freeze.draw(r)
 		case ServerKill:
 			s.For = c.ServerDown.draw(r)
+		case LeaderKill:
+			s.For = c.ReplicaDown.draw(r)
+		case EtcdMemberKill:
+			s.For, s.Pick = c.ReplicaDown.draw(r), r.IntN(pickRange)
+		case QuorumLoss:
+			s.For, s.Pick = c.QuorumLoss.draw(r), r.IntN(pickRange)
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// pickRange bounds Step.Pick: a multiple of every candidate count (2 or
+// 4 replicas that do not lead, 3 or 5 starts of a majority), so that each
+// is drawn as often.
+const pickRange = 60
+
+// victims picks the replicas, among n, a control-plane fault hits, given
+// the one that leads now (-1: none known) and the step's Pick: the leader
+// for leader-kill (none without one); a replica that does not lead for
+// etcd-member-kill, the Pick-th of them; a majority for quorum-loss, n/2+1
+// replicas in a row from the Pick-th, the leader among them or not; every
+// replica for server-kill and server-restart.
+func victims(k Kind, n, leader, pick int) []int {
+	switch k {
+	case LeaderKill:
+		if leader < 0 {
+			return nil
+		}
+		return []int{leader}
+	case EtcdMemberKill:
+		var others []int
+		for i := range n {
+			if i != leader {
+				others = append(others, i)
+			}
+		}
+		if len(others) == 0 {
+			return nil
+		}
+		return []int{others[pick%len(others)]}
+	case QuorumLoss:
+		out := make([]int, 0, n/2+1)
+		for j := range n/2 + 1 {
+			out = append(out, (pick+j)%n)
+		}
+		slices.Sort(out)
+		return out
+	case ServerKill, ServerRestart:
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	return nil
 }
 
 // Length is how long a plan takes at least: its gaps and faults.

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -33,6 +35,9 @@ type Config struct {
 	// ranks' log); "" makes a temporary one, removed unless Keep.
 	Dir  string
 	Keep bool
+	// Replicas is the control plane: 1 server, or 3 or 5 replicas each
+	// with an embedded etcd member of one cluster. Default 1.
+	Replicas int
 	// Agents is the number of nodes, each with GPUs fake GPUs.
 	Agents, GPUs int
 	// Netns puts each agent in a network namespace host of its own (root
@@ -57,10 +62,19 @@ type Config struct {
 	// TrainSteps and StepDelay shape the trainer jobs.
 	TrainSteps int
 	StepDelay  time.Duration
+	// Engines is the number of replicas of an inference deployment (the
+	// engine simulator) served through every replica's gateway while a
+	// client sends it requests throughout the run, each retried within
+	// RequestBudget; 0: none.
+	Engines       int
+	RequestBudget time.Duration
 }
 
 // Defaults fills c's zero fields.
 func (c *Config) Defaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
 	if c.Agents == 0 {
 		c.Agents = 4
 	}
@@ -68,10 +82,19 @@ func (c *Config) Defaults() {
 		c.GPUs = 8
 	}
 	if c.Kinds == nil {
-		c.Kinds = append([]Kind(nil), Kinds...)
+		c.Kinds = KindsFor(c.Replicas, c.Netns)
 	}
 	if c.Plan == (PlanConfig{}) {
 		c.Plan = DefaultPlan
+	}
+	if c.Plan.ReplicaDown == (Span{}) {
+		c.Plan.ReplicaDown = DefaultPlan.ReplicaDown
+	}
+	if c.Plan.QuorumLoss == (Span{}) {
+		c.Plan.QuorumLoss = DefaultPlan.QuorumLoss
+	}
+	if c.RequestBudget == 0 {
+		c.RequestBudget = 30 * time.Second
 	}
 	if c.Settle == 0 {
 		c.Settle = 3 * time.Minute
@@ -96,6 +119,9 @@ func (c *Config) Validate() error {
 	if c.Bin == "" {
 		errs = append(errs, errors.New("no gangway executable"))
 	}
+	if err := checkReplicas(c.Replicas); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Agents < 2 || c.Agents > 50 {
 		errs = append(errs, fmt.Errorf("agents %d: want 2 to 50", c.Agents))
 	}
@@ -108,6 +134,17 @@ func (c *Config) Validate() error {
 	if len(c.Kinds) == 0 {
 		errs = append(errs, errors.New("no fault kinds"))
 	}
+	for _, k := range c.Kinds {
+		if k.onReplicas() && c.Replicas < 3 {
+			errs = append(errs, fmt.Errorf("%s faults need several replicas: --replicas 3 or 5, or drop %s from --kinds", k, k))
+		}
+	}
+	if c.Engines < 0 || c.Engines > c.Agents*c.GPUs/2 {
+		errs = append(errs, fmt.Errorf("engines %d: want 0 to %d (half the GPUs)", c.Engines, c.Agents*c.GPUs/2))
+	}
+	if c.RequestBudget < 0 {
+		errs = append(errs, fmt.Errorf("request budget %s: want more than 0", c.RequestBudget))
+	}
 	if !c.Netns {
 		for _, k := range c.Kinds {
 			if k == Partition {
@@ -118,10 +155,18 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// checkReplicas refuses a replica count other than 1, 3 and 5.
+func checkReplicas(n int) error {
+	if !slices.Contains(ReplicaCounts, n) {
+		return fmt.Errorf("--replicas: %d is not one of 1, 3, 5 (etcd needs an odd number)", n)
+	}
+	return nil
+}
+
 // Result is what `gangway chaos` reports. The fields up to OK are the
 // headline; OK holds when lost, duplicated, ran_twice, rank_reruns, stuck,
-// failed, rerun_after_outage, loss_mismatches and
-// ranks_killed_by_server_outage are all 0,
+// failed, rerun_after_outage, loss_mismatches,
+// ranks_killed_by_server_outage and requests_failed are all 0,
 // every submission was acknowledged and every fault injected.
 type Result struct {
 	Faults        int     `json:"faults"`
@@ -136,7 +181,20 @@ type Result struct {
 	DetectionP99S float64 `json:"detection_p99_s"`
 	RecoveryP50S  float64 `json:"recovery_p50_s"`
 	RecoveryP99S  float64 `json:"recovery_p99_s"`
-	OK            bool    `json:"ok"`
+	// Failover is measured for each leader-kill: the kill → a replica
+	// leads (another, or the one killed once it is back) and the store
+	// takes a write through it.
+	FailoverP50S    float64 `json:"failover_p50_s"`
+	FailoverP99S    float64 `json:"failover_p99_s"`
+	FailoverSamples int     `json:"failover_samples"`
+	// Requests counts the inference requests completed (each with its
+	// retries), RequestsFailed those that failed every try within
+	// RequestBudgetS, RequestRetries the tries after a first.
+	Requests       int     `json:"requests"`
+	RequestsFailed int     `json:"requests_failed"`
+	RequestRetries int     `json:"request_retries"`
+	RequestBudgetS float64 `json:"request_budget_s"`
+	OK             bool    `json:"ok"`
 
 	Failed           int `json:"failed"`
 	RerunAfterOutage int `json:"rerun_after_outage"`
@@ -157,12 +215,15 @@ type Result struct {
 	ByKind      map[Kind]*KindStats `json:"by_kind"`
 	FaultErrors int                 `json:"fault_errors"`
 	// AgentRevivals counts agents that exited on their own and were
-	// started again.
-	AgentRevivals int `json:"agent_revivals"`
+	// started again; ReplicaRevivals server replicas.
+	AgentRevivals   int `json:"agent_revivals"`
+	ReplicaRevivals int `json:"replica_revivals,omitempty"`
 	// ReferenceLosses is the final loss of the uninterrupted run of each
 	// trainer shape.
 	ReferenceLosses map[string]float64 `json:"reference_losses"`
 	Seed            uint64             `json:"seed"`
+	Replicas        int                `json:"replicas"`
+	Engines         int                `json:"engines"`
 	Agents          int                `json:"agents"`
 	Netns           bool               `json:"netns"`
 	DurationS       float64            `json:"duration_s"`
@@ -228,17 +289,26 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if duration == 0 {
 		duration = Length(plan)*6/5 + 30*time.Second
 	}
-	r.say("chaos: seed %d, %d faults of %v over at most %s, %d agents (%s), working directory %s",
-		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Agents, map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], dir)
+	r.say("chaos: seed %d, %d faults of %v over at most %s, %d server replicas, %d agents (%s), %d engines, working directory %s",
+		cfg.Seed, len(plan), cfg.Kinds, duration.Round(time.Second), cfg.Replicas, cfg.Agents,
+		map[bool]string{true: "network namespaces", false: "loopback"}[cfg.Netns], cfg.Engines, dir)
 
-	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, agents: cfg.Agents, gpus: cfg.GPUs,
-		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, say: r.say})
+	c, err := startCluster(ctx, clusterConfig{bin: cfg.Bin, dir: dir, replicas: cfg.Replicas, agents: cfg.Agents, gpus: cfg.GPUs,
+		useNetns: cfg.Netns, nodeTimeout: cfg.NodeTimeout, gateway: cfg.Engines > 0, say: r.say})
 	if err != nil {
 		return nil, fmt.Errorf("start the cluster: %w", err)
 	}
 	defer c.close()
 	r.c = c
-	r.say("server (pid %d) at %s and %d agents ready", c.server.PID(), c.admin.Server, cfg.Agents)
+	if cfg.Replicas == 1 {
+		r.say("server (pid %d) at %s and %d agents ready", c.cp.Member(0).PID(), c.admin.Server, cfg.Agents)
+	} else {
+		leading := "none yet"
+		if l := c.waitLeader(ctx, leaderWait); l >= 0 {
+			leading = c.cp.Member(l).Name()
+		}
+		r.say("%d replicas at %s (leading: %s) and %d agents ready", cfg.Replicas, c.admin.Server, leading, cfg.Agents)
+	}
 
 	// Watchers: the ranks' processes and the nodes, until the judging.
 	wctx, wcancel := context.WithCancel(context.Background())
@@ -253,17 +323,42 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 
 	r.w = &workload{bin: cfg.Bin, rankLog: rankLog, api: c.api, steps: cfg.TrainSteps, stepDelay: cfg.StepDelay,
 		rnd: rand.New(rand.NewPCG(cfg.Seed+1, 0x5eed)), say: r.say}
-	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Agents: cfg.Agents, Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
+	r.res = &Result{ByKind: map[Kind]*KindStats{}, Seed: cfg.Seed, Replicas: cfg.Replicas, Engines: cfg.Engines, Agents: cfg.Agents,
+		Netns: cfg.Netns, ReferenceLosses: map[string]float64{}}
 	if cfg.Keep || cfg.Dir != "" {
 		r.res.Dir = dir
 	}
 
-	runErr := r.references(ctx)
+	// The inference client, from the deployment's first answer to the
+	// end of the settling.
+	var runErr error
+	var q *requester
+	qctx, qcancel := context.WithCancel(ctx)
+	var qwg sync.WaitGroup
+	stopRequests := func() { qcancel(); qwg.Wait() }
+	defer stopRequests()
+	if cfg.Engines > 0 {
+		r.res.RequestBudgetS = cfg.RequestBudget.Seconds()
+		if runErr = deploy(ctx, c.api, c.cp.Gateways(), cfg.Engines, 3*time.Minute); runErr == nil {
+			r.say("deployment %s: %d engines serving %s through the gateways %v", inferDeployment, cfg.Engines, inferModel, c.cp.Gateways())
+			q = &requester{gateways: c.cp.Gateways(), budget: cfg.RequestBudget, hc: &http.Client{}}
+			qwg.Go(func() { q.run(qctx, requestWorkers, requestPause) })
+		}
+	}
+
+	if runErr == nil {
+		runErr = r.references(ctx)
+	}
 	if runErr == nil {
 		runErr = r.faultPhase(ctx, plan, time.Now().Add(duration))
 	}
 	r.settle(ctx)
 	end := time.Now()
+	stopRequests()
+	var failures []string
+	if q != nil {
+		r.res.Requests, r.res.RequestsFailed, r.res.RequestRetries, failures = q.counts()
+	}
 	serverJobs, err := r.serverJobs(ctx)
 	if err != nil && runErr == nil {
 		runErr = err
@@ -276,6 +371,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	subs := r.w.submissions()
 	r.judge(Input{Records: recs, Submissions: subs, ServerJobs: serverJobs, Outages: outages(r.faults, outageGrace),
 		End: end, References: r.res.ReferenceLosses, Tolerance: LossTolerance})
+	for _, f := range failures {
+		r.res.Problems = append(r.res.Problems, fmt.Sprintf("an inference request failed every try within %s: %s", cfg.RequestBudget, f))
+	}
 	r.res.OK = r.res.OK && runErr == nil
 	writeJSON(filepath.Join(dir, "faults.json"), r.faults)
 	writeJSON(filepath.Join(dir, "submissions.json"), subs)
@@ -407,7 +505,14 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst 
 			r.res.AgentRevivals += len(names)
 			r.say("agents %v had exited on their own; started again", names)
 		}
-		target, ranks := "server", 0
+		if names := c.reviveReplicas(context.WithoutCancel(ctx)); len(names) > 0 {
+			r.res.ReplicaRevivals += len(names)
+			r.say("server replicas %v had exited on their own; started again", names)
+		}
+		target, ranks := "the server", 0
+		if c.cp.N() > 1 {
+			target = fmt.Sprintf("the %d replicas", c.cp.N())
+		}
 		live := r.rw.liveByHost()
 		if s.Host >= 0 {
 			s.Host = busyHost(c.agents, live, s.Host)
@@ -428,8 +533,8 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst 
 		if f.Err != "" {
 			r.res.FaultErrors++
 			r.say("  %s failed: %s", s.Kind, f.Err)
-			if s.Kind.onServer() && !c.server.Running() {
-				return fmt.Errorf("the server did not come back: %s", f.Err)
+			if s.Kind.onServer() && !c.cp.Running() {
+				return fmt.Errorf("the control plane did not come back: %s", f.Err)
 			}
 			continue
 		}
@@ -439,7 +544,7 @@ func (r *runner) runPlan(ctx context.Context, plan []Step, end time.Time, burst 
 }
 
 // settle waits, at most Settle, until the server has no job left to
-// finish and no rank is alive.
+// finish (but the engines) and no rank is alive.
 func (r *runner) settle(ctx context.Context) {
 	if names := r.c.reviveAgents(r.cfg.GPUs); len(names) > 0 {
 		r.res.AgentRevivals += len(names)
@@ -453,11 +558,17 @@ func (r *runner) settle(ctx context.Context) {
 		if err != nil {
 			return false, nil
 		}
+		live := 0
+		for _, j := range l.Jobs {
+			if j.Spec.Owner != inferOwner { // the engines run on
+				live++
+			}
+		}
 		if time.Since(lastSay) > 15*time.Second {
 			lastSay = time.Now()
-			r.say("  %d jobs not finished", len(l.Jobs))
+			r.say("  %d jobs not finished", live)
 		}
-		return len(l.Jobs) == 0 && len(r.rw.liveByHost()) == 0, nil
+		return live == 0 && len(r.rw.liveByHost()) == 0, nil
 	})
 }
 
@@ -525,7 +636,15 @@ func (r *runner) judge(in Input) {
 	res.DetectionSamples, res.RecoverySamples, res.Unrecovered = len(det), len(rec), unrec
 	res.Problems, res.Notes = v.Problems, v.Notes
 	res.DurationS = time.Since(r.begin).Seconds()
-	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes)
+	var fo []float64
+	for _, f := range r.faults {
+		if f.Kind == LeaderKill && f.Err == "" {
+			fo = append(fo, f.FailoverS)
+		}
+	}
+	sort.Float64s(fo)
+	res.FailoverP50S, res.FailoverP99S, res.FailoverSamples = stats.Quantile(fo, 0.5), stats.Quantile(fo, 0.99), len(fo)
+	res.OK = v.OK() && res.FaultErrors == 0 && len(res.ReferenceLosses) == len(trainerShapes) && res.RequestsFailed == 0
 }
 
 // lastSeenSlack is four of the rank watch's polls (50 ms): a killed rank's
@@ -597,7 +716,7 @@ func PrintTable(w io.Writer, r *Result) {
 	}
 	sort.Strings(shapes)
 	fmt.Fprintf(w, `
-Chaos (%s): seed %d, %d agents, %.0f s
+Chaos (%s): seed %d, %d server replicas, %d agents, %.0f s
   faults                 %d   %v   (%d could not be injected)
   jobs                   %d submitted, %d acknowledged
   lost                   %d   (acknowledged, then unknown to the server)
@@ -611,9 +730,17 @@ Chaos (%s): seed %d, %d agents, %.0f s
   ranks killed           %d of %d started, %d of them during a server outage (each a violation)
   detection              p50 %.2f s  p99 %.2f s   (%d samples: fault → node marked lost)
   recovery               p50 %.2f s  p99 %.2f s   (%d samples: fault → interrupted gang running again; %d never did)
-`, verdict, r.Seed, r.Agents, r.DurationS, r.Faults, kinds, r.FaultErrors, r.Jobs, r.Acknowledged, r.Lost, r.Duplicated,
+`, verdict, r.Seed, r.Replicas, r.Agents, r.DurationS, r.Faults, kinds, r.FaultErrors, r.Jobs, r.Acknowledged, r.Lost, r.Duplicated,
 		r.RanTwice, r.RankReruns, r.RerunAfterCompletion, r.RerunAfterOutage, r.Stuck, r.Failed, r.LossMismatches, shapes, r.RanksKilled, r.RanksStarted, r.RanksKilledByServerOutage,
 		r.DetectionP50S, r.DetectionP99S, r.DetectionSamples, r.RecoveryP50S, r.RecoveryP99S, r.RecoverySamples, r.Unrecovered)
+	if r.FailoverSamples > 0 {
+		fmt.Fprintf(w, "  failover               p50 %.2f s  p99 %.2f s   (%d samples: leader killed → another leads and takes a write)\n",
+			r.FailoverP50S, r.FailoverP99S, r.FailoverSamples)
+	}
+	if r.Engines > 0 {
+		fmt.Fprintf(w, "  inference requests     %d, %d failed, %d retries   (%d engines behind the gateways; each request retried within %.0f s)\n",
+			r.Requests, r.RequestsFailed, r.RequestRetries, r.Engines, r.RequestBudgetS)
+	}
 	if len(r.ByKind) > 0 {
 		fmt.Fprintf(w, "\n  %-22s %6s %12s %14s %13s\n", "by kind", "faults", "ranks killed", "detection p50", "recovery p50")
 		for _, k := range Kinds {
