@@ -99,6 +99,11 @@ type HeartbeatResponse struct {
 	// peers); an agent whose registration said WitnessDown takes them
 	// even when empty.
 	Witnesses []Witness `json:"witnesses,omitempty"`
+	// Unstored: the leader heard the beat (the node is alive to it) but
+	// its store took no write in time (etcd without quorum): the agent
+	// keeps its reports to send again, and its ranks' lease is renewed, as
+	// no server can declare the node lost while nothing can be written.
+	Unstored bool `json:"unstored,omitempty"`
 }
 
 // AssignmentList is a node's desired ranks at a store revision.

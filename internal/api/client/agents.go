@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,7 +38,14 @@ func (c *Client) Renew(ctx context.Context, req *api.JoinRequest) (api.JoinAnswe
 // never retried: the next heartbeat repeats what this one carried.
 func (c *Client) Heartbeat(ctx context.Context, hb *api.Heartbeat) (api.HeartbeatResponse, error) {
 	var resp api.HeartbeatResponse
-	return resp, c.postJSON(ctx, "/v1/agent/heartbeat", hb, &resp)
+	b, err := json.Marshal(hb)
+	if err != nil {
+		return resp, fmt.Errorf("POST /v1/agent/heartbeat: encode: %w", err)
+	}
+	// A heartbeat carries the node's whole state: a try that did not reach
+	// a replica (one just killed) is sent to the next at once, not a
+	// heartbeat later, which could be past the ranks' lease.
+	return resp, c.do(ctx, &request{method: http.MethodPost, path: "/v1/agent/heartbeat", body: b, contentType: jsonHeader, repeatable: true}, &resp)
 }
 
 // AssignmentQuery asks for a node's assignments.

@@ -300,11 +300,16 @@ type request struct {
 	// request to the server, which creates what it asks for once, so a
 	// try that got no answer may be sent again.
 	key []string
+	// repeatable: the request may be sent again as it is (a heartbeat
+	// reports state, not changes), so a try that did not reach the server
+	// is retried on the next replica.
+	repeatable bool
 }
 
 // retried says whether r is sent again after a try that failed as
-// retryable says: a GET, or a request with an idempotency key.
-func (r *request) retried() bool { return r.method == http.MethodGet || r.key != nil }
+// retryable says: a GET, a repeatable request, or one with an idempotency
+// key.
+func (r *request) retried() bool { return r.method == http.MethodGet || r.repeatable || r.key != nil }
 
 // newRequest makes the http.Request for one try of r. It is the one place
 // every request passes, where credentials will be set.

@@ -155,20 +155,40 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	live := s.liveness()
 	live.Beat(hb.Node, hb.AckRevision, time.Now())
 	s.watchStragglers(ctx, &hb)
-	if err := s.storeReports(ctx, &hb); err != nil {
-		writeError(w, statusFor(err), err)
+	// Every write below gets one heartbeat interval in all. When the
+	// store takes no write (etcd lost quorum, or is slow) the beat is
+	// still heard and answered, and the reports come again: answering
+	// late would let the agent's lease lapse while its witnesses, whose
+	// beats carry nothing to write, still hear this server, and it would
+	// kill its ranks for a store outage.
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
+	defer cancel()
+	unstored := func(err error) bool {
+		if ctx.Err() != nil || statusFor(err) != http.StatusServiceUnavailable {
+			return false
+		}
+		s.log.Debug("heartbeat: reports not stored in time; the agent sends them again", "node", hb.Node, "err", err)
+		writeJSON(w, r, http.StatusOK, api.HeartbeatResponse{Unstored: true})
+		return true
+	}
+	if err := s.storeReports(sctx, &hb); err != nil {
+		if !unstored(err) {
+			writeError(w, statusFor(err), err)
+		}
 		return
 	}
 	if hb.Health != nil || faultOutstanding(n) {
-		if err := s.tendHealth(ctx, n, hb.Health); err != nil {
+		if err := s.tendHealth(sctx, n, hb.Health); err != nil {
 			// The agent sends its report again, as it got no answer.
-			writeError(w, statusFor(err), err)
+			if !unstored(err) {
+				writeError(w, statusFor(err), err)
+			}
 			return
 		}
 	}
 	resp := api.HeartbeatResponse{Refused: refused}
 	if s.fence.Witnesses > 0 {
-		resp.Witnesses = s.witnessURLs(s.tendWitnesses(ctx, n, hb.Witnesses))
+		resp.Witnesses = s.witnessURLs(s.tendWitnesses(sctx, n, hb.Witnesses))
 	}
 	if time.Since(began) > s.cfg.HeartbeatInterval/4 {
 		// Answered so late the agent may count it failed and tell a

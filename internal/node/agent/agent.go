@@ -704,7 +704,7 @@ func (a *Agent) reportedLocked(hb api.Heartbeat, resp api.HeartbeatResponse) tim
 	// The server heard from us no earlier than we sent; fencing counts from
 	// there, so a slow answer cannot make the fence late.
 	a.lastOK = hb.SentAt
-	if a.lease.WitnessDown > 0 {
+	if a.lease.WitnessDown > 0 && !resp.Unstored {
 		a.witnesses = resp.Witnesses
 	}
 	a.noWord = ""
@@ -713,6 +713,10 @@ func (a *Agent) reportedLocked(hb api.Heartbeat, resp api.HeartbeatResponse) tim
 		a.log.Info("the server answers again after an outage; ranks kept")
 	}
 	d := a.grantLocked(hb.SentAt.Add(a.lease.FenceAfter.D()))
+	if resp.Unstored {
+		// Heard, not stored: keep every report for the next beat.
+		return d
+	}
 	if a.fenced {
 		// The server never declared us lost (we fenced on a stall). The
 		// killed ranks are reported as exited and the controller restarts
