@@ -21,13 +21,14 @@ type chaosShape struct {
 	plan   chaos.PlanConfig
 }
 
-// shortChaos is the short chaos run's shape: five faults, one of each kind
+// shortChaos is the short chaos run's shape: six faults, one of each kind
 // that matters most (an agent killed with its supervisor, a host cut off,
-// an agent frozen past the node timeout, the server killed and the server
-// restarted), spans shrunk so that the whole run takes about a minute.
+// an agent frozen past the node timeout, an Xid 79 on a node's GPU, the
+// server killed and the server restarted), spans shrunk so that the whole
+// run takes about a minute.
 var shortChaos = chaosShape{
-	faults: 5,
-	kinds:  []chaos.Kind{chaos.AgentSupervisorKill, chaos.Partition, chaos.Freeze, chaos.ServerKill, chaos.ServerRestart},
+	faults: 6,
+	kinds:  []chaos.Kind{chaos.AgentSupervisorKill, chaos.Partition, chaos.Freeze, chaos.GPUFault, chaos.ServerKill, chaos.ServerRestart},
 	plan: chaos.PlanConfig{
 		Gap:        chaos.Span{Min: 4 * time.Second, Max: 7 * time.Second},
 		AgentDown:  chaos.Span{Min: time.Second, Max: 4 * time.Second},
@@ -85,11 +86,17 @@ func chaosSeed(t *testing.T, shape chaosShape) uint64 {
 func TestChaosShort(t *testing.T) {
 	needCluster(t)
 	seed := chaosSeed(t, shortChaos)
-	runShortChaos(t, chaos.Config{
+	res := runShortChaos(t, chaos.Config{
 		Agents: 3, GPUs: 8, Netns: true,
 		Faults: shortChaos.faults, Seed: seed, Kinds: shortChaos.kinds, Plan: shortChaos.plan,
 		Settle: 90 * time.Second, WaveEvery: 8 * time.Second, TrainSteps: 150, StepDelay: 40 * time.Millisecond,
 	})
+	// The GPU fault, on a node in a network namespace of its own: its
+	// agent's health checks took it out of service (the harness fails the
+	// fault otherwise) and the invariants above held while its gangs moved.
+	if k := res.ByKind[chaos.GPUFault]; k == nil || k.DetectionSamples == 0 {
+		t.Errorf("no gpu-fault took its node out of service: %+v", k)
+	}
 }
 
 // TestChaosReplicatedShort runs the chaos harness briefly against three

@@ -197,10 +197,14 @@ func FreePorts(hosts ...string) ([]string, error) {
 	return out, nil
 }
 
+// injectPath is the file a's fake GPUs read injected faults from.
+func (a *agentProc) injectPath() string { return a.dir + "-inject.jsonl" }
+
 // startAgent starts a's agent (again).
 func (c *cluster) startAgent(a *agentProc, gpus int) error {
 	args := []string{"agent", "--server", c.admin.Server, "--ca-file", c.admin.CAFile, "--join", c.join, "--name", a.name,
-		"--address", a.ip, "--fake-gpus", strconv.Itoa(gpus), "--data-dir", a.dir, "--log-level", "warn"}
+		"--address", a.ip, "--fake-gpus", strconv.Itoa(gpus), "--data-dir", a.dir, "--log-level", "warn",
+		"--health-inject", a.injectPath()}
 	var cmd *exec.Cmd
 	if c.net != nil {
 		cmd = c.net.Command(a.host, c.bin, args...)

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -33,6 +34,9 @@ type Fault struct {
 	// NewLeader names that replica.
 	FailoverS float64 `json:"failover_s,omitempty"`
 	NewLeader string  `json:"new_leader,omitempty"`
+	// OutOfServiceS is, for a gpu-fault, the seconds from the injection
+	// to the server having the node out of service.
+	OutOfServiceS float64 `json:"out_of_service_s,omitempty"`
 	// Note says what was done, for people.
 	Note string `json:"note,omitempty"`
 	// Err is set when the fault could not be injected as planned.
@@ -86,6 +90,28 @@ func (c *cluster) inject(ctx context.Context, s Step, gpus int) Fault {
 		sleep(s.For)
 		if err := c.startAgent(a, gpus); err != nil {
 			return fail(err)
+		}
+	case GPUFault:
+		if err := appendLine(a.injectPath(), `{"gpu":0,"xid":79}`); err != nil {
+			return fail(err)
+		}
+		for ctx.Err() == nil && time.Since(f.At) < gpuFaultBound {
+			if n, err := c.api.Node(ctx, a.name); err == nil && n.Status.Fault != "" {
+				f.OutOfServiceS = n.Status.FaultAt.Sub(f.At).Seconds()
+				break
+			}
+			sleep(50 * time.Millisecond)
+		}
+		if f.OutOfServiceS == 0 {
+			return fail(fmt.Errorf("node %s not out of service within %s of an Xid 79", a.name, gpuFaultBound))
+		}
+		f.Note = fmt.Sprintf("Xid 79 on GPU 0; out of service after %.2fs; cleared and uncordoned after %s", f.OutOfServiceS, s.For.Round(time.Millisecond))
+		sleep(s.For)
+		if err := appendLine(a.injectPath(), `{"clear":true}`); err != nil {
+			return fail(err)
+		}
+		if _, err := c.api.NodeAction(context.WithoutCancel(ctx), a.name, "uncordon"); err != nil {
+			return fail(fmt.Errorf("uncordon %s: %w", a.name, err))
 		}
 	case Partition:
 		if c.net == nil {
@@ -263,4 +289,21 @@ func (c *cluster) reviveReplicas(ctx context.Context) []string {
 		c.say("start replicas %v again: %v", c.cp.Names(gone), err)
 	}
 	return c.cp.Names(gone)
+}
+
+// gpuFaultBound bounds the wait for a gpu-fault's node to leave service:
+// its health checks run every second.
+const gpuFaultBound = 10 * time.Second
+
+// appendLine appends line to the file at path.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -105,7 +105,7 @@ Flags:
 	fs.IntVar(&cfg.Faults, "faults", 20, "faults to inject")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fault plan and the job mix")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "server replicas, each with an embedded etcd member: 1, 3 or 5")
-	kinds := fs.String("kinds", "all", "comma-separated fault kinds: agent-kill, agent-supervisor-kill, partition, freeze, server-kill, server-restart, leader-kill, etcd-member-kill, quorum-loss (all: what the replicas and --netns allow, server-kill only with one server)")
+	kinds := fs.String("kinds", "all", "comma-separated fault kinds: agent-kill, agent-supervisor-kill, partition, freeze, gpu-fault, server-kill, server-restart, leader-kill, etcd-member-kill, quorum-loss (all: what the replicas and --netns allow, server-kill only with one server)")
 	fs.IntVar(&cfg.Agents, "agents", 4, "nodes (one agent process each)")
 	fs.IntVar(&cfg.GPUs, "gpus", 8, "fake GPUs per node")
 	engines := fs.Int("engines", -1, "replicas of an inference deployment a client sends requests to all along (-1: 2 with several server replicas, none with one; 0: none)")

@@ -24,7 +24,7 @@ func TestParseFlags(t *testing.T) {
 			if c.Replicas != 3 || c.Engines != 2 || c.RequestBudget != 30*time.Second || c.Faults != 20 {
 				t.Errorf("replicas %d, engines %d, budget %s, faults %d; want 3, 2, 30s, 20", c.Replicas, c.Engines, c.RequestBudget, c.Faults)
 			}
-			want := []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
+			want := []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, GPUFault, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
 			if diff := cmp.Diff(want, c.Kinds); diff != "" {
 				t.Errorf("kinds (-want +got):\n%s", diff)
 			}
@@ -33,7 +33,7 @@ func TestParseFlags(t *testing.T) {
 			}
 		}},
 		{name: "one server: its own kinds, no engines", args: []string{"--replicas", "1", "--netns=false"}, want: func(t *testing.T, c Config) {
-			want := []Kind{AgentKill, AgentSupervisorKill, Freeze, ServerKill, ServerRestart}
+			want := []Kind{AgentKill, AgentSupervisorKill, Freeze, GPUFault, ServerKill, ServerRestart}
 			if diff := cmp.Diff(want, c.Kinds); diff != "" {
 				t.Errorf("kinds (-want +got):\n%s", diff)
 			}

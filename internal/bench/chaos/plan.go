@@ -43,10 +43,15 @@ const (
 	// leader among them or not; the store takes no write until they are
 	// started again, after Step.For.
 	QuorumLoss Kind = "quorum-loss"
+	// GPUFault: an Xid 79 injected into the node's fake GPUs, which its
+	// health checks report; the server takes the node out of service and
+	// its gangs move. After Step.For the fault is cleared and the node
+	// uncordoned, as an operator would after a reset.
+	GPUFault Kind = "gpu-fault"
 )
 
 // Kinds lists every kind, in the order reports show them.
-var Kinds = []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, ServerKill, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
+var Kinds = []Kind{AgentKill, AgentSupervisorKill, Partition, Freeze, GPUFault, ServerKill, ServerRestart, LeaderKill, EtcdMemberKill, QuorumLoss}
 
 // KindsFor is what "all" means for a control plane of replicas servers
 // with agents in network namespaces (netns) or not: the kinds that can be
@@ -191,7 +196,7 @@ func Plan(seed uint64, n int, kinds []Kind, hosts int, c PlanConfig) []Step {
 			s.Host = r.IntN(hosts)
 		}
 		switch s.Kind {
-		case AgentKill, AgentSupervisorKill:
+		case AgentKill, AgentSupervisorKill, GPUFault:
 			s.For = c.AgentDown.draw(r)
 		case Partition:
 			s.For = c.Partition.draw(r)

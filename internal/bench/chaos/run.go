@@ -600,6 +600,11 @@ func (r *runner) judge(in Input) {
 	}
 	rs := runs(in.Records, in.End)
 	detS := detections(r.faults, r.nw.lostTimes(), in.End)
+	for i, f := range r.faults {
+		if f.Kind == GPUFault && f.OutOfServiceS > 0 {
+			detS = append(detS, sample{i, f.OutOfServiceS}) // Xid → out of service
+		}
+	}
 	recS, unrec := recoveries(r.faults, rs, byID, in.End)
 	det, rec := seconds(detS), seconds(recS)
 	killed := killedAfter(r.faults, rs, in.End)
