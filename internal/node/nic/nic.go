@@ -160,8 +160,8 @@ func Discover(sysRoot string) ([]NIC, error) {
 				continue
 			}
 			pdir := filepath.Join(dir, "ports", p.Name())
-			state, _ := parsePortState(readString(filepath.Join(pdir, "state")))
-			rate, _ := parseRate(readString(filepath.Join(pdir, "rate")))
+			state, _ := ParsePortState(readString(filepath.Join(pdir, "state")))
+			rate, _ := ParseRate(readString(filepath.Join(pdir, "rate")))
 			kind := KindInfiniBand
 			if strings.EqualFold(readString(filepath.Join(pdir, "link_layer")), "Ethernet") {
 				kind = KindEthernet
@@ -243,9 +243,9 @@ func ueventField(path, key string) string {
 	return ""
 }
 
-// parsePortState parses an RDMA port's state file: "4: ACTIVE" gives
+// ParsePortState parses an RDMA port's state file: "4: ACTIVE" gives
 // "ACTIVE".
-func parsePortState(s string) (string, error) {
+func ParsePortState(s string) (string, error) {
 	num, name, ok := strings.Cut(s, ":")
 	name = strings.TrimSpace(name)
 	if _, err := strconv.Atoi(strings.TrimSpace(num)); !ok || err != nil || name == "" {
@@ -254,9 +254,9 @@ func parsePortState(s string) (string, error) {
 	return name, nil
 }
 
-// parseRate parses an RDMA port's rate file, "400 Gb/sec (4X NDR)" or
+// ParseRate parses an RDMA port's rate file, "400 Gb/sec (4X NDR)" or
 // "2.5 Gb/sec (1X SDR)", into Mb/s.
-func parseRate(s string) (int64, error) {
+func ParseRate(s string) (int64, error) {
 	num, rest, ok := strings.Cut(strings.TrimSpace(s), " ")
 	if !ok || !strings.HasPrefix(rest, "Gb/sec") {
 		return 0, fmt.Errorf("rate %q: want \"N Gb/sec ...\"", s)

@@ -293,9 +293,9 @@ func TestParsers(t *testing.T) {
 		{"-1 Gb/sec", 0, false},
 	}
 	for _, tc := range rates {
-		got, err := parseRate(tc.in)
+		got, err := ParseRate(tc.in)
 		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("parseRate(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParseRate(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 	states := []struct {
@@ -310,9 +310,9 @@ func TestParsers(t *testing.T) {
 		{"4:", "", false},
 	}
 	for _, tc := range states {
-		got, err := parsePortState(tc.in)
+		got, err := ParsePortState(tc.in)
 		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("parsePortState(%q) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParsePortState(%q) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
 }
@@ -322,12 +322,12 @@ func FuzzParseRate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parseRate(s)
+		v, err := ParseRate(s)
 		if err != nil && v != 0 {
-			t.Fatalf("parseRate(%q) = %d with error %v", s, v, err)
+			t.Fatalf("ParseRate(%q) = %d with error %v", s, v, err)
 		}
 		if v < 0 || v > 1e10 {
-			t.Fatalf("parseRate(%q) = %d, out of range", s, v)
+			t.Fatalf("ParseRate(%q) = %d, out of range", s, v)
 		}
 	})
 }
@@ -337,9 +337,9 @@ func FuzzParsePortState(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		st, err := parsePortState(s)
+		st, err := ParsePortState(s)
 		if (err == nil) != (st != "") {
-			t.Fatalf("parsePortState(%q) = %q, %v", s, st, err)
+			t.Fatalf("ParsePortState(%q) = %q, %v", s, st, err)
 		}
 	})
 }

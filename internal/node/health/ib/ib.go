@@ -6,7 +6,8 @@
 // The sysfs directory is a parameter, so tests run on the trees under
 // testdata/.
 //
-// It imports the standard library and internal/api.
+// It imports the standard library, internal/api and internal/node/nic
+// (the sysfs port files are read as NIC discovery reads them).
 package ib
 
 import (
@@ -22,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/node/nic"
 )
 
 // DefaultRoot is where the kernel lists RDMA devices.
@@ -185,41 +187,18 @@ func readPort(dir string) (state string, active bool, mbps int64, err error) {
 		}
 		vals[i] = strings.TrimSpace(string(data))
 	}
-	st, err := parseState(vals[0])
+	st, err := nic.ParsePortState(vals[0])
 	if err != nil {
 		return "", false, 0, err
 	}
-	phys, err := parseState(vals[1])
+	phys, err := nic.ParsePortState(vals[1])
 	if err != nil {
 		return "", false, 0, err
 	}
-	if mbps, err = parseRate(vals[2]); err != nil {
+	if mbps, err = nic.ParseRate(vals[2]); err != nil {
 		return "", false, 0, err
 	}
 	return st + "/" + phys, st == "ACTIVE" && phys == "LinkUp", mbps, nil
-}
-
-// parseState reads a port state file, "4: ACTIVE" or "5: LinkUp".
-func parseState(s string) (string, error) {
-	num, name, ok := strings.Cut(s, ":")
-	name = strings.TrimSpace(name)
-	if _, err := strconv.Atoi(strings.TrimSpace(num)); !ok || err != nil || name == "" {
-		return "", fmt.Errorf("port state %q: want \"N: NAME\"", s)
-	}
-	return name, nil
-}
-
-// parseRate reads a port's rate file, "400 Gb/sec (4X NDR)", into Mb/s.
-func parseRate(s string) (int64, error) {
-	num, rest, ok := strings.Cut(strings.TrimSpace(s), " ")
-	if !ok || !strings.HasPrefix(rest, "Gb/sec") {
-		return 0, fmt.Errorf("rate %q: want \"N Gb/sec ...\"", s)
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || !(v >= 0 && v <= 1e7) {
-		return 0, fmt.Errorf("rate %q: bad number %q", s, num)
-	}
-	return int64(v*1000 + 0.5), nil
 }
 
 func gbps(mbps int64) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/node/nic"
 )
 
 func TestCheck(t *testing.T) {
@@ -73,14 +74,14 @@ func TestParse(t *testing.T) {
 		{"fast", 0, false},
 		{"NaN Gb/sec", 0, false},
 	} {
-		got, err := parseRate(tt.in)
+		got, err := nic.ParseRate(tt.in)
 		if got != tt.mbps || (err == nil) != tt.ok {
-			t.Errorf("parseRate(%q) = %d, %v", tt.in, got, err)
+			t.Errorf("nic.ParseRate(%q) = %d, %v", tt.in, got, err)
 		}
 	}
 	for _, in := range []string{"ACTIVE", "4:", "x: ACTIVE"} {
-		if _, err := parseState(in); err == nil {
-			t.Errorf("parseState(%q) accepted", in)
+		if _, err := nic.ParsePortState(in); err == nil {
+			t.Errorf("nic.ParsePortState(%q) accepted", in)
 		}
 	}
 }
@@ -90,11 +91,11 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if mbps, err := parseRate(s); err == nil && (mbps < 0 || mbps > 1e10) {
-			t.Fatalf("parseRate(%q) = %d", s, mbps)
+		if mbps, err := nic.ParseRate(s); err == nil && (mbps < 0 || mbps > 1e10) {
+			t.Fatalf("nic.ParseRate(%q) = %d", s, mbps)
 		}
-		if name, err := parseState(s); err == nil && name == "" {
-			t.Fatalf("parseState(%q) = empty name", s)
+		if name, err := nic.ParsePortState(s); err == nil && name == "" {
+			t.Fatalf("nic.ParsePortState(%q) = empty name", s)
 		}
 	})
 }
