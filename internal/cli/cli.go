@@ -41,7 +41,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node (or --scenario server-restart: the server; leader-failover: the leading replica of three) mid-training and watch the job recover", run: runDemo},
+		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node (or --scenario server-restart: the server; leader-failover: the leading replica of three; gpu-fault: an Xid 79 on a GPU; straggler: a slowed node) mid-training and watch the job recover", run: runDemo},
 		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
 		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
@@ -68,7 +68,7 @@ func commands() []command {
 		{name: "engine-sim", args: "[--model M --gpu G --tp N]", summary: "serve a simulated vLLM engine (OpenAI API, vLLM metrics)", run: wrap(infcli.EngineSim)},
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing), durability (a server killed mid-submission)", run: runBench},
-		{name: "chaos", args: "[--faults N --seed S] [-o json]", summary: "inject agent, network and server faults into a live cluster and check no job is lost, duplicated or run twice", run: runChaos},
+		{name: "chaos", args: "[--faults N --seed S] [-o json]", summary: "inject agent, network, GPU and control-plane faults into a live cluster (three replicas) and check no job is lost, duplicated or run twice", run: runChaos},
 		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0

@@ -553,51 +553,46 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// TestDemoGPUFault runs the gpu-fault scenario shrunk: an Xid 79 injected
-// into the fake GPUs of a node holding ranks must take that node out of
-// service through its agent's health checks and the server, and the gang
-// must resume from its checkpoint elsewhere without using a restart.
-func TestDemoGPUFault(t *testing.T) {
+// TestDemoHealthFaults runs the gpu-fault and straggler scenarios shrunk.
+// gpu-fault: an Xid 79 injected into the fake GPUs of a node holding ranks
+// must take that node out of service through its agent's health checks
+// and the server. straggler: one node's ranks start working 20 ms longer
+// per step, and the server must find the straggler from the ranks' own
+// timing lines, no sooner than its window. Either way the gang must resume
+// from its checkpoint without that node and without using a restart.
+func TestDemoHealthFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo; skipped with -short")
 	}
-	var buf bytes.Buffer
-	sum, err := demo(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 160, killAtStep: 60,
-		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second, gpuFault: true}, &buf, false)
-	t.Log(buf.String())
-	if err != nil {
-		t.Fatalf("demo: %v", err)
-	}
-	b, _ := json.Marshal(sum)
-	t.Logf("summary: %s", b)
-	if !sum.OK || sum.DetectionS <= 0 || sum.RecoveryS < sum.DetectionS || sum.ResumedFromStep <= 0 || sum.Attempts != 2 || sum.Restarts != 0 {
-		t.Errorf("summary = %+v", sum)
-	}
-	if !strings.HasPrefix(sum.Fault, "xid 79 on GPU ") {
-		t.Errorf("fault = %q, want the injected Xid", sum.Fault)
-	}
-	if sum.KilledNode == "" {
-		t.Error("no node named as faulted")
-	}
-}
-
-// TestDemoStraggler runs the straggler scenario shrunk: one node's ranks
-// start working 20 ms longer per step; the server must find the straggler
-// from the ranks' own timing lines, take its node out of service and the
-// gang must resume without it, no restart used.
-func TestDemoStraggler(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the demo; skipped with -short")
-	}
-	var buf bytes.Buffer
-	sum, err := demo(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 300, killAtStep: 60,
-		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second, straggler: true}, &buf, false)
-	t.Log(buf.String())
-	if err != nil {
-		t.Fatalf("demo: %v", err)
-	}
-	if !sum.OK || sum.DetectionS < demoStragglerWindow.Seconds() || sum.RecoveryS < sum.DetectionS || sum.Attempts != 2 || sum.Restarts != 0 {
-		t.Errorf("summary = %+v; want the straggler found no sooner than its window, and the gang moved", sum)
+	for _, tt := range []struct {
+		name      string
+		cfg       demoConfig
+		fault     string  // the summary's fault starts so
+		detectMin float64 // seconds
+	}{
+		{"gpu-fault", demoConfig{steps: 160, gpuFault: true}, "xid 79 on GPU ", 0},
+		{"straggler", demoConfig{steps: 300, straggler: true}, "straggler: ", demoStragglerWindow.Seconds()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.nodes, cfg.gpus, cfg.ranks, cfg.perNode, cfg.killAtStep = 3, 4, 4, 2, 60
+			cfg.stepDelay, cfg.timeout = 20*time.Millisecond, 100*time.Second
+			var buf bytes.Buffer
+			sum, err := demo(context.Background(), cfg, &buf, false)
+			t.Log(buf.String())
+			if err != nil {
+				t.Fatalf("demo: %v", err)
+			}
+			b, _ := json.Marshal(sum)
+			t.Logf("summary: %s", b)
+			if !sum.OK || sum.DetectionS <= tt.detectMin || sum.RecoveryS < sum.DetectionS || sum.ResumedFromStep <= 0 ||
+				sum.Attempts != 2 || sum.Restarts != 0 || sum.KilledNode == "" {
+				t.Errorf("summary = %+v; want the fault found, the gang moved from its node, no restart used", sum)
+			}
+			if !strings.HasPrefix(sum.Fault, tt.fault) {
+				t.Errorf("fault = %q, want %q...", sum.Fault, tt.fault)
+			}
+		})
 	}
 }
 
