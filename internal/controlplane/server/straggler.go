@@ -18,8 +18,9 @@ import (
 // shows which. Each rank's own work per step (api.Progress.ComputeS, the
 // step less its wait in the collective) does: the others wait for the
 // straggler, so theirs stays short and its own is long. A rank whose work
-// stays at StragglerFactor times its gang's median, and costs at least a
-// tenth of the gang's step, for StragglerWindow is a straggler; by
+// stays at StragglerFactor times the median of the gang's ranks on other
+// nodes, and costs at least a tenth of the gang's step, for
+// StragglerWindow is a straggler (one per node); by
 // policy its node leaves service (cause straggler) and the gang restarts
 // without it, as after a health fault. The check assumes the ranks share
 // the work evenly, as data- and tensor-parallel ranks do; pipeline stages
@@ -51,9 +52,10 @@ const (
 // the median is noise.
 const stragglerMinShare = 0.1
 
-// stragglerMinRanks is how many ranks must report before any is judged:
-// the median of two is their mean, which cannot tell which is slow.
-const stragglerMinRanks = 3
+// stragglerMinOthers is how many ranks on other nodes must report before a
+// rank is judged against them: with one, which of the two is slow cannot
+// be told.
+const stragglerMinOthers = 2
 
 // stragglerForget drops a gang not heard of for this long.
 const stragglerForget = 10 * time.Minute
@@ -75,9 +77,10 @@ type stragglers struct {
 }
 
 type gangTiming struct {
-	attempt int
-	ranks   map[int]*rankTiming
-	seen    time.Time
+	attempt  int
+	ranks    map[int]*rankTiming
+	declared map[string]bool // nodes with a straggler found
+	seen     time.Time
 }
 
 type rankTiming struct {
@@ -115,7 +118,7 @@ func (d *stragglers) observe(node string, p api.Progress, now time.Time, pol str
 	g := d.gangs[p.JobID]
 	switch {
 	case g == nil || g.attempt < p.Attempt:
-		g = &gangTiming{attempt: p.Attempt, ranks: map[int]*rankTiming{}}
+		g = &gangTiming{attempt: p.Attempt, ranks: map[int]*rankTiming{}, declared: map[string]bool{}}
 		d.gangs[p.JobID] = g
 	case g.attempt > p.Attempt:
 		return nil // a line of an attempt already replaced
@@ -137,13 +140,21 @@ func (d *stragglers) observe(node string, p api.Progress, now time.Time, pol str
 	if r.declared {
 		return nil
 	}
+	if g.declared[node] {
+		return nil // its node is found already
+	}
+	// Judged against the ranks on other nodes: a slow node holding half
+	// the gang would otherwise drag the median halfway to itself.
 	var comp, steps []float64
 	for _, o := range g.ranks {
 		if o.step > 0 {
-			comp, steps = append(comp, o.compute), append(steps, o.step)
+			steps = append(steps, o.step)
+			if o.node != node {
+				comp = append(comp, o.compute)
+			}
 		}
 	}
-	if len(comp) < stragglerMinRanks || r.step == 0 {
+	if len(comp) < stragglerMinOthers || r.step == 0 {
 		return nil
 	}
 	med, stepMed := median(comp), median(steps)
@@ -159,6 +170,7 @@ func (d *stragglers) observe(node string, p api.Progress, now time.Time, pol str
 		return nil
 	}
 	r.declared = true
+	g.declared[node] = true
 	s := api.Straggler{JobID: p.JobID, Attempt: p.Attempt, Rank: p.Rank, Node: node,
 		ComputeS: r.compute, MedianS: med, StepS: stepMed, Since: r.behind, At: now}
 	d.found[p.JobID] = append(d.found[p.JobID], s)

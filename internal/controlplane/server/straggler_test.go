@@ -30,8 +30,10 @@ func TestStragglers(t *testing.T) {
 		{name: "not within the window", g: gang{[]float64{0.03, 0.03, 0.03, 0.07}, []string{"a", "b", "c", "d"}}, steps: 90, want: -1},
 		{name: "twice a tiny median costs under a tenth of the step: noise",
 			g: gang{[]float64{0.001, 0.001, 0.001, 0.003}, []string{"a", "b", "c", "d"}}, steps: 300, want: -1},
-		{name: "half the gang slow: the median cannot tell", g: gang{[]float64{0.03, 0.03, 0.07, 0.07}, []string{"a", "b", "c", "c"}}, steps: 300, want: -1},
-		{name: "two ranks cannot tell", g: gang{[]float64{0.03, 0.09}, []string{"a", "b"}}, steps: 300, want: -1},
+		{name: "a slow node holding half the gang is found once",
+			g: gang{[]float64{0.03, 0.03, 0.07, 0.07}, []string{"a", "a", "c", "c"}}, steps: 300, want: 2, after: 10 * time.Second},
+		{name: "two nodes of one rank each cannot tell", g: gang{[]float64{0.03, 0.09}, []string{"a", "b"}}, steps: 300, want: -1},
+		{name: "all on one node: nothing to compare with", g: gang{[]float64{0.03, 0.03, 0.03, 0.09}, []string{"a", "a", "a", "a"}}, steps: 300, want: -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
