@@ -148,6 +148,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		reqs = append(reqs, r)
 	}
 	addHostUse(&snap, p.v.Jobs)
+	spreadReplicas(&snap, reqs, byID, p.v.Jobs)
 	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology,
 		MaxReservations: scheduler.ServerReservations})
 	for _, w := range plan.Warnings {
