@@ -100,3 +100,30 @@ func TestHealthFaultMovesGang(t *testing.T) {
 		})
 	}
 }
+
+// TestHangTimeoutRestartsSilentGang: a gang whose progress stops for its
+// hangTimeout is stopped and restarted (cause hang, a restart counted, as
+// the program's own failure), and describe job shows the timeout.
+func TestHangTimeoutRestartsSilentGang(t *testing.T) {
+	cl := startCluster(t, 1, 2)
+	id := cl.submitYAML(`ranks: 1
+gpusPerRank: 1
+maxRestarts: 1
+hangTimeout: 2s
+restartBackoff: 100ms
+command: [sh, -c, 'echo "{\"step\": 1}" >> "$GANGWAY_PROGRESS_FILE"; exec sleep 300']
+`)
+	var d *api.JobDetail
+	cl.wait(30*time.Second, "the silent gang restarted", func() bool {
+		d = cl.detail(id)
+		return len(d.Job.Status.Attempts) >= 2
+	})
+	first := d.Job.Status.Attempts[0]
+	if api.CauseOf(&first) != api.CauseHang || !strings.Contains(first.Reason, "no progress for") || d.Job.Status.Restarts != 1 {
+		t.Errorf("attempt 1 ended %s (%s: %s), %d restarts; want a hang, one restart counted", first.Outcome, api.CauseOf(&first), first.Reason, d.Job.Status.Restarts)
+	}
+	out, _, _ := cl.run("describe", "job", id)
+	if !strings.Contains(out, "hang timeout 2s") || !strings.Contains(out, "failed: hang") {
+		t.Errorf("describe job shows neither the hang timeout nor the cause:\n%s", out)
+	}
+}
