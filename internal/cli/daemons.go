@@ -98,7 +98,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	healthReturn := fs.Duration("health-return", server.DefaultHealthReturn, "a GPU or node taken out of service by a health check returns once its checks have passed this long (negative: only `gangway uncordon` returns it)")
 	lemonFaults := fs.Int("lemon-faults", 3, "a node with this many health faults within --lemon-window is a lemon: kept out of gangs that span nodes until uncordoned")
 	lemonWindow := fs.Duration("lemon-window", 24*time.Hour, "see --lemon-faults")
-	stragAction := fs.String("straggler-action", server.StragglerReport, "a rank whose own work per step (progress lines' computeS) stays --straggler-factor times its gang's median for --straggler-window: off, report (log it, list it in describe job) or cordon (also take its node out of service, so the gang restarts without it)")
+	stragAction := fs.String("straggler-action", server.StragglerReport, "a rank whose own work per step (progress lines' computeS) stays --straggler-factor times the median of its gang's ranks on other nodes for --straggler-window: off, report (log it, list it in describe job) or cordon (also take its node out of service, so the gang restarts without it)")
 	stragFactor := fs.Float64("straggler-factor", server.DefaultStragglerFactor, "see --straggler-action")
 	stragWindow := fs.Duration("straggler-window", server.DefaultStragglerWindow, "see --straggler-action")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")

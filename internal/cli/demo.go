@@ -533,15 +533,7 @@ func (a *demoAgent) injectHealth(line string) error {
 	if a.inject == "" {
 		return fmt.Errorf("agent %s takes no injected faults", a.name)
 	}
-	f, err := os.OpenFile(a.inject, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("inject a fault on %s: %w", a.name, err)
-	}
-	_, err = f.WriteString(line + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := chaos.AppendLine(a.inject, line); err != nil {
 		return fmt.Errorf("inject a fault on %s: %w", a.name, err)
 	}
 	return nil

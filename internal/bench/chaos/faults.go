@@ -92,7 +92,7 @@ func (c *cluster) inject(ctx context.Context, s Step, gpus int) Fault {
 			return fail(err)
 		}
 	case GPUFault:
-		if err := appendLine(a.injectPath(), `{"gpu":0,"xid":79}`); err != nil {
+		if err := AppendLine(a.injectPath(), `{"gpu":0,"xid":79}`); err != nil {
 			return fail(err)
 		}
 		for ctx.Err() == nil && time.Since(f.At) < gpuFaultBound {
@@ -107,7 +107,7 @@ func (c *cluster) inject(ctx context.Context, s Step, gpus int) Fault {
 		}
 		f.Note = fmt.Sprintf("Xid 79 on GPU 0; out of service after %.2fs; cleared and uncordoned after %s", f.OutOfServiceS, s.For.Round(time.Millisecond))
 		sleep(s.For)
-		if err := appendLine(a.injectPath(), `{"clear":true}`); err != nil {
+		if err := AppendLine(a.injectPath(), `{"clear":true}`); err != nil {
 			return fail(err)
 		}
 		if _, err := c.api.NodeAction(context.WithoutCancel(ctx), a.name, "uncordon"); err != nil {
@@ -295,8 +295,10 @@ func (c *cluster) reviveReplicas(ctx context.Context) []string {
 // its health checks run every second.
 const gpuFaultBound = 10 * time.Second
 
-// appendLine appends line to the file at path.
-func appendLine(path, line string) error {
+// AppendLine appends line and a newline to the file at path, creating
+// it: how a fault is injected into an agent's fake GPUs
+// (`gangway agent --health-inject`).
+func AppendLine(path, line string) error {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/topology"
 )
 
 // spreadLabel pins, in the scheduler's snapshot only, a deployment's
@@ -54,7 +55,7 @@ func spreadReplicas(snap *scheduler.Snapshot, reqs []scheduler.Request, byID, jo
 		best := -1
 		for k := range snap.Nodes {
 			n := &snap.Nodes[k]
-			if held[n.Name] || free[n.Name] < r.GPUsPerRank || !roomFor(n, r) || !selects(r.NodeSelector, n.Labels) {
+			if held[n.Name] || free[n.Name] < r.GPUsPerRank || !roomFor(n, r) || !topology.Selects(r.NodeSelector, r.NodeSelectorIn, n.Labels) {
 				continue
 			}
 			if best < 0 || free[n.Name] > free[snap.Nodes[best].Name] {
@@ -95,14 +96,4 @@ func roomFor(n *scheduler.Node, r *scheduler.Request) bool {
 		return false
 	}
 	return n.MemoryBytes <= 0 || n.MemoryBytesUsed+r.MemoryBytesPerRank <= n.MemoryBytes
-}
-
-// selects reports whether labels carry every key and value of sel.
-func selects(sel, labels map[string]string) bool {
-	for k, v := range sel {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -20,7 +20,7 @@
 // revoke) and tlsconf.go (the CA and certificates).
 //
 // It imports api, api/client (the client config it writes for the first
-// admin), base/fastjson, base/pki, controlplane/audit,
+// admin), base/fastjson, base/pki, base/stats, controlplane/audit,
 // controlplane/controller, controlplane/ratelimit,
 // controlplane/store, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.

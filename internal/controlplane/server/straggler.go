@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/stats"
 )
 
 // Stragglers. In a synchronous gang every rank's step takes as long as
@@ -205,11 +206,7 @@ func (d *stragglers) sweepLocked(now time.Time) {
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return stats.Percentile(s, 50)
 }
 
 // describeStraggler is a straggler as its node's fault reason.
@@ -235,13 +232,12 @@ func (s *Server) watchStragglers(ctx context.Context, hb *api.Heartbeat) {
 			if s.cfg.StragglerAction != StragglerCordon {
 				continue
 			}
-			pol := s.healthPolicy()
 			_, err := s.st.ModifyNode(ctx, st.Node, func(m *api.Node) error {
 				if m.Status.Fault != "" || m.Status.State == api.NodeLost {
 					return errNoChange
 				}
 				m.Status.Fault, m.Status.FaultAt, m.Status.FaultCause = describeStraggler(st), now, api.CauseStraggler
-				countFault(m, now, pol)
+				countFault(m, now, s.healthPolicy())
 				return nil
 			})
 			if err != nil && !errors.Is(err, errNoChange) {
