@@ -24,7 +24,8 @@ type statusBatcher struct {
 	busy    bool // a caller is committing
 }
 
-// put stores rs and returns once they are stored (or failed to be).
+// put stores rs and returns once they are stored (or failed to be), or
+// when ctx ends: the commit goes on without the caller.
 func (b *statusBatcher) put(ctx context.Context, rs []api.RankStatus) error {
 	if len(rs) == 0 {
 		return nil
@@ -33,25 +34,37 @@ func (b *statusBatcher) put(ctx context.Context, rs []api.RankStatus) error {
 	b.mu.Lock()
 	b.pending = append(b.pending, rs...)
 	b.waiters = append(b.waiters, done)
-	if b.busy {
-		b.mu.Unlock()
-		select {
-		case err := <-done:
-			return err
-		case <-ctx.Done():
-			return ctx.Err() // the commit goes on without us
-		}
+	if !b.busy {
+		// The commit runs apart from every caller, its starter included:
+		// a heartbeat that starts it while the store takes no write must
+		// still be answered within its own deadline (an answer late past
+		// the agent's lease fences the node's ranks), and its giving up
+		// must not fail the statuses others queued behind it.
+		b.busy = true
+		go b.commit(context.WithoutCancel(ctx))
 	}
-	b.busy = true
-	// This caller commits for others too: its own cancellation must not
-	// fail their statuses.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+	b.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// commitTimeout bounds one round of the group commit.
+const commitTimeout = 10 * time.Second
+
+// commit stores what is pending, round after round, until nothing is.
+func (b *statusBatcher) commit(ctx context.Context) {
+	b.mu.Lock()
 	for len(b.pending) > 0 {
 		batch, ws := b.pending, b.waiters
 		b.pending, b.waiters = nil, nil
 		b.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, commitTimeout)
 		err := b.st.PutRankStatuses(cctx, batch)
+		cancel()
 		for _, w := range ws {
 			w <- err
 		}
@@ -59,5 +72,4 @@ func (b *statusBatcher) put(ctx context.Context, rs []api.RankStatus) error {
 	}
 	b.busy = false
 	b.mu.Unlock()
-	return <-done
 }
