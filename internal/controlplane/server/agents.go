@@ -164,7 +164,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
 	defer cancel()
 	unstored := func(err error) bool {
-		if ctx.Err() != nil || statusFor(err) != http.StatusServiceUnavailable {
+		// Past the bound, whatever the store answered is for want of
+		// time, not of a bad report.
+		if ctx.Err() != nil || statusFor(err) != http.StatusServiceUnavailable && sctx.Err() == nil {
 			return false
 		}
 		s.log.Debug("heartbeat: reports not stored in time; the agent sends them again", "node", hb.Node, "err", err)

@@ -98,8 +98,13 @@ func (t *boundedTxn) Commit() (*clientv3.TxnResponse, error) {
 // etcd answered that it cannot serve.
 func (b boundedKV) check(ctx context.Context, err error) error {
 	switch {
-	case err == nil || ctx.Err() != nil:
+	case err == nil || errors.Is(err, ctx.Err()):
 		return err
+	case ctx.Err() != nil:
+		// The caller's deadline went to etcd with the request, and etcd
+		// answers one that passes as its own "request timed out": say
+		// whose deadline it was, so the caller sees its own.
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: no answer in %s (%w)", ErrUnavailable, b.d, err)
 	case unavailable(err):

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // TestUnreachableEtcdIsErrUnavailableInBoundedTime: with its etcd gone, a
@@ -64,4 +65,25 @@ func TestUnreachableEtcdIsErrUnavailableInBoundedTime(t *testing.T) {
 			t.Fatalf("err = %v; want the caller's own deadline, not ErrUnavailable", err)
 		}
 	})
+}
+
+// TestCallerDeadlineIsTheCallersError: etcd answers a request whose
+// caller's deadline passed on its side as its own "request timed out";
+// the store says it was the caller's deadline (a heartbeat handler told
+// it apart from a failure of its own only so, and answered 500 instead
+// of "heard, not stored").
+func TestCallerDeadlineIsTheCallersError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	b := boundedKV{d: time.Second}
+	for _, etcdErr := range []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToConnectionLost, errors.New("other")} {
+		err := b.check(ctx, etcdErr)
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, etcdErr) {
+			t.Errorf("check(expired ctx, %v) = %v; want the caller's deadline with etcd's answer", etcdErr, err)
+		}
+	}
+	if err := b.check(ctx, ctx.Err()); err != ctx.Err() {
+		t.Errorf("check(expired ctx, its own error) = %v; want it unchanged", err)
+	}
 }
