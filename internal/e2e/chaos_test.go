@@ -38,20 +38,16 @@ var shortChaos = chaosShape{
 	},
 }
 
-// replicatedChaos is the short replicated run's shape: five faults, one
+// replicatedChaos is the short replicated run's shape: six faults, one
 // of each kind that matters most with three replicas (the leader killed, a
-// follower's etcd member killed, the replicas restarted in turn, an agent
-// killed with its supervisor, a host cut off), spans shrunk so that the
-// whole run takes about a minute.
-//
-// Not quorum-loss, yet. The leader that keeps running answers heartbeats
-// it cannot store (Unstored), and agents retry a killed replica's
-// heartbeat on the next at once, but an agent that spent its last beats on
-// the killed majority can still find its witnesses hearing the surviving
-// leader while it does not, and fence (1 run of 3 in `gangway chaos`).
+// follower's etcd member killed, a majority killed, the replicas restarted
+// in turn, an agent killed with its supervisor, a host cut off), spans
+// shrunk so that the whole run takes about a minute. A majority lost with
+// the leader alive is the fault that found heartbeats held past the
+// agents' lease by writes etcd could not take.
 var replicatedChaos = chaosShape{
-	faults: 5,
-	kinds:  []chaos.Kind{chaos.LeaderKill, chaos.EtcdMemberKill, chaos.ServerRestart, chaos.AgentSupervisorKill, chaos.Partition},
+	faults: 6,
+	kinds:  []chaos.Kind{chaos.LeaderKill, chaos.EtcdMemberKill, chaos.QuorumLoss, chaos.ServerRestart, chaos.AgentSupervisorKill, chaos.Partition},
 	plan: chaos.PlanConfig{
 		Gap:         chaos.Span{Min: 4 * time.Second, Max: 7 * time.Second},
 		AgentDown:   chaos.Span{Min: time.Second, Max: 4 * time.Second},
