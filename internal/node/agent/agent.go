@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -231,6 +232,9 @@ type task struct {
 	reportedFinal bool
 	// signalSeq is the newest Assignment.SignalSeq delivered.
 	signalSeq int
+	// fence is set when this agent's fence killed the rank: what it
+	// reports as the exit's message.
+	fence string
 }
 
 // Run works until ctx ends, or until serving logs fails, and returns
@@ -601,6 +605,9 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 	}
 }
 
+// round1 rounds x to one decimal, for logs a person reads.
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
 // kickCoalesce is how long a heartbeat prompted by a rank's change waits
 // for more changes to carry.
 const kickCoalesce = 3 * time.Millisecond
@@ -615,7 +622,8 @@ func (a *Agent) checkFence() {
 		a.mu.Unlock()
 		return
 	}
-	why := "server unreachable past the lease"
+	silent := time.Since(a.lastOK)
+	why := fmt.Sprintf("no answer from the server for %.1f s", silent.Seconds())
 	if a.noWord != "" {
 		why += " (" + a.noWord + ")"
 	}
@@ -624,7 +632,9 @@ func (a *Agent) checkFence() {
 }
 
 // fenceNow kills every rank and follows no assignment until a heartbeat
-// succeeds again.
+// succeeds again. why says what the agent heard, or did not, in words that
+// follow "node N fenced itself: "; it travels with each killed rank's exit
+// (RankStatus.Fenced), so that the attempt says it was the fence.
 func (a *Agent) fenceNow(why string) {
 	a.mu.Lock()
 	if a.fenced {
@@ -632,21 +642,25 @@ func (a *Agent) fenceNow(why string) {
 		return
 	}
 	fence := a.lease.FenceAfter.D()
+	silent := time.Since(a.lastOK)
 	a.fenced, a.outage = true, false
 	a.fences++
+	msg := fmt.Sprintf("node %s fenced itself: %s", a.cfg.Name, why)
 	var live []*driver.Handle
 	for _, t := range a.tasks {
 		// Not marked stopped: a rank still in the assignment list stays
 		// known (and is never started again) until the list drops it.
 		if t.h != nil && !t.status.State.Terminal() {
 			live = append(live, t.h)
+			t.fence = msg
 		}
 	}
 	a.mu.Unlock()
 	if len(live) == 0 {
+		a.log.Warn("fenced, with no rank to kill", "why", why, "silent_s", round1(silent.Seconds()), "lease_s", round1(fence.Seconds()))
 		return
 	}
-	a.log.Warn(why+": fencing, killing all ranks", "lease", fence, "ranks", len(live))
+	a.log.Warn("fencing: killing all ranks", "why", why, "silent_s", round1(silent.Seconds()), "lease_s", round1(fence.Seconds()), "ranks", len(live))
 	// Stop every rank's group first, then kill them all: killed one after
 	// another, a rank could see its node-mate die and exit on its own
 	// before its own SIGKILL, and its end would not read as the fence's.

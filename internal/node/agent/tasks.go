@@ -335,6 +335,20 @@ func (a *Agent) await(t *task) {
 	if e.Code == 127 && e.Message != "" {
 		t.status.State = api.RankFailedStart
 	}
+	switch {
+	case t.fence != "":
+		t.status.Fenced, t.status.Message = true, t.fence
+	case e.Fenced:
+		// The supervisor's own fence, on the lease this agent gave it:
+		// it runs its check as often as this agent does and may come
+		// first. The silence is this agent's to tell, if it saw one.
+		t.status.Fenced = true
+		why := e.Message
+		if !a.lastOK.IsZero() && !t.status.FinishedAt.Before(a.leaseUntil) {
+			why = fmt.Sprintf("no answer from the server for %.1f s", t.status.FinishedAt.Sub(a.lastOK).Seconds())
+		}
+		t.status.Message = fmt.Sprintf("node %s fenced itself: %s", a.cfg.Name, why)
+	}
 	a.mu.Unlock()
 	a.log.Info("rank exited", "task", t.asg.TaskKey(), "code", e.Code, "signal", e.Signal)
 	if r := t.asg.Resources; r != nil && (r.MemoryBytes > 0 || r.CPUMillis > 0) && a.cfg.ReleaseLimits != nil {
