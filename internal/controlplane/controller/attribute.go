@@ -160,7 +160,7 @@ func (l *lifecycle) outsideCause(j *api.Job, a *api.Attempt) (outside, bool) {
 		}
 	}
 	if found {
-		best.reason += "; " + a.Reason + " in its wake"
+		best.reason += " (then " + a.Reason + ")"
 	}
 	return best, found
 }

@@ -88,7 +88,7 @@ func TestFirstCauseWins(t *testing.T) {
 		job:   stoppingFor,
 		world: world{nodes: []*api.Node{node("n1"), lostAt("n2", stopAt.Add(-800*time.Millisecond))}, ranks: []api.RankStatus{exited(0, 1, stopAt)}},
 		want: want{stepEnd, api.JobRestarting, api.OutcomeFailed, api.CauseNodeLost,
-			"node n2 lost; rank 0 on n1 exited with code 1 in its wake", 0, now},
+			"node n2 lost (then rank 0 on n1 exited with code 1)", 0, now},
 	}, {
 		name:  "stopping: a node heard well after the stop and lost later is not what failed the job",
 		job:   stoppingFor,
@@ -99,13 +99,13 @@ func TestFirstCauseWins(t *testing.T) {
 		job:   restartingAfter,
 		world: world{nodes: []*api.Node{gpuFault("n1", stopAt.Add(time.Second)), node("n2")}},
 		want: want{stepAmend, api.JobRestarting, api.OutcomeInterrupted, api.CauseGPUFault,
-			"GPU 0 of node n1 out of service: Xid 79; rank 0 on n1 exited with code 1 in its wake", 0, now},
+			"GPU 0 of node n1 out of service: Xid 79 (then rank 0 on n1 exited with code 1)", 0, now},
 	}, {
 		name:  "restarting: a fence's exits reported once its agent hears the server again",
 		job:   restartingAfter,
 		world: world{ranks: []api.RankStatus{exited(0, 1, stopAt), fenced(1, stopAt.Add(-time.Millisecond))}},
 		want: want{stepAmend, api.JobRestarting, api.OutcomeInterrupted, api.CauseFenced,
-			"node n2 fenced itself: no answer from the server for 2.1s; rank 0 on n1 exited with code 1 in its wake", 0, now},
+			"node n2 fenced itself: no answer from the server for 2.1s (then rank 0 on n1 exited with code 1)", 0, now},
 	}, {
 		name:  "restarting: a fault found long after the crash is another story",
 		job:   restartingAfter,
@@ -123,7 +123,7 @@ func TestFirstCauseWins(t *testing.T) {
 		world: world{nodes: []*api.Node{node("n1"), lostAt("n2", stopAt.Add(-time.Second)), node("n3")},
 			ranks: []api.RankStatus{{JobID: "j1", Attempt: 2, Rank: 0, Node: "n3", State: api.RankRunning}}},
 		want: want{stepAmend, api.JobRunning, api.OutcomeFailed, api.CauseNodeLost,
-			"node n2 lost; rank 0 on n1 exited with code 1 in its wake", 0, stopAt.Add(time.Minute)},
+			"node n2 lost (then rank 0 on n1 exited with code 1)", 0, stopAt.Add(time.Minute)},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -326,6 +326,10 @@ func (a *Agent) goAwait(ctx context.Context, t *task) {
 // await records a rank's exit.
 func (a *Agent) await(t *task) {
 	e := t.h.Exit()
+	tail := ""
+	if e.Code != 0 && !e.Fenced {
+		tail = stderrTail(t.dir) // what went wrong, for the attempt's reason
+	}
 	a.mu.Lock()
 	t.status.State = api.RankExited
 	t.status.ExitCode = e.Code
@@ -336,6 +340,8 @@ func (a *Agent) await(t *task) {
 		t.status.State = api.RankFailedStart
 	}
 	switch {
+	case tail != "" && t.status.State == api.RankExited && t.fence == "" && !t.stopped:
+		t.status.StderrTail = tail
 	case t.fence != "":
 		t.status.Fenced, t.status.Message = true, t.fence
 	case e.Fenced:
