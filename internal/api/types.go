@@ -651,7 +651,12 @@ type Node struct {
 	// Address is the IP other ranks reach this node at (MASTER_ADDR).
 	Address string `json:"address"`
 	// AgentURL serves the agent's logs endpoint.
-	AgentURL    string            `json:"agentURL,omitempty"`
+	AgentURL string `json:"agentURL,omitempty"`
+	// Instance identifies the agent's data directory (random, made once
+	// per --data-dir): a registration from another instance is refused
+	// while the node's agent is alive, so that two agents on one machine
+	// never become one node.
+	Instance    string            `json:"instance,omitempty"`
 	GPUs        []GPU             `json:"gpus"`
 	GPUSource   string            `json:"gpuSource,omitempty"`
 	GPUReason   string            `json:"gpuReason,omitempty"`

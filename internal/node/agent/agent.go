@@ -149,6 +149,7 @@ type Agent struct {
 	pendingCk  []api.CheckpointReport
 	pendingPr  []api.Progress
 	listenURL  string
+	instance   string // the data directory's instance ID; set by Run
 	// healthSent is the health report the server acknowledged last, under
 	// registration healthReg: a new registration is sent the report again.
 	healthSent []api.HealthCheck
@@ -253,6 +254,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.tasksDir(), 0o755); err != nil {
 		return fmt.Errorf("agent: data dir: %w", err)
 	}
+	release, err := a.lockDataDir()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if a.instance, err = a.instanceID(); err != nil {
+		return err
+	}
 	creds, pool, err := a.credentials(ctx)
 	if err != nil {
 		return err
@@ -290,7 +299,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	srv := &http.Server{Handler: peersOrServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // serving logs failed, or the node's name is another agent's
 	var wg sync.WaitGroup
 	wg.Add(4)
 	go func() {
@@ -299,7 +308,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			serveErr <- fmt.Errorf("agent: serve logs on %s: %w", ln.Addr(), err)
 		}
 	}()
-	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
+	go func() {
+		defer wg.Done()
+		if err := a.heartbeatLoop(ctx); err != nil {
+			serveErr <- err
+		}
+	}()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
 	wg.Add(1)
@@ -400,7 +414,7 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 		return fmt.Errorf("discover GPUs: %w", err)
 	}
 	n := api.Node{
-		Name: a.cfg.Name, Address: a.cfg.Address, AgentURL: a.listenURL,
+		Name: a.cfg.Name, Address: a.cfg.Address, AgentURL: a.listenURL, Instance: a.instance,
 		Labels: a.cfg.Labels, CPUs: runtime.NumCPU(), MemoryBytes: memTotal(),
 		GPUSource: inv.Source, GPUReason: inv.Reason, Cgroups: a.cfg.Cgroups,
 	}
@@ -522,11 +536,21 @@ func memTotal() int64 {
 
 // heartbeatLoop registers, then reports every interval (and at once when a
 // rank changes state), and fences the node when the server stays silent.
-func (a *Agent) heartbeatLoop(ctx context.Context) {
+// It returns when ctx ends (nil), or with the server's refusal when this
+// agent's first registration finds the node's name held by another live
+// agent: a second agent started on one machine by mistake stops and says
+// why, rather than retrying for ever.
+func (a *Agent) heartbeatLoop(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := a.registerOnce(ctx); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			a.mu.Lock()
+			first := a.registrations == 0
+			a.mu.Unlock()
+			if first && isNameHeld(err) {
+				return fmt.Errorf("agent: --name %s: %w", a.cfg.Name, err)
 			}
 			a.log.Warn("register failed; retrying", "err", err)
 			a.checkFence()
@@ -535,6 +559,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		a.beatUntilReregister(ctx)
 	}
+	return nil
 }
 
 func (a *Agent) beatUntilReregister(ctx context.Context) {
