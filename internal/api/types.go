@@ -406,15 +406,28 @@ const (
 	CauseTimeLimit Cause = "time-limit"
 	// CauseUserError: a rank failed to start or exited non-zero.
 	CauseUserError Cause = "user-error"
+	// CauseFenced: a node's agent (or its supervisor) killed its ranks
+	// because it heard nothing from the server for its lease.
+	CauseFenced Cause = "fenced"
 )
+
+// Charged reports whether an attempt that ended for c uses up one of the
+// job's maxRestarts and counts toward its restart backoff: only the job's
+// own failures (a rank's exit or failed start, a hang) do. A lost node, a
+// fault, a fence, a preemption or a drain is no fault of the program's.
+func (c Cause) Charged() bool { return c == CauseUserError || c == CauseHang }
 
 // Attempt is one run of a job on one placement.
 type Attempt struct {
-	Number    int             `json:"number"`
-	Phase     AttemptPhase    `json:"phase"`
-	Outcome   Outcome         `json:"outcome,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	Cause     Cause           `json:"cause,omitempty"`
+	Number  int          `json:"number"`
+	Phase   AttemptPhase `json:"phase"`
+	Outcome Outcome      `json:"outcome,omitempty"`
+	Reason  string       `json:"reason,omitempty"`
+	Cause   Cause        `json:"cause,omitempty"`
+	// Charged: the attempt's end used up one of maxRestarts (its cause
+	// was the job's own failure); given back if the cause turns out to
+	// have been something else (a node lost just before, a fault).
+	Charged   bool            `json:"charged,omitempty"`
 	Placement []RankPlacement `json:"placement"`
 	// Grid is the parallel grid the ranks were numbered in.
 	Grid *Grid `json:"grid,omitempty"`
@@ -576,7 +589,18 @@ type RankStatus struct {
 	Message    string    `json:"message,omitempty"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	// Fenced: the node's fence killed the rank (its agent or supervisor
+	// heard nothing from the server for the lease); Message says for how
+	// long.
+	Fenced bool `json:"fenced,omitempty"`
+	// StderrTail is the last lines of a failed rank's stderr (at most
+	// MaxStderrTailBytes), sent with its exit so that the attempt's reason
+	// can say what went wrong.
+	StderrTail string `json:"stderrTail,omitempty"`
 }
+
+// MaxStderrTailBytes bounds RankStatus.StderrTail.
+const MaxStderrTailBytes = 512
 
 // Assignment is one rank the controller wants a node to run, with
 // everything the agent needs to start it.
@@ -627,7 +651,12 @@ type Node struct {
 	// Address is the IP other ranks reach this node at (MASTER_ADDR).
 	Address string `json:"address"`
 	// AgentURL serves the agent's logs endpoint.
-	AgentURL    string            `json:"agentURL,omitempty"`
+	AgentURL string `json:"agentURL,omitempty"`
+	// Instance identifies the agent's data directory (random, made once
+	// per --data-dir): a registration from another instance is refused
+	// while the node's agent is alive, so that two agents on one machine
+	// never become one node.
+	Instance    string            `json:"instance,omitempty"`
 	GPUs        []GPU             `json:"gpus"`
 	GPUSource   string            `json:"gpuSource,omitempty"`
 	GPUReason   string            `json:"gpuReason,omitempty"`
@@ -685,6 +714,10 @@ type NodeStatus struct {
 	Reason       string    `json:"reason,omitempty"`
 	RegisteredAt time.Time `json:"registeredAt,omitzero"`
 	LostAt       time.Time `json:"lostAt,omitzero"`
+	// LastSeenAt is the node's last heartbeat as the leader that declared
+	// it lost heard it; stored with the loss, so that it survives a change
+	// of leader (heartbeats themselves are kept in memory only).
+	LastSeenAt time.Time `json:"lastSeenAt,omitzero"`
 	// LastHeartbeat is filled in by the API from the server's memory;
 	// heartbeats are not written to the store.
 	LastHeartbeat time.Time `json:"lastHeartbeat,omitzero"`

@@ -86,6 +86,13 @@ func startCluster(t *testing.T, nodes, gpus int) *cluster {
 // startClusterWith lets a test adjust the server's configuration.
 func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)) *cluster {
 	t.Helper()
+	return startClusterWrapped(t, nodes, gpus, adjust, nil)
+}
+
+// startClusterWrapped also lets a test wrap the server's listener (to
+// stall it); nil wraps nothing.
+func startClusterWrapped(t *testing.T, nodes, gpus int, adjust func(*server.Config), wrap func(net.Listener) net.Listener) *cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a cluster; skipped with -short")
 	}
@@ -101,6 +108,9 @@ func startClusterWith(t *testing.T, nodes, gpus int, adjust func(*server.Config)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &cluster{t: t, url: "http://" + ln.Addr().String(), dir: dir, cancel: cancel,

@@ -139,6 +139,23 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 		}
 	}
 	if hi < 0 {
+		// Every release is applied; the GPUs still out of reach are held
+		// for the gangs reserved ahead of this one. An array's tasks, each
+		// the size of a node, queue so on a cluster of a few nodes: they
+		// fit, one after another, once those have run.
+		moveTo(len(keys))
+		s.held = nil // s is this search's own: give the reserved GPUs back
+		for _, rv := range p.resvs {
+			for _, m := range rv.masks {
+				s.give(m.node, m.mask)
+			}
+		}
+		if len(p.resvs) > 0 && fits() {
+			if len(p.resvs) == 1 {
+				return fmt.Sprintf("it fits once the gang reserved ahead of it (%s) has started", p.resvs[0].job), false
+			}
+			return fmt.Sprintf("it fits once the %d gangs reserved ahead of it have started", len(p.resvs)), false
+		}
 		return "it does not fit even when every running job has ended", false
 	}
 	moveTo(hi)

@@ -390,3 +390,31 @@ func TestSortReleases(t *testing.T) {
 		}
 	}
 }
+
+// TestBackfillQueuedBehindReservations: gangs that each fit the emptied
+// cluster but queue behind the gangs reserved ahead of them (an array's
+// node-sized tasks on a cluster of a few nodes, which run a few at a
+// time) are told so, not that they never fit.
+func TestBackfillQueuedBehindReservations(t *testing.T) {
+	now := 10 * hour
+	snap := withRunning(t, small, []Running{
+		ending(job("r1", "q", nodeNames(1, 8)...), now+hour),
+		ending(job("r2", "q", nodeNames(9, 16)...), now+2*hour),
+	})
+	snap.Now = now
+	var reqs []Request
+	for i := range 4 {
+		reqs = append(reqs, Request{JobID: fmt.Sprintf("task%d", i), Queue: "q", Ranks: 128, Order: int64(i + 1), EstimatedDuration: time.Hour})
+	}
+	plan := ScheduleWith(snap, reqs, Options{Mode: Backfill, MaxReservations: 2})
+	checkPlan(t, snap, reqs, plan)
+	for _, id := range []string{"task1", "task2", "task3"} {
+		pe := pendingOf(plan, id)
+		if pe == nil {
+			t.Fatalf("%s placed; the cluster is full", id)
+		}
+		if strings.Contains(pe.Reason, "does not fit even") || !strings.Contains(pe.Reason, "it fits once the gang reserved ahead of it (task0) has started") {
+			t.Errorf("%s's reason %q; want it told it waits behind the reserved gangs", id, pe.Reason)
+		}
+	}
+}

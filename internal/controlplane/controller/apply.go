@@ -41,6 +41,12 @@ func (p *pass) apply(d decision) {
 	case stepEnd:
 		p.logFinished(m)
 		p.queue(p.c.st.UpdateJobWrite(m), nil)
+	case stepAmend:
+		p.queue(p.c.st.UpdateJobWrite(m), func(rev int64, err error) {
+			if p.wrote(rev, err) {
+				p.c.log.Info("attempt's cause amended: something outside the job came first", "job_id", m.ID, "restarts", m.Status.Restarts)
+			}
+		})
 	case stepFinish:
 		p.queue(p.c.st.UpdateJobWrite(m), func(rev int64, err error) {
 			if p.wrote(rev, err) {

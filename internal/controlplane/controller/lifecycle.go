@@ -63,6 +63,9 @@ const (
 	stepEnd
 	// stepFinish: a job cancelled before it ran is done.
 	stepFinish
+	// stepAmend: an ended attempt's cause is rewritten (attribute.go);
+	// the job stays in its phase.
+	stepAmend
 )
 
 // decision is the lifecycle's answer for one job: the job as it is to be
@@ -89,6 +92,9 @@ func (l *lifecycle) decide(j *api.Job) decision {
 			m := j.Clone()
 			reason := succeedLate(m, e)
 			return l.finish(m, api.JobSucceeded, reason)
+		}
+		if m := l.amendEnded(j); m != nil {
+			return decision{stepAmend, m}
 		}
 	}
 	return decision{}
@@ -135,10 +141,10 @@ func (l *lifecycle) lateSuccess(j *api.Job) int {
 func succeedLate(m *api.Job, i int) string {
 	e := &m.Status.Attempts[i]
 	was := e.Reason
-	if e.Outcome == api.OutcomeFailed && m.Status.Restarts > 0 {
+	if e.Charged && m.Status.Restarts > 0 {
 		m.Status.Restarts-- // the restart it counted was for nothing
 	}
-	e.Outcome, e.Cause = api.OutcomeSucceeded, api.CauseSucceeded
+	e.Outcome, e.Cause, e.Charged = api.OutcomeSucceeded, api.CauseSucceeded, false
 	e.Reason = fmt.Sprintf("every rank exited 0 (reported after the attempt ended: %s)", was)
 	return fmt.Sprintf("attempt %d succeeded: every rank exited 0 before %s; the exits were reported late", e.Number, was)
 }
@@ -182,6 +188,9 @@ func (l *lifecycle) nodeLost(name string, n *api.Node) (*api.Node, time.Duration
 	m.Status.State = api.NodeLost
 	m.Status.LostAt = l.now
 	m.Status.Reason = reason
+	if _, last, heard := l.beats.Run(name); heard {
+		m.Status.LastSeenAt = last // a leader that never heard it leaves it unknown
+	}
 	return m, silent
 }
 
@@ -245,6 +254,7 @@ func (l *lifecycle) running(j *api.Job) decision {
 	}
 	done, running := 0, 0
 	procs := launch.Processes(j, a)
+	var first *rankFailure // the failure the attempt is charged to (attribute.go)
 	for _, r := range procs {
 		rp := a.Placement[r]
 		rs := l.rank(j.ID, a.Number, rp.Rank)
@@ -252,20 +262,16 @@ func (l *lifecycle) running(j *api.Job) decision {
 			continue
 		}
 		switch {
-		case rs.State == api.RankFailedStart && reason == "":
-			outcome, reason = api.OutcomeFailed, fmt.Sprintf("rank %d on %s could not start: %s", rp.Rank, rp.Node, rs.Message)
-		case rs.State == api.RankExited && rs.ExitCode != 0 && reason == "" && !a.PreemptedAt.IsZero():
-			// Being preempted: a rank that dies of the checkpoint signal
-			// (or exits after saving) is stopping as asked, not failing.
-			outcome, reason = api.OutcomePreempted, fmt.Sprintf("preempted for job %s; rank %d exited with code %d%s after the checkpoint signal",
-				a.PreemptedFor, rp.Rank, rs.ExitCode, sigSuffix(rs.Signal))
-		case rs.State == api.RankExited && rs.ExitCode != 0 && reason == "":
-			outcome, reason = api.OutcomeFailed, fmt.Sprintf("rank %d on %s exited with code %d%s", rp.Rank, rp.Node, rs.ExitCode, sigSuffix(rs.Signal))
+		case rs.State == api.RankFailedStart, rs.State == api.RankExited && rs.ExitCode != 0:
+			first = first.before(&rankFailure{rp, rs})
 		case rs.State == api.RankExited:
 			done++
 		case rs.State == api.RankRunning:
 			running++
 		}
+	}
+	if first != nil && reason == "" {
+		outcome, reason, cause = first.verdict(a)
 	}
 	if reason == "" && !a.PreemptedAt.IsZero() {
 		ck := l.v.Ckpts[j.ID]
@@ -300,6 +306,11 @@ func (l *lifecycle) running(j *api.Job) decision {
 		m := j.Clone()
 		m.Status.Current().RunningAt = l.now
 		return decision{stepStamp, m}
+	}
+	if m := l.amendEnded(j); m != nil {
+		// The attempt before this one turned out to have ended for
+		// something outside the job: its restart is given back.
+		return decision{stepAmend, m}
 	}
 	return decision{}
 }
@@ -407,6 +418,9 @@ func (l *lifecycle) stopping(j *api.Job) decision {
 		}
 	}
 	m := j.Clone()
+	if o, ok := l.outsideCause(j, a); ok {
+		amend(&m.Status, m.Status.Current(), o)
+	}
 	l.end(m)
 	return decision{stepEnd, m}
 }
@@ -434,6 +448,12 @@ func (l *lifecycle) end(m *api.Job) {
 		st.Phase = api.JobRestarting
 		st.NotBefore = l.now
 		st.Reason = fmt.Sprintf("attempt %d %s (%s); requeued", ma.Number, ma.Outcome, ma.Reason)
+	case !api.CauseOf(ma).Charged():
+		// Failed for something outside the job (a lost node): restart
+		// elsewhere at once, using up no restart.
+		st.Phase = api.JobRestarting
+		st.NotBefore = l.now
+		st.Reason = requeueReason(ma)
 	default:
 		maxR := m.Spec.RestartLimit()
 		if st.Restarts >= maxR {
@@ -442,6 +462,7 @@ func (l *lifecycle) end(m *api.Job) {
 		}
 		backoff := restartBackoff(m.Spec.RestartBackoff.D(), crashStreak(st.Attempts)-1)
 		st.Restarts++
+		ma.Charged = true
 		st.Phase = api.JobRestarting
 		st.NotBefore = l.now.Add(backoff)
 		st.Reason = fmt.Sprintf("attempt %d failed: %s; restart %d of %d after %s", ma.Number, ma.Reason, st.Restarts, maxR, backoff)

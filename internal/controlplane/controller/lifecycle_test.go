@@ -248,11 +248,11 @@ func TestRunningAttempts(t *testing.T) {
 		world: world{nodes: []*api.Node{node("n1")}, ranks: ranksRunning()},
 		want:  failed("node n2 lost"),
 	}, {
-		name:  "a lost node whose gang has exited elsewhere ends at once and restarts",
+		name:  "a lost node whose gang has exited elsewhere ends at once and restarts at once, using up no restart",
 		job:   running(nil),
 		world: world{nodes: []*api.Node{node("n1"), lostNode("n2")}, ranks: []api.RankStatus{rank(0, api.RankExited, 0)}},
-		want: result{Step: stepStopEnd, Phase: api.JobRestarting, Reason: "attempt 1 failed: node n2 lost; restart 1 of 3 after 1s",
-			Restarts: 1, NotBefore: now.Add(time.Second), Attempt: api.AttemptEnded, Outcome: api.OutcomeFailed,
+		want: result{Step: stepStopEnd, Phase: api.JobRestarting, Reason: "attempt 1 failed (node n2 lost); requeued (node-lost uses up no restart)",
+			NotBefore: now, Attempt: api.AttemptEnded, Outcome: api.OutcomeFailed,
 			AttemptReason: "node n2 lost", StoppingAt: now, EndedAt: now},
 	}, {
 		name:  "a draining node interrupts the attempt",
@@ -579,7 +579,10 @@ func TestNodeLost(t *testing.T) {
 		State  api.NodeState
 		Reason string
 		LostAt time.Time
-		Silent time.Duration
+		// LastSeenAt is stored with the loss: a new leader's memory of
+		// heartbeats starts empty.
+		LastSeenAt time.Time
+		Silent     time.Duration
 	}
 	tests := []struct {
 		name  string
@@ -589,7 +592,7 @@ func TestNodeLost(t *testing.T) {
 	}{
 		{"heard from within the timeout", node("n1"), now.Add(-3 * time.Second), nil},
 		{"silent past the timeout", node("n1"), now.Add(-3500 * time.Millisecond),
-			&lost{api.NodeLost, "no heartbeat for 3.5s", now, 3500 * time.Millisecond}},
+			&lost{api.NodeLost, "no heartbeat for 3.5s", now, now.Add(-3500 * time.Millisecond), 3500 * time.Millisecond}},
 		{"lost already", lostNode("n1"), now.Add(-time.Hour), nil},
 	}
 	for _, tt := range tests {
@@ -599,7 +602,7 @@ func TestNodeLost(t *testing.T) {
 			m, silent := l.nodeLost("n1", tt.node)
 			var got *lost
 			if m != nil {
-				got = &lost{m.Status.State, m.Status.Reason, m.Status.LostAt, silent}
+				got = &lost{m.Status.State, m.Status.Reason, m.Status.LostAt, m.Status.LastSeenAt, silent}
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("nodeLost (-want +got):\n%s", diff)
@@ -659,10 +662,11 @@ func TestPreempting(t *testing.T) {
 // that attempt rather than running again.
 func TestLateSuccess(t *testing.T) {
 	stopAt := t0.Add(30 * time.Second)
-	// restarting: attempt 1 ended as n2's loss wrote it.
+	// restarting: attempt 1 ended as n2's loss wrote it (using up no
+	// restart).
 	restarting := func(outcome api.Outcome, reason string) *api.Job {
 		return running(func(j *api.Job) {
-			j.Status.Phase, j.Status.Restarts = api.JobRestarting, 1
+			j.Status.Phase = api.JobRestarting
 			a := j.Status.Current()
 			a.Phase, a.Outcome, a.Reason, a.StoppingAt, a.EndedAt = api.AttemptEnded, outcome, reason, stopAt, stopAt
 		})

@@ -63,6 +63,15 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
+	if err := s.claimedByAnother(ctx, &n, now); err != nil {
+		code := statusFor(err)
+		if errors.Is(err, errNameHeld) {
+			code = http.StatusConflict
+			s.log.Warn("registration refused: the node name is held by another live agent", "node", n.Name, "remote", r.RemoteAddr)
+		}
+		writeError(w, code, err)
+		return
+	}
 	// Heard from now, before it is written Ready: a pass that sees it
 	// Ready must not find it silent since its last life.
 	s.liveness().Beat(n.Name, 0, now)

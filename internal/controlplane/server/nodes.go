@@ -32,9 +32,17 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, r, http.StatusOK, api.NodeList{Index: rev, Nodes: nodes})
 }
 
+// fillHeartbeat sets n's last heartbeat: as this server heard it, else as
+// the leader that declared it lost heard it. A node this server never
+// heard from has none: the liveness table's stand-in for it (the time this
+// server began to lead, from which it gives the node a full timeout) is
+// no heartbeat, and shown as one it made a node dead for half an hour look
+// seen when the leader changed.
 func (s *Server) fillHeartbeat(n *api.Node) {
-	if at, _ := s.liveness().Get(n.Name); !at.IsZero() {
-		n.Status.LastHeartbeat = at
+	if _, last, heard := s.liveness().Run(n.Name); heard && !last.Before(n.Status.LastSeenAt) {
+		n.Status.LastHeartbeat = last
+	} else if !n.Status.LastSeenAt.IsZero() {
+		n.Status.LastHeartbeat = n.Status.LastSeenAt
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -148,6 +149,7 @@ type Agent struct {
 	pendingCk  []api.CheckpointReport
 	pendingPr  []api.Progress
 	listenURL  string
+	instance   string // the data directory's instance ID; set by Run
 	// healthSent is the health report the server acknowledged last, under
 	// registration healthReg: a new registration is sent the report again.
 	healthSent []api.HealthCheck
@@ -231,6 +233,9 @@ type task struct {
 	reportedFinal bool
 	// signalSeq is the newest Assignment.SignalSeq delivered.
 	signalSeq int
+	// fence is set when this agent's fence killed the rank: what it
+	// reports as the exit's message.
+	fence string
 }
 
 // Run works until ctx ends, or until serving logs fails, and returns
@@ -248,6 +253,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if err := os.MkdirAll(a.tasksDir(), 0o755); err != nil {
 		return fmt.Errorf("agent: data dir: %w", err)
+	}
+	release, err := a.lockDataDir()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if a.instance, err = a.instanceID(); err != nil {
+		return err
 	}
 	creds, pool, err := a.credentials(ctx)
 	if err != nil {
@@ -286,7 +299,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	srv := &http.Server{Handler: peersOrServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2) // serving logs failed, or the node's name is another agent's
 	var wg sync.WaitGroup
 	wg.Add(4)
 	go func() {
@@ -295,7 +308,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			serveErr <- fmt.Errorf("agent: serve logs on %s: %w", ln.Addr(), err)
 		}
 	}()
-	go func() { defer wg.Done(); a.heartbeatLoop(ctx) }()
+	go func() {
+		defer wg.Done()
+		if err := a.heartbeatLoop(ctx); err != nil {
+			serveErr <- err
+		}
+	}()
 	go func() { defer wg.Done(); a.assignmentLoop(ctx) }()
 	go func() { defer wg.Done(); a.watchLoop(ctx) }()
 	wg.Add(1)
@@ -396,7 +414,7 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 		return fmt.Errorf("discover GPUs: %w", err)
 	}
 	n := api.Node{
-		Name: a.cfg.Name, Address: a.cfg.Address, AgentURL: a.listenURL,
+		Name: a.cfg.Name, Address: a.cfg.Address, AgentURL: a.listenURL, Instance: a.instance,
 		Labels: a.cfg.Labels, CPUs: runtime.NumCPU(), MemoryBytes: memTotal(),
 		GPUSource: inv.Source, GPUReason: inv.Reason, Cgroups: a.cfg.Cgroups,
 	}
@@ -518,11 +536,21 @@ func memTotal() int64 {
 
 // heartbeatLoop registers, then reports every interval (and at once when a
 // rank changes state), and fences the node when the server stays silent.
-func (a *Agent) heartbeatLoop(ctx context.Context) {
+// It returns when ctx ends (nil), or with the server's refusal when this
+// agent's first registration finds the node's name held by another live
+// agent: a second agent started on one machine by mistake stops and says
+// why, rather than retrying for ever.
+func (a *Agent) heartbeatLoop(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := a.registerOnce(ctx); err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			a.mu.Lock()
+			first := a.registrations == 0
+			a.mu.Unlock()
+			if first && isNameHeld(err) {
+				return fmt.Errorf("agent: --name %s: %w", a.cfg.Name, err)
 			}
 			a.log.Warn("register failed; retrying", "err", err)
 			a.checkFence()
@@ -531,6 +559,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		a.beatUntilReregister(ctx)
 	}
+	return nil
 }
 
 func (a *Agent) beatUntilReregister(ctx context.Context) {
@@ -601,6 +630,9 @@ func (a *Agent) beatUntilReregister(ctx context.Context) {
 	}
 }
 
+// round1 rounds x to one decimal, for logs a person reads.
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
 // kickCoalesce is how long a heartbeat prompted by a rank's change waits
 // for more changes to carry.
 const kickCoalesce = 3 * time.Millisecond
@@ -615,7 +647,8 @@ func (a *Agent) checkFence() {
 		a.mu.Unlock()
 		return
 	}
-	why := "server unreachable past the lease"
+	silent := time.Since(a.lastOK)
+	why := fmt.Sprintf("no answer from the server for %.1f s", silent.Seconds())
 	if a.noWord != "" {
 		why += " (" + a.noWord + ")"
 	}
@@ -624,7 +657,9 @@ func (a *Agent) checkFence() {
 }
 
 // fenceNow kills every rank and follows no assignment until a heartbeat
-// succeeds again.
+// succeeds again. why says what the agent heard, or did not, in words that
+// follow "node N fenced itself: "; it travels with each killed rank's exit
+// (RankStatus.Fenced), so that the attempt says it was the fence.
 func (a *Agent) fenceNow(why string) {
 	a.mu.Lock()
 	if a.fenced {
@@ -632,21 +667,25 @@ func (a *Agent) fenceNow(why string) {
 		return
 	}
 	fence := a.lease.FenceAfter.D()
+	silent := time.Since(a.lastOK)
 	a.fenced, a.outage = true, false
 	a.fences++
+	msg := fmt.Sprintf("node %s fenced itself: %s", a.cfg.Name, why)
 	var live []*driver.Handle
 	for _, t := range a.tasks {
 		// Not marked stopped: a rank still in the assignment list stays
 		// known (and is never started again) until the list drops it.
 		if t.h != nil && !t.status.State.Terminal() {
 			live = append(live, t.h)
+			t.fence = msg
 		}
 	}
 	a.mu.Unlock()
 	if len(live) == 0 {
+		a.log.Warn("fenced, with no rank to kill", "why", why, "silent_s", round1(silent.Seconds()), "lease_s", round1(fence.Seconds()))
 		return
 	}
-	a.log.Warn(why+": fencing, killing all ranks", "lease", fence, "ranks", len(live))
+	a.log.Warn("fencing: killing all ranks", "why", why, "silent_s", round1(silent.Seconds()), "lease_s", round1(fence.Seconds()), "ranks", len(live))
 	// Stop every rank's group first, then kill them all: killed one after
 	// another, a rank could see its node-mate die and exit on its own
 	// before its own SIGKILL, and its end would not read as the fence's.

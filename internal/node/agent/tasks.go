@@ -326,6 +326,10 @@ func (a *Agent) goAwait(ctx context.Context, t *task) {
 // await records a rank's exit.
 func (a *Agent) await(t *task) {
 	e := t.h.Exit()
+	tail := ""
+	if e.Code != 0 && !e.Fenced {
+		tail = stderrTail(t.dir) // what went wrong, for the attempt's reason
+	}
 	a.mu.Lock()
 	t.status.State = api.RankExited
 	t.status.ExitCode = e.Code
@@ -334,6 +338,22 @@ func (a *Agent) await(t *task) {
 	t.status.FinishedAt = time.Now()
 	if e.Code == 127 && e.Message != "" {
 		t.status.State = api.RankFailedStart
+	}
+	switch {
+	case tail != "" && t.status.State == api.RankExited && t.fence == "" && !t.stopped:
+		t.status.StderrTail = tail
+	case t.fence != "":
+		t.status.Fenced, t.status.Message = true, t.fence
+	case e.Fenced:
+		// The supervisor's own fence, on the lease this agent gave it:
+		// it runs its check as often as this agent does and may come
+		// first. The silence is this agent's to tell, if it saw one.
+		t.status.Fenced = true
+		why := e.Message
+		if !a.lastOK.IsZero() && !t.status.FinishedAt.Before(a.leaseUntil) {
+			why = fmt.Sprintf("no answer from the server for %.1f s", t.status.FinishedAt.Sub(a.lastOK).Seconds())
+		}
+		t.status.Message = fmt.Sprintf("node %s fenced itself: %s", a.cfg.Name, why)
 	}
 	a.mu.Unlock()
 	a.log.Info("rank exited", "task", t.asg.TaskKey(), "code", e.Code, "signal", e.Signal)

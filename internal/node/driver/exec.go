@@ -105,6 +105,9 @@ type Exit struct {
 	// Message explains an exit that is not the process's own (it vanished
 	// while no supervisor watched it).
 	Message string `json:"message,omitempty"`
+	// Fenced: the supervisor killed the rank because its lease lapsed
+	// with no agent renewing it (Message says so).
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 // State identifies a started process.

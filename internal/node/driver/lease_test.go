@@ -34,14 +34,14 @@ func TestLapsedLeaseFencesEveryRank(t *testing.T) {
 	// No renewal: the lease lapses and both die without anyone asking.
 	for _, h := range hs {
 		e := wait(t, h)
-		if e.Signal != syscall.SIGKILL.String() || e.Message == "" {
+		if e.Signal != syscall.SIGKILL.String() || e.Message == "" || !e.Fenced {
 			t.Errorf("rank %d exit = %+v; want killed, with the fence named", h.PID(), e)
 		}
 	}
 	// A rank started after the fence, with no lease, runs.
 	h, dir := start(t, s, `echo ready; sleep 0.5; exit 3`)
 	waitFile(t, filepath.Join(dir, "stdout.log"), "ready")
-	if e := wait(t, h); e.Code != 3 {
+	if e := wait(t, h); e.Code != 3 || e.Fenced {
 		t.Errorf("a rank started after the fence exited %+v; want its own code 3", e)
 	}
 }

@@ -664,8 +664,9 @@ func (s *supervisor) checkLease(now time.Time) {
 func (s *supervisor) exitedLocked(r *record, e Exit) {
 	if s.fencedPID[r.State.PID] {
 		delete(s.fencedPID, r.State.PID)
+		e.Fenced = true
 		if e.Message == "" {
-			e.Message = "fenced: no agent renewed the node's lease"
+			e.Message = "no agent renewed the node's lease"
 		}
 	}
 	r.Exited, r.Exit = true, e
