@@ -338,9 +338,12 @@ type JobStatus struct {
 	// NotBefore holds a restart back until its backoff has passed.
 	NotBefore time.Time `json:"notBefore,omitzero"`
 	// CancelRequested asks the controller to stop the job for good.
-	CancelRequested bool      `json:"cancelRequested,omitempty"`
-	StartedAt       time.Time `json:"startedAt,omitzero"`
-	FinishedAt      time.Time `json:"finishedAt,omitzero"`
+	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// Avoid are nodes this job's preflight tests kept out of its
+	// placements.
+	Avoid      []string  `json:"avoid,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
 }
 
 // Current returns the newest attempt, or nil before the first placement.
@@ -451,6 +454,9 @@ type Attempt struct {
 	PreemptedFor string    `json:"preemptedFor,omitempty"`
 	StoppingAt   time.Time `json:"stoppingAt,omitzero"`
 	EndedAt      time.Time `json:"endedAt,omitzero"`
+	// Preflight is set on an attempt that tests its placement before the
+	// job's command runs (see PreflightRun).
+	Preflight *PreflightRun `json:"preflight,omitempty"`
 }
 
 // Nodes returns the distinct nodes of the placement in rank order.
@@ -597,6 +603,8 @@ type RankStatus struct {
 	// MaxStderrTailBytes), sent with its exit so that the attempt's reason
 	// can say what went wrong.
 	StderrTail string `json:"stderrTail,omitempty"`
+	// Preflight is what a preflight probe measured, with its exit.
+	Preflight *PreflightResult `json:"preflight,omitempty"`
 }
 
 // MaxStderrTailBytes bounds RankStatus.StderrTail.
@@ -819,12 +827,18 @@ func (j *Job) Clone() *Job {
 		l := *j.Spec.Logs
 		c.Spec.Logs = &l
 	}
+	c.Status.Avoid = append([]string(nil), j.Status.Avoid...)
 	c.Status.Attempts = make([]Attempt, len(j.Status.Attempts))
 	for i, a := range j.Status.Attempts {
 		a.Placement = append([]RankPlacement(nil), a.Placement...)
 		if a.ResumeFrom != nil {
 			ck := *a.ResumeFrom
 			a.ResumeFrom = &ck
+		}
+		if a.Preflight != nil {
+			pf := *a.Preflight
+			pf.Nodes = append([]PreflightNode(nil), pf.Nodes...)
+			a.Preflight = &pf
 		}
 		c.Status.Attempts[i] = a
 	}

@@ -77,6 +77,7 @@ func commands() []command {
 		{name: "cg-exec", hidden: true, run: runCgExec},
 		{name: "train-example", hidden: true, run: runTrainExample},
 		{name: "chaos-rank", hidden: true, run: runChaosRank},
+		{name: "preflight-rank", hidden: true, run: runPreflightRank},
 	}
 }
 

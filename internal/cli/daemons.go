@@ -14,6 +14,7 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
+	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -101,6 +102,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	stragAction := fs.String("straggler-action", server.StragglerReport, "a rank whose own work per step (progress lines' computeS) stays --straggler-factor times the median of its gang's ranks on other nodes for --straggler-window: off, report (log it, list it in describe job) or cordon (also take its node out of service, so the gang restarts without it)")
 	stragFactor := fs.Float64("straggler-factor", server.DefaultStragglerFactor, "see --straggler-action")
 	stragWindow := fs.Duration("straggler-window", server.DefaultStragglerWindow, "see --straggler-action")
+	pfNodes := fs.Int("preflight-min-nodes", 0, "test a gang placed on this many nodes or more before its command runs: each node's health findings, then a ring over its nodes timing every link and an all-reduce; a node that fails or whose links run below --preflight-min-ratio of the gang's median is kept out and the gang placed again (0: no preflight)")
+	pfRatio := fs.Float64("preflight-min-ratio", controller.DefaultPreflightRatio, "see --preflight-min-nodes")
 	ckRoot := fs.String("checkpoint-root", "", "shared directory for job checkpoints (default DATA_DIR/checkpoints)")
 	var ckDirRoots stringList
 	fs.Var(&ckDirRoots, "checkpoint-dir-root", "a directory under which a job's own checkpointDir may lie (repeatable; default: --checkpoint-root alone)")
@@ -161,6 +164,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval, MaxOutage: *maxOutage,
 		HealthReturn: *healthReturn, LemonFaults: *lemonFaults, LemonWindow: *lemonWindow,
 		StragglerAction: *stragAction, StragglerFactor: *stragFactor, StragglerWindow: *stragWindow,
+		Preflight:      controller.Preflight{MinNodes: *pfNodes, MinRatio: *pfRatio},
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 		EtcdName: *etcdName, InitialCluster: *initialCluster, ExistingCluster: *clusterState == "existing",
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
@@ -377,4 +381,10 @@ func nodeHealthChecks(ctx context.Context, disc gpu.Discoverer, fake int, inject
 		return nil, err
 	}
 	return health.NewRunner(checks, health.Options{Interval: every, Logger: log}), nil
+}
+
+// runPreflightRank is the hidden `gangway preflight-rank`: the probe an
+// agent runs for a gang's preflight test (trainer.Probe).
+func runPreflightRank(ctx context.Context, e *Env, args []string) int {
+	return trainer.Probe(ctx, args, e.Getenv, e.Stdout, e.Stderr)
 }

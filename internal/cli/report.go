@@ -52,7 +52,7 @@ func runReport(ctx context.Context, e *Env, args []string) int {
 
 // causeOrder is the order of the lost-work columns: the cluster's faults,
 // then the scheduler's doing, then the job's own.
-var causeOrder = []api.Cause{api.CauseNodeLost, api.CauseFenced, api.CauseGPUFault, api.CauseNodeFault, api.CauseHang, api.CauseStraggler,
+var causeOrder = []api.Cause{api.CauseNodeLost, api.CauseFenced, api.CauseGPUFault, api.CauseNodeFault, api.CauseHang, api.CauseStraggler, api.CausePreflight,
 	api.CausePreempted, api.CauseDrain, api.CauseTimeLimit, api.CauseUserError, api.CauseCancelled, api.CauseOther}
 
 // printUsage writes a usage report as a table: a row per key and a TOTAL,

@@ -30,9 +30,10 @@ type Input struct {
 }
 
 // Processes returns the ranks that get a process of their own: every rank,
-// or in per-node modes the first rank of each node, in node-rank order.
+// or in per-node modes and in a preflight test (one probe per node) the
+// first rank of each node, in node-rank order.
 func Processes(j *api.Job, a *api.Attempt) []int {
-	if !j.Spec.Launch.PerNode() {
+	if !j.Spec.Launch.PerNode() && a.Preflight == nil {
 		out := make([]int, len(a.Placement))
 		for i := range out {
 			out[i] = i

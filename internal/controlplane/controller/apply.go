@@ -323,6 +323,9 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 	a := api.Attempt{Number: len(m.Status.Attempts) + 1, Phase: api.AttemptRunning, CreatedAt: p.now}
 	a.Placement, a.Grid = rankLayout(&m.Spec, pl)
 	a.Span = &api.Span{Nodes: pl.Nodes, Leaves: pl.Leaves, Spines: pl.Spines, Backfilled: pl.Backfilled}
+	if p.c.cfg.Preflight.wants(j, a.Nodes()) {
+		a.Preflight = &api.PreflightRun{}
+	}
 	master := a.Placement[0].Node
 	a.MasterAddr = p.v.Nodes[master].Address
 	a.MasterPort = pickPort(j.ID, a.Number, ports[master])
@@ -362,7 +365,7 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 			if a.ResumeFrom != nil {
 				resume = a.ResumeFrom.Step
 			}
-			p.c.log.Info("placed attempt", "job_id", m.ID, "attempt", a.Number, "nodes", ma.Nodes(), "resume_step", resume)
+			p.c.log.Info("placed attempt", "job_id", m.ID, "attempt", a.Number, "nodes", ma.Nodes(), "resume_step", resume, "preflight", a.Preflight != nil)
 		}
 	})
 }
@@ -373,6 +376,12 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 	ckdir := launch.CheckpointDir(m, p.c.cfg.CheckpointRoot)
 	procs := launch.Processes(m, ma)
 	asg := make([]api.Assignment, len(procs))
+	if ma.Preflight != nil {
+		for i, r := range procs {
+			asg[i] = preflightAssignment(m, ma, r, i, len(procs), p.v.Nodes, p.c.cfg.Preflight.Args)
+		}
+		return asg
+	}
 	for i, r := range procs {
 		rp := ma.Placement[r]
 		in := launch.Input{Job: m, Attempt: ma, Rank: r, Nodes: p.v.Nodes, CheckpointDir: ckdir}

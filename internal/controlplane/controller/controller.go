@@ -20,7 +20,7 @@
 // expires idempotency keys, topo.go keeps the cluster's topology and
 // liveness.go the agents' heartbeats.
 //
-// It imports api, controlplane/store, launch, scheduler and topology;
+// It imports api, base/stats, controlplane/store, launch, scheduler and topology;
 // nothing imports it but the server.
 package controller
 
@@ -71,6 +71,9 @@ type Config struct {
 	JobArchive string
 	// RetentionTick is how often retention looks. Default 10s.
 	RetentionTick time.Duration
+	// Preflight tests a wide gang's placement before its command runs
+	// (preflight.go); the zero value tests none.
+	Preflight Preflight
 }
 
 // Controller reconciles nodes and jobs. Create with New; Run drives it.
@@ -257,7 +260,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	start := time.Now()
 	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
-	p.life = lifecycle{v: p.v, beats: c.live, nodeTimeout: c.cfg.NodeTimeout, fence: c.cfg.Fencing, now: p.now}
+	p.life = lifecycle{v: p.v, beats: c.live, nodeTimeout: c.cfg.NodeTimeout, fence: c.cfg.Fencing, now: p.now, preflight: c.cfg.Preflight}
 	p.nodes(ctx)
 	p.subs = c.take()
 	p.reps, p.reported = c.takeReports()

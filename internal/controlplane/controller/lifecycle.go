@@ -42,6 +42,7 @@ type lifecycle struct {
 	nodeTimeout time.Duration // a node silent longer is lost
 	fence       Fencing       // ... if a witness of it was heard throughout
 	now         time.Time     // the pass's time
+	preflight   Preflight
 }
 
 // step is the write a decision needs.
@@ -252,6 +253,10 @@ func (l *lifecycle) running(j *api.Job) decision {
 			outcome, reason, cause = api.OutcomeInterrupted, why, c
 		}
 	}
+	if a.Preflight != nil && reason == "" {
+		d, _ := l.preflightDone(j, a)
+		return d
+	}
 	done, running := 0, 0
 	procs := launch.Processes(j, a)
 	var first *rankFailure // the failure the attempt is charged to (attribute.go)
@@ -444,6 +449,9 @@ func (l *lifecycle) end(m *api.Job) {
 		done(api.JobCancelled, "cancelled by user")
 	case ma.Outcome == api.OutcomeTimedOut:
 		done(api.JobFailed, fmt.Sprintf("attempt %d %s", ma.Number, ma.Reason))
+	case ma.Cause == api.CausePreflight:
+		st.Phase, st.NotBefore = api.JobRestarting, l.now
+		st.Reason = fmt.Sprintf("attempt %d: %s", ma.Number, ma.Reason)
 	case ma.Outcome == api.OutcomeInterrupted, ma.Outcome == api.OutcomePreempted:
 		st.Phase = api.JobRestarting
 		st.NotBefore = l.now

@@ -94,6 +94,10 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	sort.Strings(names)
 	snap.Nodes = make([]scheduler.Node, 0, len(names))
 	lemons, widest := false, 0
+	avoids := false // a pending job's preflight kept it off some nodes
+	for _, j := range pending {
+		avoids = avoids || len(j.Status.Avoid) > 0
+	}
 	for _, name := range names {
 		if n := p.v.Nodes[name]; n.Schedulable() {
 			lemons = lemons || n.Status.Lemon
@@ -108,6 +112,9 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		labels := n.Labels
 		if lemons {
 			labels = lemonLabels(n)
+		}
+		if avoids {
+			labels = withNodeName(labels, name)
 		}
 		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: labels,
 			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes, Free: make([]int, 0, len(n.GPUs))}
@@ -144,6 +151,13 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 				r.NodeSelector = map[string]string{}
 			}
 			r.NodeSelector[lemonLabel] = "false"
+		}
+		if len(j.Status.Avoid) > 0 {
+			r.NodeSelectorIn = maps.Clone(r.NodeSelectorIn)
+			if r.NodeSelectorIn == nil {
+				r.NodeSelectorIn = map[string][]string{}
+			}
+			r.NodeSelectorIn[nodeNameLabel] = avoiding(names, j.Status.Avoid)
 		}
 		reqs = append(reqs, r)
 	}

@@ -99,6 +99,8 @@ type Config struct {
 	StragglerAction string
 	StragglerFactor float64
 	StragglerWindow time.Duration
+	// Preflight tests wide gangs' placements before they run.
+	Preflight controller.Preflight
 	// Gateway, if set, serves the OpenAI API for every deployment on this
 	// listener (routing policy GatewayPolicy, default prefix-affinity).
 	Gateway       net.Listener
@@ -252,6 +254,10 @@ func (c Config) Validate() error {
 		return errors.New("server: replicas must share one cluster CA: give each --tls-ca and --tls-ca-key (make one with: gangway ca create DIR)")
 	case c.DataDir == "" && c.TLSCA == "":
 		return errors.New("server: --data-dir (where the cluster CA is made) or --tls-ca is required")
+	case c.Preflight.MinNodes < 0:
+		return fmt.Errorf("server: --preflight-min-nodes %d: want 0 (no preflight) or more", c.Preflight.MinNodes)
+	case c.Preflight.MinRatio < 0 || c.Preflight.MinRatio >= 1:
+		return fmt.Errorf("server: --preflight-min-ratio %g: want a fraction of the median between 0 and 1", c.Preflight.MinRatio)
 	case !slices.Contains(stragglerActions, c.StragglerAction):
 		return fmt.Errorf("server: --straggler-action %q: want one of %s", c.StragglerAction, strings.Join(stragglerActions, ", "))
 	case c.StragglerFactor <= 1 || c.StragglerWindow < 0:

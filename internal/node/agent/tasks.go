@@ -215,6 +215,17 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		t.status.FinishedAt = time.Now()
 		a.log.Warn("rank failed to start", "task", k, "err", err)
 	}
+	probe := isProbe(&asg)
+	if probe {
+		// A preflight probe first asks this node's own checks.
+		if why := a.unfit(); why != "" {
+			fail(errors.New(why))
+			a.mu.Lock()
+			a.tasks[k] = t
+			a.mu.Unlock()
+			return
+		}
+	}
 	plan, refused := planRunAs(asg.RunAs, a.selfAccount())
 	if refused != "" {
 		fail(errors.New(refused))
@@ -276,6 +287,9 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	for i, c := range asg.Command {
 		cmd[i] = expand(c)
 	}
+	if probe {
+		cmd = append([]string{"gangway", "preflight-rank"}, cmd[1:]...)
+	}
 	if len(cmd) > 0 && cmd[0] == "gangway" {
 		cmd[0] = a.cfg.Executable
 	}
@@ -330,7 +344,12 @@ func (a *Agent) await(t *task) {
 	if e.Code != 0 && !e.Fenced {
 		tail = stderrTail(t.dir) // what went wrong, for the attempt's reason
 	}
+	var pf *api.PreflightResult
+	if isProbe(&t.asg) && e.Code == 0 {
+		pf = readProbe(t.dir)
+	}
 	a.mu.Lock()
+	t.status.Preflight = pf
 	t.status.State = api.RankExited
 	t.status.ExitCode = e.Code
 	t.status.Signal = e.Signal
