@@ -40,6 +40,11 @@ type JobSpec struct {
 	// HangTimeout fails an attempt whose progress file stays silent this
 	// long once the first line arrived. Zero disables the check.
 	HangTimeout Duration `json:"hangTimeout,omitempty"`
+	// StragglerCheck "off" exempts the job from the server's straggler
+	// check (--straggler-action): pipeline stages of uneven cost, or
+	// ranks with work of different kinds, would read as stragglers. ""
+	// or "on": checked.
+	StragglerCheck string `json:"stragglerCheck,omitempty"`
 	// TerminationGracePeriod is how long ranks get between SIGTERM and
 	// SIGKILL when stopped. Default 10s.
 	TerminationGracePeriod Duration `json:"terminationGracePeriod,omitempty"`

@@ -138,6 +138,9 @@ func (s *JobSpec) Validate() error {
 	if s.HangTimeout < 0 {
 		fe.Add("spec.hangTimeout", "must not be negative")
 	}
+	if s.StragglerCheck != "" && s.StragglerCheck != "on" && s.StragglerCheck != "off" {
+		fe.Add("spec.stragglerCheck", "%q: want on or off", s.StragglerCheck)
+	}
 	if s.TerminationGracePeriod < 0 {
 		fe.Add("spec.terminationGracePeriod", "must not be negative")
 	}

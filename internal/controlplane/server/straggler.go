@@ -25,7 +25,8 @@ import (
 // policy its node leaves service (cause straggler) and the gang restarts
 // without it, as after a health fault. The check assumes the ranks share
 // the work evenly, as data- and tensor-parallel ranks do; pipeline stages
-// of very uneven cost would read as stragglers.
+// of very uneven cost would read as stragglers, and such a job turns the
+// check off for itself (spec.stragglerCheck: off).
 
 // Values of Config.StragglerAction: off ignores timing lines; report logs
 // a straggler and lists it in describe job; cordon also takes its node out
@@ -226,6 +227,12 @@ func (s *Server) watchStragglers(ctx context.Context, hb *api.Heartbeat) {
 	now := time.Now()
 	pol := stragglerPolicy{factor: s.cfg.StragglerFactor, window: s.cfg.StragglerWindow}
 	for _, p := range hb.Progress {
+		if p.ComputeS <= 0 {
+			continue
+		}
+		if j, ok := s.cache.Job(p.JobID); ok && j.Spec.StragglerCheck == "off" {
+			continue
+		}
 		for _, st := range s.strag.observe(hb.Node, p, now, pol) {
 			s.log.Warn("straggler", "job_id", st.JobID, "attempt", st.Attempt, "rank", st.Rank, "node", st.Node,
 				"compute_s", st.ComputeS, "median_s", st.MedianS, "action", s.cfg.StragglerAction)

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/base/wait"
 )
 
 // TestStragglers feeds the detector lines of a four-rank gang on four
@@ -101,5 +103,54 @@ func TestStragglerAttempts(t *testing.T) {
 	}
 	if n := feed(3, 30, 0.09); n != 1 {
 		t.Errorf("attempt 3 with a slow rank: %d declared; want 1", n)
+	}
+}
+
+// TestStragglerCheckOff: a job whose spec turns the check off (pipeline
+// stages of uneven cost) has no straggler declared from the same lines
+// that declare one in a job left checked.
+func TestStragglerCheckOff(t *testing.T) {
+	s, err := New(Config{DataDir: filepath.Join(t.TempDir(), "server"), StragglerWindow: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, stop := runServer(t, s)
+	defer stop()
+	ctx := t.Context()
+	ids := map[string]string{}
+	for _, check := range []string{"on", "off"} {
+		j, err := c.Submit(ctx, []byte("command: [\"true\"]\nranks: 3\nstragglerCheck: "+check+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[check] = j.ID
+	}
+	if err := wait.Until(ctx, 10*time.Millisecond, func() (bool, error) {
+		_, on := s.cache.Job(ids["on"])
+		_, off := s.cache.Job(ids["off"])
+		return on && off, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for step := int64(1); step <= 40; step++ {
+		for r, node := range []string{"a", "b", "c"} {
+			work := 0.03
+			if r == 2 {
+				work = 0.09 // three times the others'
+			}
+			hb := api.Heartbeat{Node: node}
+			for _, id := range ids {
+				hb.Progress = append(hb.Progress, api.Progress{JobID: id, Attempt: 1, Rank: r, Step: step,
+					Time: t0.Add(time.Duration(step) * 100 * time.Millisecond), ComputeS: work})
+			}
+			s.watchStragglers(ctx, &hb)
+		}
+	}
+	if got := s.strag.of(ids["on"]); len(got) != 1 || got[0].Rank != 2 {
+		t.Fatalf("checked job: stragglers %+v; want rank 2", got)
+	}
+	if got := s.strag.of(ids["off"]); len(got) != 0 {
+		t.Errorf("job with stragglerCheck off: stragglers %+v; want none", got)
 	}
 }
