@@ -802,8 +802,7 @@ type JobDetail struct {
 	Ranks       []RankStatus `json:"ranks,omitempty"`
 	Checkpoints []Checkpoint `json:"checkpoints,omitempty"`
 	Progress    *ProgressLog `json:"progress,omitempty"`
-	// Stragglers are the ranks the server answering found falling
-	// behind their gang (kept in its memory, not stored).
+	// Stragglers are the ranks found falling behind their gang.
 	Stragglers []Straggler `json:"stragglers,omitempty"`
 	// Archived: read from the server's job archive, retention having
 	// deleted the job from the store.

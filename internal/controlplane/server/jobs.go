@@ -255,7 +255,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) findJob(ctx context.Context, id string) (*api.JobDetail, error) {
 	j, err := s.st.Job(ctx, id)
 	if err == nil {
-		return &api.JobDetail{Job: *j, Stragglers: s.strag.of(id)}, nil
+		return &api.JobDetail{Job: *j, Stragglers: s.stragglersOf(ctx, id)}, nil
 	}
 	if !errors.Is(err, store.ErrNotFound) || !s.st.Issued(ctx, id) {
 		return nil, err

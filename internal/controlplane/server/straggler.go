@@ -236,10 +236,18 @@ func (s *Server) watchStragglers(ctx context.Context, hb *api.Heartbeat) {
 		for _, st := range s.strag.observe(hb.Node, p, now, pol) {
 			s.log.Warn("straggler", "job_id", st.JobID, "attempt", st.Attempt, "rank", st.Rank, "node", st.Node,
 				"compute_s", st.ComputeS, "median_s", st.MedianS, "action", s.cfg.StragglerAction)
+			// Bounded as the heartbeat's other writes are: a store that
+			// takes none must not hold the beat (the list in memory still
+			// has it for describe).
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.HeartbeatInterval)
+			if err := s.st.PutStraggler(wctx, st); err != nil {
+				s.log.Warn("record a straggler", "job_id", st.JobID, "node", st.Node, "err", err)
+			}
 			if s.cfg.StragglerAction != StragglerCordon {
+				cancel()
 				continue
 			}
-			_, err := s.st.ModifyNode(ctx, st.Node, func(m *api.Node) error {
+			_, err := s.st.ModifyNode(wctx, st.Node, func(m *api.Node) error {
 				if m.Status.Fault != "" || m.Status.State == api.NodeLost {
 					return errNoChange
 				}
@@ -247,9 +255,27 @@ func (s *Server) watchStragglers(ctx context.Context, hb *api.Heartbeat) {
 				countFault(m, now, s.healthPolicy())
 				return nil
 			})
+			cancel()
 			if err != nil && !errors.Is(err, errNoChange) {
 				s.log.Error("take a straggler's node out of service", "node", st.Node, "err", err)
 			}
 		}
 	}
+}
+
+// stragglersOf returns the stragglers declared in job's attempts: those
+// stored, which any replica wrote, and those this one holds in memory
+// (whose store write may have failed), oldest first.
+func (s *Server) stragglersOf(ctx context.Context, job string) []api.Straggler {
+	out, err := s.st.Stragglers(ctx, job)
+	if err != nil {
+		s.log.Debug("read stragglers", "job_id", job, "err", err)
+	}
+	for _, m := range s.strag.of(job) {
+		if !slices.ContainsFunc(out, func(o api.Straggler) bool { return o.Attempt == m.Attempt && o.Node == m.Node }) {
+			out = append(out, m)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].At.Before(out[b].At) })
+	return out
 }

@@ -108,7 +108,8 @@ func TestStragglerAttempts(t *testing.T) {
 
 // TestStragglerCheckOff: a job whose spec turns the check off (pipeline
 // stages of uneven cost) has no straggler declared from the same lines
-// that declare one in a job left checked.
+// that declare one in a job left checked, whose straggler is stored for
+// every replica to list.
 func TestStragglerCheckOff(t *testing.T) {
 	s, err := New(Config{DataDir: filepath.Join(t.TempDir(), "server"), StragglerWindow: time.Second})
 	if err != nil {
@@ -152,5 +153,11 @@ func TestStragglerCheckOff(t *testing.T) {
 	}
 	if got := s.strag.of(ids["off"]); len(got) != 0 {
 		t.Errorf("job with stragglerCheck off: stragglers %+v; want none", got)
+	}
+	// Stored, so that another replica (one that took no heartbeat of the
+	// gang: a fresh memory here) still lists it in describe job.
+	s.strag = newStragglers()
+	if got := s.stragglersOf(ctx, ids["on"]); len(got) != 1 || got[0].Rank != 2 || got[0].Node != "c" {
+		t.Errorf("after a failover: stragglers %+v; want rank 2 on c, from the store", got)
 	}
 }

@@ -42,6 +42,7 @@ func (s *Store) DeleteFinishedJobs(ctx context.Context, jobs []FinishedJob) (int
 					clientv3.OpDelete(ranksPrefix+j.ID+"/", clientv3.WithPrefix()),
 					clientv3.OpDelete(ckptPrefix+j.ID+"/", clientv3.WithPrefix()),
 					clientv3.OpDelete(progKey(j.ID)),
+					clientv3.OpDelete(stragPrefix+j.ID+"/", clientv3.WithPrefix()),
 				}, nil)
 		}
 		resp, err := s.kv.Txn(ctx).Then(ops...).Commit()
