@@ -584,32 +584,6 @@ func describeNode(w io.Writer, n *api.Node) {
 	}
 }
 
-func runLogs(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N] [--attempt N] [--stderr] [-f]")
-	srv := serverFlag(fs, e)
-	rank := fs.Int("rank", 0, "rank whose output to show")
-	attempt := fs.Int("attempt", 0, "attempt (default: the newest)")
-	stderr := fs.Bool("stderr", false, "show standard error instead of standard output")
-	follow := fs.Bool("f", false, "follow the output until the rank exits")
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return 2
-	}
-	stream := "stdout"
-	if *stderr {
-		stream = "stderr"
-	}
-	c, err := srv.client()
-	if err != nil {
-		return fail(e, err)
-	}
-	return exitOn(e, c.Logs(ctx, pos[0], client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow}, e.Stdout))
-}
-
 func runCancel(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "cancel", "ID")
 	srv := serverFlag(fs, e)
