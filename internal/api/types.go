@@ -27,7 +27,8 @@ type JobSpec struct {
 	Command []string `json:"command"`
 	// Env is added to every rank's environment after gangway's variables.
 	Env map[string]string `json:"env,omitempty"`
-	// WorkingDir is where ranks start. Default: the agent's task directory.
+	// WorkingDir is where ranks start. Default: the agent's task directory
+	// (gangway submit -- CMD sets the submitter's).
 	WorkingDir string `json:"workingDir,omitempty"`
 	// NodeSelector restricts placement to nodes carrying all these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`

@@ -31,6 +31,8 @@ import (
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Getwd is the working directory; nil: os.Getwd.
+	Getwd func() (string, error)
 }
 
 type command struct {
@@ -89,6 +91,9 @@ func wrap(main func(context.Context, []string, io.Writer, io.Writer) int) func(c
 func Main(ctx context.Context, args []string, e *Env) int {
 	if e.Getenv == nil {
 		e.Getenv = os.Getenv
+	}
+	if e.Getwd == nil {
+		e.Getwd = os.Getwd
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.Stdout)
