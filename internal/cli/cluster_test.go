@@ -784,19 +784,23 @@ command: [sh, -c, 'if [ "$RANK" = 0 ]; then for t in 0 16000 32000; do echo "{\"
 
 func TestQueuesAndPriority(t *testing.T) {
 	cl := startCluster(t, 1, 8)
-	if _, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research"); code != 0 {
+	out, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research")
+	if code != 0 {
 		t.Fatal(errOut)
+	}
+	if want := "queue team-a: guarantee 4 GPUs, borrow limit 2 GPUs, weight 2, cohort research\n"; out != want {
+		t.Errorf("queue set said %q; want every setting: %q", out, want)
 	}
 	if _, errOut, code := cl.run("queue", "set", "bad name", "--guarantee", "-1"); code == 0 || !strings.Contains(errOut, "name") || !strings.Contains(errOut, "guaranteeGPUs") {
 		t.Errorf("bad queue: code %d %q", code, errOut)
 	}
-	_, errOut, code := cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
+	_, errOut, code = cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "spec.queue") {
 		t.Errorf("submit to a missing queue: code %d %q", code, errOut)
 	}
 	id := cl.submitYAML("queue: team-a\nranks: 2\ncommand: [sh, -c, 'sleep 30']\n")
 	cl.waitPhase(id, api.JobRunning, 15*time.Second)
-	out, _, _ := cl.run("get", "queues")
+	out, _, _ = cl.run("get", "queues")
 	fields := func(name string) []string {
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) > 0 && f[0] == name {

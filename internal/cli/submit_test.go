@@ -81,18 +81,22 @@ func TestSubmitFlagErrors(t *testing.T) {
 	}
 }
 
-// TestSubmitHelpShowsOneDefault: each flag of submit -h states one
-// default.
-func TestSubmitHelpShowsOneDefault(t *testing.T) {
-	var o, e bytes.Buffer
-	Main(context.Background(), []string{"submit", "-h"}, &Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
-	help := e.String() + o.String()
-	if !strings.Contains(help, "(default 3; 0: never restart)") {
-		t.Errorf("submit -h does not give --max-restarts' default:\n%s", help)
-	}
-	for _, line := range strings.Split(help, "\n") {
-		if strings.Count(line, "(default") > 1 {
-			t.Errorf("two defaults in %q", line)
+// TestHelpShowsOneDefault: each flag of submit -h and queue set -h states
+// one default.
+func TestHelpShowsOneDefault(t *testing.T) {
+	for _, args := range [][]string{{"submit", "-h"}, {"queue", "set", "-h"}} {
+		var o, e bytes.Buffer
+		Main(context.Background(), args, &Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
+		help := e.String() + o.String()
+		for _, want := range []string{"(default 3; 0: never restart)", "(default unbounded)"} {
+			if args[0] == "submit" == strings.Contains(want, "restart") && !strings.Contains(help, want) {
+				t.Errorf("%v does not say %q:\n%s", args, want, help)
+			}
+		}
+		for _, line := range strings.Split(help, "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("%v: two defaults in %q", args, line)
+			}
 		}
 	}
 }
