@@ -206,3 +206,34 @@ func TestReadmeGoVersion(t *testing.T) {
 		t.Errorf("the README asks for Go %s; go.mod needs %s", said[1], m[1])
 	}
 }
+
+// TestReadmeSimulateRuns runs the README's gangway simulate commands from
+// the repository's root: their traces ship with it.
+func TestReadmeSimulateRuns(t *testing.T) {
+	n := 0
+	for _, words := range shellLines(t, "../../README.md") {
+		if len(words) < 2 || words[0] != "gangway" || words[1] != "simulate" {
+			continue
+		}
+		n++
+		args := append([]string(nil), words[1:]...)
+		for i := range args {
+			if i > 0 && args[i-1] == "--trace" {
+				if !filepath.IsLocal(args[i]) {
+					t.Errorf("gangway simulate --trace %s: a clone of the repository has no such file; use one under examples/", args[i])
+				}
+				args[i] = filepath.Join("../..", args[i])
+			}
+			if i > 0 && args[i-1] == "--out" {
+				args[i] = t.TempDir()
+			}
+		}
+		var o, e bytes.Buffer
+		if code := Main(context.Background(), args, &Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }}); code != 0 {
+			t.Errorf("gangway %s: exit %d\n%s", strings.Join(words[1:], " "), code, firstLines(e.String(), 5))
+		}
+	}
+	if n == 0 {
+		t.Error("the README has no gangway simulate command")
+	}
+}
