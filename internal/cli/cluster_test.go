@@ -959,6 +959,10 @@ func TestClusterRunsJobArrayWithLimitAndCancelsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.waitPhase(a.Jobs[0], api.JobRunning, 20*time.Second)
+	// A task the limit holds back says so, not "waiting for the scheduler".
+	cl.wait(20*time.Second, "a held task's reason to name the array's limit", func() bool {
+		return strings.Contains(cl.detail(a.Jobs[9]).Job.Status.Reason, "array "+a.ArrayID+" runs at most 2 tasks at once (%2)")
+	})
 	if so, errOut, code = cl.run("cancel", "--array", a.Jobs[5]); code != 0 || !strings.Contains(so, "cancel requested for 10 jobs") {
 		t.Fatalf("cancel --array: %q %q", so, errOut)
 	}
