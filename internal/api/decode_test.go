@@ -142,3 +142,26 @@ func FuzzDecodeJobSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestTypeErrorsInUsersWords: a value of the wrong type is named by the
+// spec's own field name and what was wanted, never by Go's names.
+func TestTypeErrorsInUsersWords(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"ranks: two\ncommand: [a]\n", "line 1, column 8: ranks: want an integer, got a string"},
+		{"ranks: 2\ncommand: a\n", "line 2, column 10: command: want a list, got a string"},
+		{"ranks: 2\ncommand: [a]\nenv: {A: [1]}\n", "line 3, column 10: env.A: want a string, got a list"},
+		{"ranks: 2\ncommand: [a]\npreemptible: 3\n", "line 3, column 14: preemptible: want true or false, got an integer"},
+		{"ranks: 2\ncommand: [a]\nresources: {memoryBytes: lots}\n", "line 3, column 26: resources.memoryBytes: want an integer, got a string"},
+		{"ranks: 2\ncommand: [a]\nparallelism: {tp: x}\n", "parallelism.tp: want an integer, got a string"},
+	} {
+		_, err := DecodeJobSpec([]byte(tt.in))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Fields) != 1 {
+			t.Errorf("%q: err = %v; want one field error", tt.in, err)
+			continue
+		}
+		if got := ve.Fields[0].Error(); got != tt.want {
+			t.Errorf("%q:\n got %q\nwant %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -27,7 +27,8 @@ type JobSpec struct {
 	Command []string `json:"command"`
 	// Env is added to every rank's environment after gangway's variables.
 	Env map[string]string `json:"env,omitempty"`
-	// WorkingDir is where ranks start. Default: the agent's task directory.
+	// WorkingDir is where ranks start. Default: the agent's task directory
+	// (gangway submit -- CMD sets the submitter's).
 	WorkingDir string `json:"workingDir,omitempty"`
 	// NodeSelector restricts placement to nodes carrying all these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
@@ -124,6 +125,19 @@ type LogSpec struct {
 	MaxFileBytes int64 `json:"maxFileBytes,omitempty"`
 	MaxFiles     int   `json:"maxFiles,omitempty"`
 }
+
+// Log streams of GET /v1/jobs/{id}/logs: one of a rank's two, or
+// LogStreamBoth, both merged line by line with every stderr line after
+// StderrMark. The two are kept apart on the node, without timestamps: the
+// merge gives what each held when asked, stdout's lines first, then the
+// lines in the order they are read (within a fraction of a second of
+// when they were written) while following.
+const (
+	LogStreamStdout = "stdout"
+	LogStreamStderr = "stderr"
+	LogStreamBoth   = "both"
+	StderrMark      = "[stderr] "
+)
 
 // Limits of a LogSpec: up to 100 GiB per stream, and files no smaller
 // than 1 KiB (smaller ones would rotate at every few writes).

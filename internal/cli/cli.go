@@ -31,6 +31,8 @@ import (
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Getwd is the working directory; nil: os.Getwd.
+	Getwd func() (string, error)
 }
 
 type command struct {
@@ -47,7 +49,7 @@ func commands() []command {
 		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs, nodes, queues or deployments", run: runGet},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
-		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's output", run: runLogs},
+		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
 		{name: "cancel", args: "ID", summary: "stop a job for good", run: runCancel},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},
@@ -90,6 +92,9 @@ func wrap(main func(context.Context, []string, io.Writer, io.Writer) int) func(c
 func Main(ctx context.Context, args []string, e *Env) int {
 	if e.Getenv == nil {
 		e.Getenv = os.Getenv
+	}
+	if e.Getwd == nil {
+		e.Getwd = os.Getwd
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.Stdout)

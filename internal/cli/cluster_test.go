@@ -337,10 +337,13 @@ command: [sh, -c, 'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE node_ran
 		t.Fatalf("logs: %s", errOut)
 	}
 	want := fmt.Sprintf("rank=3 local=1 world=4 node_rank=1 master=127.0.0.1:%d gpus=2,3 pet=2", a.MasterPort)
-	if strings.TrimSpace(out) != want {
+	if out != want+"\n[stderr] oops\n" {
+		t.Errorf("rank 3 output = %q, want its stdout %q and its stderr, marked", out, want)
+	}
+	if out, _, _ := cl.run("logs", id, "--rank", "3", "--stdout"); strings.TrimSpace(out) != want {
 		t.Errorf("rank 3 stdout = %q, want %q", out, want)
 	}
-	if out, _, _ := cl.run("logs", id, "--rank", "0", "--stderr"); strings.TrimSpace(out) != "oops" {
+	if out, _, _ := cl.run("logs", id, "--rank", "0", "--stderr"); out != "oops\n" {
 		t.Errorf("rank 0 stderr = %q", out)
 	}
 	if _, errOut, code := cl.run("logs", id, "--rank", "9"); code == 0 || !strings.Contains(errOut, "rank") {
@@ -437,7 +440,7 @@ func TestClusterCancelKillsRanks(t *testing.T) {
 	if a := d.Job.Status.Current(); a.Outcome != api.OutcomeCancelled || a.Phase != api.AttemptEnded {
 		t.Errorf("attempt = %+v", a)
 	}
-	if out, _, _ := cl.run("logs", id); out != "ready\nterm\n" {
+	if out, _, _ := cl.run("logs", id, "--stdout"); out != "ready\nterm\n" {
 		t.Errorf("ranks did not get SIGTERM first: stdout %q", out)
 	}
 	if _, errOut, code := cl.run("cancel", id); code == 0 || !strings.Contains(errOut, "already Cancelled") {
@@ -643,7 +646,10 @@ func TestDemoServerRestart(t *testing.T) {
 func TestPerNodeTorchrunLaunch(t *testing.T) {
 	cl := startCluster(t, 2, 8)
 	bin := t.TempDir()
-	script := "#!/bin/sh\necho \"$@\" gpus=$CUDA_VISIBLE_DEVICES rank=${RANK:-unset} tp=$GANGWAY_TP_SIZE\n"
+	// As torchrun --tee 1 does: the workers' stdout lines marked with
+	// their local rank, their stderr unmarked.
+	script := "#!/bin/sh\necho \"$@\" gpus=$CUDA_VISIBLE_DEVICES rank=${RANK:-unset} tp=$GANGWAY_TP_SIZE\n" +
+		"for i in 0 1 2 3; do echo \"[default$i]:local $i\"; done; echo \"[default1]:oops\" >&2\n"
 	if err := os.WriteFile(filepath.Join(bin, "torchrun"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -672,9 +678,82 @@ command: [%s/torchrun, train.py, --lr, "0.1"]
 	if code != 0 {
 		t.Fatal(errOut)
 	}
-	want := fmt.Sprintf("--nnodes=2 --node_rank=1 --nproc_per_node=4 --master_addr=127.0.0.1 --master_port=%d train.py --lr 0.1 gpus=0,1,2,3 rank=unset tp=4", a.MasterPort)
-	if strings.TrimSpace(out) != want {
-		t.Errorf("node 1's launcher got\n  %q\nwant\n  %q", strings.TrimSpace(out), want)
+	args := fmt.Sprintf("--nnodes=2 --node_rank=1 --nproc_per_node=4 --master_addr=127.0.0.1 --master_port=%d train.py --lr 0.1 gpus=0,1,2,3 rank=unset tp=4", a.MasterPort)
+	if want := args + "\nlocal 0\n"; out != want {
+		t.Errorf("rank %d (node 1's local rank 0) got\n  %q\nwant the launcher's line and its own\n  %q", second, out, want)
+	}
+	// A rank without a process of its own: its lines of its node's torchrun.
+	out, errOut, code = cl.run("logs", id, "--rank", fmt.Sprint(second+1))
+	if want := args + "\nlocal 1\n[stderr] oops\n"; code != 0 || out != want {
+		t.Errorf("rank %d (node 1's local rank 1) got\n  %q %s\nwant\n  %q", second+1, out, errOut, want)
+	}
+	out, _, _ = cl.run("logs", id, "--rank", fmt.Sprint(second+1), "--whole-node", "--stdout")
+	if want := args + "\n[default0]:local 0\n[default1]:local 1\n[default2]:local 2\n[default3]:local 3\n"; out != want {
+		t.Errorf("--whole-node got\n  %q\nwant node 1's torchrun output\n  %q", out, want)
+	}
+}
+
+// TestTorchrunCrashExplained: the crash of Debian's torchrun (torch 1.13)
+// without --redirects and --tee, captured from it, is explained by
+// gangway logs.
+func TestTorchrunCrashExplained(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	crash, err := filepath.Abs("testdata/torchrun-1.13-no-tee.stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "torchrun"), []byte("#!/bin/sh\ncat "+crash+" >&2; exit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := cl.submitYAML(fmt.Sprintf("ranks: 2\nlaunch: torchrun\nmaxRestarts: 0\ncommand: [%s/torchrun, train.py]\n", bin))
+	cl.waitPhase(id, api.JobFailed, 20*time.Second)
+	out, errOut, _ := cl.run("logs", id, "--rank", "1")
+	if !strings.Contains(out, "AttributeError: 'NoneType' object has no attribute 'get'") {
+		t.Fatalf("logs --rank 1 lacks the crash:\n%s", out)
+	}
+	if !strings.Contains(errOut, `"--redirects 1 --tee 1" right after torchrun`) {
+		t.Errorf("logs does not say what to do; stderr:\n%s", errOut)
+	}
+}
+
+// TestLogsFollowsAcrossAttempts: logs -f follows the rank through a
+// failed attempt into the next, to the job's end.
+func TestLogsFollowsAcrossAttempts(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	gate := filepath.Join(t.TempDir(), "go")
+	id := cl.submitYAML(fmt.Sprintf(`
+ranks: 1
+restartBackoff: 100ms
+command: [sh, -c, 'echo "attempt $GANGWAY_ATTEMPT"; if [ "$GANGWAY_ATTEMPT" = 1 ]; then while [ ! -e %s ]; do sleep 0.05; done; exit 3; fi']
+`, gate))
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	followed := make(chan result, 1)
+	go func() {
+		out, errOut, code := cl.run("logs", id, "-f")
+		followed <- result{out, errOut, code}
+	}()
+	cl.wait(20*time.Second, "attempt 1 running", func() bool {
+		d := cl.detail(id)
+		return len(d.Ranks) > 0 && d.Ranks[0].State == api.RankRunning
+	})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-followed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("gangway logs -f did not end with the job")
+	}
+	if r.code != 0 || r.out != "attempt 1\nattempt 2\n" || !strings.Contains(r.errOut, "attempt 1 ended (failed") || !strings.Contains(r.errOut, "following attempt 2") {
+		t.Errorf("logs -f: code %d, stdout %q, stderr %q; want both attempts' output and a line between them", r.code, r.out, r.errOut)
+	}
+	if d := cl.detail(id); d.Job.Status.Phase != api.JobSucceeded {
+		t.Errorf("job %s; want Succeeded", d.Job.Status.Phase)
 	}
 }
 
@@ -715,19 +794,23 @@ command: [sh, -c, 'if [ "$RANK" = 0 ]; then for t in 0 16000 32000; do echo "{\"
 
 func TestQueuesAndPriority(t *testing.T) {
 	cl := startCluster(t, 1, 8)
-	if _, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research"); code != 0 {
+	out, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research")
+	if code != 0 {
 		t.Fatal(errOut)
+	}
+	if want := "queue team-a: guarantee 4 GPUs, borrow limit 2 GPUs, weight 2, cohort research\n"; out != want {
+		t.Errorf("queue set said %q; want every setting: %q", out, want)
 	}
 	if _, errOut, code := cl.run("queue", "set", "bad name", "--guarantee", "-1"); code == 0 || !strings.Contains(errOut, "name") || !strings.Contains(errOut, "guaranteeGPUs") {
 		t.Errorf("bad queue: code %d %q", code, errOut)
 	}
-	_, errOut, code := cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
+	_, errOut, code = cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "spec.queue") {
 		t.Errorf("submit to a missing queue: code %d %q", code, errOut)
 	}
 	id := cl.submitYAML("queue: team-a\nranks: 2\ncommand: [sh, -c, 'sleep 30']\n")
 	cl.waitPhase(id, api.JobRunning, 15*time.Second)
-	out, _, _ := cl.run("get", "queues")
+	out, _, _ = cl.run("get", "queues")
 	fields := func(name string) []string {
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) > 0 && f[0] == name {
@@ -886,6 +969,10 @@ func TestClusterRunsJobArrayWithLimitAndCancelsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.waitPhase(a.Jobs[0], api.JobRunning, 20*time.Second)
+	// A task the limit holds back says so, not "waiting for the scheduler".
+	cl.wait(20*time.Second, "a held task's reason to name the array's limit", func() bool {
+		return strings.Contains(cl.detail(a.Jobs[9]).Job.Status.Reason, "array "+a.ArrayID+" runs at most 2 tasks at once (%2)")
+	})
 	if so, errOut, code = cl.run("cancel", "--array", a.Jobs[5]); code != 0 || !strings.Contains(so, "cancel requested for 10 jobs") {
 		t.Fatalf("cancel --array: %q %q", so, errOut)
 	}

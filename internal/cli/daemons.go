@@ -86,7 +86,7 @@ func printJoinToken(ctx context.Context, e *Env, s *server.Server) {
 func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, code int, ok bool) {
 	fs := cmdkit.NewFlags(e.Stderr, "server", "--data-dir DIR [flags]")
 	dataDir := fs.String("data-dir", "", "directory for the embedded etcd and default checkpoints (required unless --etcd-endpoints)")
-	listen := fs.String("listen", ":7070", "address the API listens on")
+	listen := fs.String("listen", ":7070", "address the API listens on; the default takes every interface, since agents on other machines reach it (TLS and tokens guard it); HOST:7070 takes one")
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated URLs of an external etcd cluster (default: embedded single member)")
 	etcdClient := fs.String("etcd-client-addr", "", "embedded etcd's client address (default: a free loopback port)")
 	etcdPeer := fs.String("etcd-peer-addr", "", "embedded etcd's peer address, where other members reach it (default: a free loopback port)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/gangway/gangway/internal/api"
@@ -20,7 +21,8 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "queue "+verb, "NAME [flags]")
 	srv := serverFlag(fs, e)
 	guarantee := fs.Int("guarantee", 0, "GPUs the queue always gets, preempting borrowers")
-	borrow := fs.Int("borrow-limit", -1, "GPUs it may borrow above its guarantee (default unbounded)")
+	var borrow optionalInt
+	fs.Var(&borrow, "borrow-limit", "`GPUs` it may borrow above its guarantee (default unbounded)")
 	weight := fs.Float64("weight", 1, "weight in fair share")
 	cohort := fs.String("cohort", "", "cohort whose queues lend each other idle guarantee")
 	users := fs.String("users", "", "comma-separated users who may submit to it (with --groups; both empty: every user)")
@@ -47,15 +49,32 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	}
 	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight,
 		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot}
-	if *borrow >= 0 {
-		spec.BorrowLimitGPUs = borrow
-	}
+	spec.BorrowLimitGPUs = borrow.v
 	q, err := c.SetQueue(ctx, spec)
 	if err != nil {
 		return fail(e, err)
 	}
-	fmt.Fprintf(e.Stdout, "queue %s: guarantee %d GPUs, weight %g\n", q.Spec.Name, q.Spec.GuaranteeGPUs, q.Spec.Weight)
+	fmt.Fprintln(e.Stdout, queueSummary(&q.Spec))
 	return 0
+}
+
+// queueSummary is queue set's confirmation: every setting the queue now has.
+func queueSummary(q *api.QueueSpec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "queue %s: guarantee %d GPUs, borrow limit ", q.Name, q.GuaranteeGPUs)
+	if q.BorrowLimitGPUs == nil {
+		b.WriteString("none")
+	} else {
+		fmt.Fprintf(&b, "%d GPUs", *q.BorrowLimitGPUs)
+	}
+	fmt.Fprintf(&b, ", weight %g, cohort %s", q.Weight, dash(q.Cohort))
+	if len(q.Users) > 0 || len(q.Groups) > 0 {
+		fmt.Fprintf(&b, ", users %s, groups %s", dash(strings.Join(q.Users, ",")), dash(strings.Join(q.Groups, ",")))
+	}
+	if q.AllowRoot {
+		b.WriteString(", root allowed")
+	}
+	return b.String()
 }
 
 func runPriority(ctx context.Context, e *Env, args []string) int {

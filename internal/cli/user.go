@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,8 +35,16 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	ranks := fs.Int("ranks", 0, "number of ranks (world size)")
 	gpus := fs.Int("gpus-per-rank", 1, "GPUs per rank")
 	perNode := fs.Int("ranks-per-node", 0, "ranks per node (default: pack onto the fewest nodes)")
-	maxRestarts := fs.Int("max-restarts", -1, "restarts after failures (default 3)")
+	var maxRestarts optionalInt
+	fs.Var(&maxRestarts, "max-restarts", "at most `N` restarts after failures (default 3; 0: never restart)")
 	array := fs.String("array", "", "submit one job per index, as sbatch --array: 0-999, 1,3,5-9, 0-15:4, with %N to run at most N at once")
+	workdir := fs.String("workdir", ".", "directory the ranks start in, on a file system every node sees; relative to this one, as sbatch (\"\": the agent's task directory for the rank)")
+	var env envFlag
+	fs.Var(&env, "env", "`NAME=VALUE` added to every rank's environment, over --export's (repeat it for more)")
+	export := fs.String("export", "PATH", "comma-separated names of variables of this shell to give the ranks, as sbatch --export (NONE: none); "+
+		"the rest of the ranks' environment is the agent's and gangway's, never this shell's")
+	launchMode := fs.String("launch", "", "how ranks become processes: per-rank (default), per-node, torchrun or deepspeed (one process per node: the command must begin with torchrun or deepspeed, and gangway inserts --nnodes, --node_rank, --nproc_per_node, --master_addr and --master_port after it)")
+	ckptDir := fs.String("checkpoint-dir", "", "the job's checkpoint directory (GANGWAY_CHECKPOINT_DIR), under the server's --checkpoint-root or a --checkpoint-dir-root (default: one the server makes under --checkpoint-root)")
 	key := fs.String("idempotency-key", "", "the submission's Idempotency-Key (default: a new random one, which retries after a lost answer reuse): "+
 		"the same submission sent again with the same key, within a day, creates nothing and prints what the first created")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
@@ -44,6 +54,14 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	var body []byte
 	switch {
 	case len(pos) == 1 && pos[0] != "--":
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, f := range []string{"workdir", "env", "export", "launch", "checkpoint-dir", "ranks", "name", "max-restarts"} {
+			if set[f] {
+				fmt.Fprintf(e.Stderr, "gangway submit: --%s applies to a command after --; a job file sets it in the file\n", f)
+				return 2
+			}
+		}
 		b, err := readSpecFile(pos[0])
 		if err != nil {
 			return fail(e, err)
@@ -63,9 +81,10 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 		}
 	case len(pos) > 1 && pos[0] == "--":
 		spec := api.JobSpec{Name: *name, Queue: *queue, Priority: *prio, Ranks: *ranks, GPUsPerRank: *gpus,
-			RanksPerNode: *perNode, Command: pos[1:], Array: *array}
-		if *maxRestarts >= 0 {
-			spec.MaxRestarts = maxRestarts
+			RanksPerNode: *perNode, Command: pos[1:], Array: *array, MaxRestarts: maxRestarts.v}
+		if err := submitFlags(e, &spec, *workdir, env, *export, *launchMode, *ckptDir); err != nil {
+			fmt.Fprintf(e.Stderr, "gangway submit: %v\n", err)
+			return 2
 		}
 		b, err := json.Marshal(spec)
 		if err != nil {
@@ -97,6 +116,93 @@ func runSubmit(ctx context.Context, e *Env, args []string) int {
 	}
 	fmt.Fprintf(e.Stdout, "job %s submitted\n", j.ID)
 	return 0
+}
+
+// submitFlags puts submit's flags for a command into spec: the working
+// directory and checkpoint directory made absolute against this one, the
+// exported variables read from this environment, --env over them.
+func submitFlags(e *Env, spec *api.JobSpec, workdir string, env envFlag, export, launchMode, ckptDir string) error {
+	cwd, err := e.Getwd()
+	if err != nil {
+		return fmt.Errorf("the working directory: %w", err)
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return filepath.Clean(p)
+		}
+		return filepath.Join(cwd, p)
+	}
+	if workdir != "" {
+		spec.WorkingDir = abs(workdir)
+	}
+	if ckptDir != "" {
+		spec.CheckpointDir = abs(ckptDir)
+	}
+	switch m := api.LaunchMode(launchMode); m {
+	case "", api.LaunchPerRank, api.LaunchPerNode, api.LaunchTorchrun, api.LaunchDeepSpeed:
+		spec.Launch = m
+	default:
+		return fmt.Errorf("--launch %q: want per-rank, per-node, torchrun or deepspeed", launchMode)
+	}
+	vars := map[string]string{}
+	switch export {
+	case "", "NONE":
+	case "ALL":
+		return fmt.Errorf("--export ALL: name the variables to give the ranks (ALL would send this shell's tokens and secrets into the job's spec)")
+	default:
+		for _, n := range strings.Split(export, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				continue
+			}
+			if strings.ContainsAny(n, "=") {
+				return fmt.Errorf("--export %q: want names of variables of this shell (NAME,NAME); give values with --env NAME=VALUE", export)
+			}
+			if v := e.Getenv(n); v != "" {
+				vars[n] = v
+			}
+		}
+	}
+	for _, kv := range env {
+		vars[kv[0]] = kv[1]
+	}
+	if len(vars) > 0 {
+		spec.Env = vars
+	}
+	return nil
+}
+
+// optionalInt is an int flag that tells "not given" from a value; its
+// help states the default itself.
+type optionalInt struct{ v *int }
+
+func (o *optionalInt) String() string {
+	if o == nil || o.v == nil {
+		return ""
+	}
+	return strconv.Itoa(*o.v)
+}
+
+func (o *optionalInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a whole number, 0 or more")
+	}
+	o.v = &n
+	return nil
+}
+
+// envFlag collects --env NAME=VALUE in order.
+type envFlag [][2]string
+
+func (f *envFlag) String() string { return "" }
+
+func (f *envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want NAME=VALUE")
+	}
+	*f = append(*f, [2]string{k, v})
+	return nil
 }
 
 func readSpecFile(path string) ([]byte, error) {
@@ -582,32 +688,6 @@ func describeNode(w io.Writer, n *api.Node) {
 		}
 		tw.Flush()
 	}
-}
-
-func runLogs(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N] [--attempt N] [--stderr] [-f]")
-	srv := serverFlag(fs, e)
-	rank := fs.Int("rank", 0, "rank whose output to show")
-	attempt := fs.Int("attempt", 0, "attempt (default: the newest)")
-	stderr := fs.Bool("stderr", false, "show standard error instead of standard output")
-	follow := fs.Bool("f", false, "follow the output until the rank exits")
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return 2
-	}
-	stream := "stdout"
-	if *stderr {
-		stream = "stderr"
-	}
-	c, err := srv.client()
-	if err != nil {
-		return fail(e, err)
-	}
-	return exitOn(e, c.Logs(ctx, pos[0], client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow}, e.Stdout))
 }
 
 func runCancel(ctx context.Context, e *Env, args []string) int {

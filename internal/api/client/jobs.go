@@ -153,10 +153,14 @@ type LogQuery struct {
 	Rank int
 	// Attempt is 1-based; 0: the newest.
 	Attempt int
-	// Stream is "stdout" or "stderr".
+	// Stream is api.LogStreamStdout, api.LogStreamStderr or
+	// api.LogStreamBoth.
 	Stream string
 	// Follow keeps the answer open while the rank writes.
 	Follow bool
+	// WholeNode asks, in per-node launches, for the node's whole launcher
+	// output rather than the rank's lines of it.
+	WholeNode bool
 }
 
 // Logs copies a rank's log into w until it ends (with Follow, until the
@@ -168,6 +172,9 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	}
 	if q.Follow {
 		path += "&follow=1"
+	}
+	if q.WholeNode {
+		path += "&node=1"
 	}
 	resp, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {

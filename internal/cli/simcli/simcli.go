@@ -194,13 +194,20 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 		filepath.Base(o.trace), len(tr.Jobs), tr.Skipped, shape, shape.GPUs(), placement)
 	var results []*sim.Result
 	var sums []sim.Summary
-	for _, p := range pols {
+	if len(pols) > 1 {
+		fmt.Fprintf(stderr, "%d policies, one after another, each over all %d jobs: this takes %d times as long as one; an estimate follows the first\n",
+			len(pols), len(tr.Jobs), len(pols))
+	}
+	for i, p := range pols {
 		c := cfg
 		c.Policy = p
 		var bar *progressBar
+		start := time.Now()
 		if o.progress && o.output == cmdkit.Table {
-			bar = &progressBar{w: stderr, name: p.Name(), start: time.Now()}
+			bar = &progressBar{w: stderr, name: p.Name(), start: start}
 			c.Progress = bar.update
+		} else if len(pols) > 1 {
+			fmt.Fprintf(stderr, "policy %d/%d: %s\n", i+1, len(pols), p.Name())
 		}
 		r, err := sim.Run(ctx, c, tr.Jobs)
 		if bar != nil {
@@ -208,6 +215,11 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 		}
 		if err != nil {
 			return fmt.Errorf("policy %s: %w", p.Name(), err)
+		}
+		if i == 0 && len(pols) > 1 {
+			took := time.Since(start)
+			fmt.Fprintf(stderr, "%s took %s; the other %d: about %s more (preemptive policies, srtf and tiresias, take longer)\n",
+				p.Name(), took.Round(100*time.Millisecond), len(pols)-1, (took * time.Duration(len(pols)-1)).Round(time.Second))
 		}
 		results = append(results, r)
 		sums = append(sums, r.Summary)

@@ -171,3 +171,22 @@ func TestYAMLOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralPoliciesTellTheWait: comparing policies says on stderr how
+// many runs there are, an estimate after the first, and each policy as it
+// starts (also when stdout is JSON, where no progress bar is drawn).
+func TestSeveralPoliciesTellTheWait(t *testing.T) {
+	tr := writeFile(t, "t.csv", tinyTrace)
+	code, _, stderr := run("-trace", tr, "-nodes", "2", "-policy", "fifo,sjf,gangway", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"3 policies, one after another", "policy 1/3: fifo\n", "fifo took ", "the other 2: about ", "policy 3/3: gangway\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, _, stderr := run("-trace", tr, "-nodes", "2", "-policy", "fifo", "-o", "json"); strings.Contains(stderr, "policy 1/") {
+		t.Errorf("one policy: stderr %q; want no count", stderr)
+	}
+}

@@ -27,6 +27,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -314,6 +315,7 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 					p.mu.Lock()
 					p.backlog = true
 					p.mu.Unlock()
+					p.heldByArrayLimit(j)
 					continue
 				}
 				room[t.ID]--
@@ -339,4 +341,20 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	c.lastBacklog = p.backlog
 	// Freed GPUs matter only to jobs that wait for them.
 	return p.maxRev, p.next || (p.freed && p.backlog), err
+}
+
+// heldByArrayLimit says in a waiting array task's reason that its array's
+// limit holds it back (the scheduler never sees it, so would say nothing).
+func (p *pass) heldByArrayLimit(j *api.Job) {
+	t := j.Array
+	reason := fmt.Sprintf("array %s runs at most %d tasks at once (%%%d); this one waits for one of them to finish", t.ID, t.Limit, t.Limit)
+	if j.Status.Phase == api.JobRestarting {
+		reason = "restarting: " + reason
+	}
+	if j.Status.Reason == reason || !p.c.reasonDue(j.ID, j.Status.Reason, p.now) {
+		return
+	}
+	m := j.Clone()
+	m.Status.Reason = reason
+	p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -31,12 +32,16 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stream := q.Get("stream")
+	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
 	switch stream {
-	case "", "stdout":
-		stream = "stdout"
-	case "stderr":
+	case "", api.LogStreamStdout:
+		stream = api.LogStreamStdout
+	case api.LogStreamStderr:
+	case api.LogStreamBoth:
+		a.serveBothLogs(w, r, key, follow)
+		return
 	default:
-		http.Error(w, fmt.Sprintf("stream %q: want stdout or stderr", stream), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("stream %q: want stdout, stderr or both", stream), http.StatusBadRequest)
 		return
 	}
 	f, err := driver.OpenLog(a.taskDir(key), stream)
@@ -51,7 +56,6 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flusher, _ := w.(http.Flusher)
-	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := f.Read(buf)
@@ -101,4 +105,171 @@ func (a *Agent) taskFinished(key string) bool {
 	defer a.mu.Unlock()
 	t := a.tasks[key]
 	return t == nil || t.status.State.Terminal()
+}
+
+// serveBothLogs streams a rank's stdout and stderr merged by line, each
+// stderr line after api.StderrMark: what both retain when asked (stdout's
+// lines, then stderr's: the node keeps no timestamps to order them by),
+// then, with follow, the lines of either as they are read, until the rank
+// has exited and both are drained.
+func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string, follow bool) {
+	var srcs []*lineSource
+	for _, st := range []struct {
+		stream string
+		mark   string
+	}{{api.LogStreamStdout, ""}, {api.LogStreamStderr, api.StderrMark}} {
+		f, err := driver.OpenLog(a.taskDir(key), st.stream)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		srcs = append(srcs, &lineSource{r: f, mark: []byte(st.mark)})
+	}
+	if len(srcs) == 0 {
+		http.Error(w, fmt.Sprintf("no stdout or stderr log for %s on node %s", key, a.cfg.Name), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush() // the headers: a follower waits for its first line
+	}
+	out := &lineGuard{w: w}
+	buf := make([]byte, 32<<10)
+	for {
+		if !follow || a.taskFinished(key) {
+			// Nothing more will be written (or nothing more is asked
+			// for): each stream to its end in turn, its last line too.
+			for _, s := range srcs {
+				for {
+					if _, err := s.pump(out, buf); err != nil {
+						return
+					}
+					if more, err := s.r.Next(); !follow || err != nil || !more {
+						break
+					}
+				}
+				if s.finish(out) != nil {
+					return
+				}
+			}
+			return
+		}
+		read, more := false, false
+		for _, s := range srcs {
+			n, err := s.pump(out, buf)
+			if err != nil {
+				return
+			}
+			m, err := s.r.Next() // across a rotation
+			if err != nil {
+				return
+			}
+			read, more = read || n, more || m
+		}
+		if read && flusher != nil {
+			flusher.Flush()
+		}
+		if read || more {
+			continue
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// lineGuard ends a line left unfinished (stdout's last, without a
+// newline) before anything else is written after it.
+type lineGuard struct {
+	w    io.Writer
+	open bool
+}
+
+func (g *lineGuard) Write(p []byte) (int, error) {
+	if g.open && len(p) > 0 {
+		g.open = false
+		if _, err := g.w.Write([]byte("\n")); err != nil {
+			return 0, err
+		}
+	}
+	return g.w.Write(p)
+}
+
+// maxHeldLine bounds the unfinished line a lineSource holds back: a longer
+// one is passed on as a line of its own.
+const maxHeldLine = 64 << 10
+
+// lineSource hands on one stream's log by whole lines, each after mark,
+// so that lines of two streams interleave without breaking one another.
+type lineSource struct {
+	r    *driver.LogReader
+	mark []byte
+	held []byte // a line read but not yet ended
+}
+
+// pump writes the whole lines readable now to w and reports whether it
+// read anything; the error is a write's or a read's.
+func (s *lineSource) pump(w io.Writer, buf []byte) (bool, error) {
+	read := false
+	for {
+		n, err := s.r.Read(buf)
+		if n > 0 {
+			read = true
+			data := append(s.held, buf[:n]...)
+			end := bytes.LastIndexByte(data, '\n') + 1
+			if end == 0 && len(data) > maxHeldLine {
+				data, end = append(data, '\n'), len(data)+1
+			}
+			if werr := s.write(w, data[:end]); werr != nil {
+				return read, werr
+			}
+			s.held = append([]byte(nil), data[end:]...)
+			continue
+		}
+		if err == io.EOF {
+			return read, nil
+		}
+		if err != nil {
+			return read, err
+		}
+	}
+}
+
+// write writes whole lines, each after the mark.
+func (s *lineSource) write(w io.Writer, lines []byte) error {
+	if len(s.mark) == 0 {
+		_, err := w.Write(lines)
+		return err
+	}
+	var out bytes.Buffer
+	for len(lines) > 0 {
+		i := bytes.IndexByte(lines, '\n') + 1
+		out.Write(s.mark)
+		out.Write(lines[:i])
+		lines = lines[i:]
+	}
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// finish writes the unfinished last line once nothing more will come:
+// stdout's as it is (it may end without a newline), stderr's ended.
+func (s *lineSource) finish(out *lineGuard) error {
+	if len(s.held) == 0 {
+		return nil
+	}
+	if len(s.mark) > 0 {
+		s.held = append(s.held, '\n')
+	}
+	err := s.write(out, s.held)
+	out.open = s.held[len(s.held)-1] != '\n'
+	s.held = nil
+	return err
 }
