@@ -178,7 +178,7 @@ func printSummary(w io.Writer, s *DemoSummary) {
 Summary (%s)
   `+detected+`
   `+again+`
-  killed at step            %d
+  last step seen at kill    %d       (newest progress line or checkpoint; ranks may commit one more as it dies)
   resumed from step         %d       (newest committed checkpoint)
   final loss                %.12g
   reference final loss      %.12g   (same job, no failure)
@@ -330,7 +330,9 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 				}
 			}
 			killAt = time.Now()
-			sum.KilledAtStep = lastStep
+			// The ranks are at least as far as the newest checkpoint,
+			// which may be newer than the last progress line seen.
+			sum.KilledAtStep = max(lastStep, lastCk)
 			sum.KilledNode = node
 			switch {
 			case cfg.straggler:
@@ -512,7 +514,9 @@ func demoTrainSpec(exe, name string, cfg demoConfig, delay time.Duration, rankLo
 	}
 	s := api.JobSpec{
 		Name: name, Ranks: cfg.ranks, RanksPerNode: cfg.perNode, GPUsPerRank: 1, Command: cmd,
-		RestartBackoff: api.Duration(200 * time.Millisecond), TerminationGracePeriod: api.Duration(5 * time.Second),
+		// The default restartBackoff: a lost node, a fault or a
+		// straggler restarts the gang at once without it, as for users.
+		TerminationGracePeriod: api.Duration(5 * time.Second),
 	}
 	b, _ := json.Marshal(s)
 	return b

@@ -25,7 +25,7 @@ func TestPreflightKeepsSlowNodeOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := startClusterWith(t, 0, 0, func(c *server.Config) {
-		c.Preflight = controller.Preflight{MinNodes: 3, Args: []string{"--slow-file", slow, "--bytes", "4194304", "--slow-gbps", "0.02"}}
+		c.Preflight = controller.Preflight{MinNodes: 3, Args: []string{"--slow-file", slow, "--bytes", "4194304", "--slow-gbps", "0.01"}}
 	})
 	for _, n := range []string{"n1", "n2", "n3", "n4"} {
 		cl.startAgent(n, 1)

@@ -18,7 +18,8 @@ import (
 // start (the hidden `gangway preflight-rank`): the probes meet in the
 // trainer's ring, time each link in turn (node i sends --bytes to node
 // i+1 while every other link is idle, so each measure is that link's
-// alone) and then run one all-reduce of the same size. It writes
+// alone; --rounds times, keeping the fastest) and then run one all-reduce
+// of the same size. It writes
 // {"inGBps": ..., "allReduceGBps": ...} to $GANGWAY_TASK_DIR/preflight.json
 // (the link into this node, from the previous one) and exits 0, or
 // exits 1 saying what failed.
@@ -26,14 +27,15 @@ func Probe(ctx context.Context, args []string, env func(string) string, stdout, 
 	fs := flag.NewFlagSet("preflight-rank", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	size := fs.Int("bytes", 16<<20, "bytes each link carries, and the all-reduce reduces")
+	rounds := fs.Int("rounds", 3, "times each link is timed; the fastest counts (a busy host only ever slows a measure)")
 	timeout := fs.Duration("timeout", time.Minute, "bound on the whole probe")
 	slowFile := fs.String("slow-file", "", "a file naming nodes (one per line) whose links run at --slow-gbps (tests)")
 	slowGBps := fs.Float64("slow-gbps", 0.05, "the links' rate on a node --slow-file names")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *size < 8 {
-		fmt.Fprintln(stderr, "preflight-rank: --bytes must be at least 8")
+	if *size < 8 || *rounds < 1 {
+		fmt.Fprintln(stderr, "preflight-rank: --bytes must be at least 8 and --rounds at least 1")
 		return 2
 	}
 	l, err := parseLaunch(env)
@@ -47,7 +49,7 @@ func Probe(ctx context.Context, args []string, env func(string) string, stdout, 
 	if *slowFile != "" && slowNode(*slowFile, l.Node) {
 		rate = *slowGBps * 1e9
 	}
-	res, err := probe(ctx, l, *size, rate, *timeout)
+	res, err := probe(ctx, l, *size, *rounds, rate, *timeout)
 	if err != nil {
 		fmt.Fprintln(stderr, "preflight:", err)
 		return 1
@@ -69,7 +71,7 @@ type probeResult struct {
 	AllReduceGBps float64 `json:"allReduceGBps,omitempty"`
 }
 
-func probe(ctx context.Context, l launch, size int, rate float64, timeout time.Duration) (probeResult, error) {
+func probe(ctx context.Context, l launch, size, rounds int, rate float64, timeout time.Duration) (probeResult, error) {
 	var res probeResult
 	r, err := rendezvous(ctx, l, timeout, timeout)
 	if err != nil {
@@ -82,23 +84,29 @@ func probe(ctx context.Context, l launch, size int, rate float64, timeout time.D
 	stop := context.AfterFunc(ctx, r.close)
 	defer stop()
 	buf := make([]byte, size)
-	// The token goes round once: rank 0 sends first, every other rank
-	// receives (timing its in-link), then sends on.
-	if r.rank == 0 {
-		if err := sendTimed(r.next, buf, rate); err != nil {
-			return res, fmt.Errorf("send to rank 1: %w", err)
+	// Each round the token goes round once: rank 0 sends first, every
+	// other rank receives (timing its in-link), then sends on.
+	var best time.Duration
+	for range rounds {
+		if r.rank == 0 {
+			if err := sendTimed(r.next, buf, rate); err != nil {
+				return res, fmt.Errorf("send to rank 1: %w", err)
+			}
+		}
+		d, err := recvTimed(r.prev, buf, rate)
+		if err != nil {
+			return res, fmt.Errorf("receive from rank %d: %w", mod(r.rank-1, r.world), err)
+		}
+		if best == 0 || d < best {
+			best = d
+		}
+		if r.rank != 0 {
+			if err := sendTimed(r.next, buf, rate); err != nil {
+				return res, fmt.Errorf("send to rank %d: %w", mod(r.rank+1, r.world), err)
+			}
 		}
 	}
-	d, err := recvTimed(r.prev, buf, rate)
-	if err != nil {
-		return res, fmt.Errorf("receive from rank %d: %w", mod(r.rank-1, r.world), err)
-	}
-	res.InGBps = float64(size) / d.Seconds() / 1e9
-	if r.rank != 0 {
-		if err := sendTimed(r.next, buf, rate); err != nil {
-			return res, fmt.Errorf("send to rank %d: %w", mod(r.rank+1, r.world), err)
-		}
-	}
+	res.InGBps = float64(size) / best.Seconds() / 1e9
 	v := make([]float64, size/8)
 	for i := range v {
 		v[i] = float64(r.rank)

@@ -189,7 +189,7 @@ func (l *lifecycle) preflightDone(j *api.Job, a *api.Attempt) (decision, bool) {
 		reason = fmt.Sprintf("preflight inconclusive: every probe failed (%s: %s); running untested", run.Nodes[0].Node, run.Nodes[0].Error)
 	default:
 		run.Passed = true
-		reason = fmt.Sprintf("preflight passed on %d nodes (links %.2f GB/s median, all-reduce %.2f GB/s)", len(run.Nodes), run.MedianGBps, run.AllReduceGBps)
+		reason = fmt.Sprintf("preflight passed on %d nodes (links %.3g GB/s median, all-reduce %.3g GB/s)", len(run.Nodes), run.MedianGBps, run.AllReduceGBps)
 	}
 	m.Status.Current().Preflight = run
 	d := l.stop(m, api.OutcomeInterrupted, reason)

@@ -192,6 +192,14 @@ func New(cfg Config) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// The supervisor, started elsewhere, and the ranks, in their task
+	// directories, must find the same files: a relative --data-dir would
+	// resolve against each one's own working directory.
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: --data-dir %s: %w", cfg.DataDir, err)
+	}
+	cfg.DataDir = abs
 	if cfg.GPUs == nil {
 		cfg.GPUs = gpu.NewNVML()
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,5 +36,20 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRelativeDataDirMadeAbsolute: a relative --data-dir is taken from
+// the agent's working directory once, so the supervisor and the ranks,
+// which run elsewhere, find the same files.
+func TestRelativeDataDirMadeAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	a, err := New(Config{Server: "https://127.0.0.1:7070", DataDir: "agent-data", Name: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.Abs("agent-data")
+	if a.cfg.DataDir != want {
+		t.Errorf("data dir %q, want %q", a.cfg.DataDir, want)
 	}
 }
