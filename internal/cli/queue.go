@@ -55,6 +55,9 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		return fail(e, err)
 	}
 	fmt.Fprintf(e.Stdout, "queue %s: guarantee %d GPUs, weight %g\n", q.Spec.Name, q.Spec.GuaranteeGPUs, q.Spec.Weight)
+	for _, w := range q.Warnings {
+		fmt.Fprintf(e.Stderr, "warning: %s\n", w)
+	}
 	return 0
 }
 
