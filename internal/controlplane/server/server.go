@@ -21,7 +21,7 @@
 //
 // It imports api, api/client (the client config it writes for the first
 // admin), base/fastjson, base/pki, base/stats, controlplane/audit,
-// controlplane/controller, controlplane/ratelimit,
+// controlplane/controller, controlplane/jobarchive, controlplane/ratelimit,
 // controlplane/store, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
 package server
@@ -48,6 +48,7 @@ import (
 	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/jobarchive"
 	"github.com/gangway/gangway/internal/controlplane/ratelimit"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -122,9 +123,9 @@ type Config struct {
 	// keeps: by age, and by count (the oldest go first). 0 keeps them.
 	JobRetention    time.Duration
 	MaxFinishedJobs int
-	// JobArchive, if set, is the file each job is appended to (a JSON
-	// line) before retention deletes it.
-	JobArchive string
+	// JobArchive.Path, if set, is the file each job is appended to (a JSON
+	// line) before retention deletes it; it rotates by size.
+	JobArchive jobarchive.Config
 	// RetentionTick is how often retention looks; default 10s.
 	RetentionTick time.Duration
 
@@ -257,7 +258,7 @@ func (c Config) Validate() error {
 	case c.StragglerFactor <= 1 || c.StragglerWindow < 0:
 		return fmt.Errorf("server: --straggler-factor %g must be above 1 and --straggler-window %s not negative", c.StragglerFactor, c.StragglerWindow)
 	}
-	return nil
+	return c.JobArchive.Validate()
 }
 
 // Server is one control-plane replica.
@@ -313,6 +314,7 @@ type Server struct {
 	audit *audit.Log
 	// limiter bounds each user's request rate; nil: none.
 	limiter *ratelimit.Limiter
+	archive *jobarchive.Archive // nil without --job-archive (archive.go)
 	// oidc verifies ID tokens; nil without an issuer. Set by Run.
 	oidc *oidcAuth
 	// advertised is this replica's URL for other replicas and clients;
@@ -358,7 +360,8 @@ func New(cfg Config) (*Server, error) {
 	closing, closeNow := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, log: cfg.Log, catalog: planner.DefaultCatalog(), fence: fence,
 		live:  controller.NewLiveness(time.Now()).SetStreakGap(fence.StreakGap),
-		strag: newStragglers(), written: map[string]api.RankStatus{}, ready: make(chan struct{}), closing: closing, closeNow: closeNow}
+		strag: newStragglers(), written: map[string]api.RankStatus{}, ready: make(chan struct{}), closing: closing, closeNow: closeNow,
+		archive: openArchive(cfg.JobArchive)}
 	if cfg.APIRate > 0 {
 		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
 	}
