@@ -9,7 +9,9 @@ import (
 // borrow from its cohort, and its weight in fair share.
 type QueueSpec struct {
 	Name string `json:"name"`
-	// Cohort groups queues that lend each other idle guarantee.
+	// Cohort groups queues that lend each other idle guarantee. The
+	// default queue in no cohort borrows every queue's idle guarantee;
+	// given a cohort, only that cohort's.
 	Cohort string `json:"cohort,omitempty"`
 	// GuaranteeGPUs the queue gets whenever it asks, preempting borrowers.
 	GuaranteeGPUs int `json:"guaranteeGPUs"`
@@ -106,6 +108,9 @@ type Queue struct {
 	CreatedAt   time.Time   `json:"createdAt"`
 	Status      QueueStatus `json:"status"`
 	ModRevision int64       `json:"modRevision,omitempty"`
+	// Warnings, in the answer to setting a queue only, say what of the
+	// spec the cluster cannot honour now (a guarantee above its GPUs).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // QueueStatus is the queue's usage now.

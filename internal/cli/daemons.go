@@ -15,6 +15,7 @@ import (
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/jobarchive"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
@@ -116,6 +117,9 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	retention := fs.Duration("job-retention", 7*24*time.Hour, "delete a finished job this long after it ended, with its rank statuses, checkpoint records and progress (0 keeps them)")
 	maxFinished := fs.Int("max-finished-jobs", 100000, "keep at most this many finished jobs, deleting the oldest first, so the store cannot fill up (0: no limit)")
 	archive := fs.String("job-archive", "", "append every job retention deletes to this file first, one JSON line each as describe shows it, where describe and logs still find it (default: none)")
+	var archiveMax byteSize
+	fs.Var(&archiveMax, "job-archive-max-size", "rotate --job-archive FILE to FILE.1 (and FILE.1 to FILE.2, ...) before it would grow past `SIZE` (bytes, or 512M, 1G; default 0: never)")
+	archiveKeep := fs.Int("job-archive-keep", 0, "keep this many rotated archive files, deleting older ones (default 0: keep every one)")
 	tlsCert := fs.String("tls-cert", "", "the server's own certificate, PEM (default: issued by the cluster CA at each start)")
 	tlsKey := fs.String("tls-key", "", "its key, PEM")
 	tlsCA := fs.String("tls-ca", "", "the operator's CA certificate, PEM, to use as the cluster CA (default: made under DATA_DIR/pki on the first start)")
@@ -167,7 +171,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		Preflight:      controller.Preflight{MinNodes: *pfNodes, MinRatio: *pfRatio},
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 		EtcdName: *etcdName, InitialCluster: *initialCluster, ExistingCluster: *clusterState == "existing",
-		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
+		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: jobarchive.Config{Path: *archive, MaxBytes: int64(archiveMax), Keep: *archiveKeep},
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
 		AuditLog: *auditLog, APIRate: *apiRate,

@@ -55,6 +55,9 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		return fail(e, err)
 	}
 	fmt.Fprintln(e.Stdout, queueSummary(&q.Spec))
+	for _, w := range q.Warnings {
+		fmt.Fprintf(e.Stderr, "warning: %s\n", w)
+	}
 	return 0
 }
 

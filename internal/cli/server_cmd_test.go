@@ -150,6 +150,9 @@ func TestServerCommandNamesBadFlags(t *testing.T) {
 		{[]string{"--max-finished-jobs", "-5"}, []string{"--max-finished-jobs", "negative"}},
 		{[]string{"--checkpoint-dir-root", "shared/ckpt"}, []string{"--checkpoint-dir-root", "absolute"}},
 		{[]string{"--job-archive", filepath.Join(bad, "jobs.jsonl")}, []string{"--job-archive", "not a directory"}},
+		{[]string{"--job-archive-max-size", "1X"}, []string{"job-archive-max-size", "such as 1G"}},
+		{[]string{"--job-archive", filepath.Join(t.TempDir(), "jobs.jsonl"), "--job-archive-keep", "-1"}, []string{"--job-archive-keep", "negative"}},
+		{[]string{"--job-archive-max-size", "1G"}, []string{"--job-archive-max-size", "need --job-archive"}},
 	} {
 		var out bytes.Buffer
 		args := append([]string{"server", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, c.args...)
@@ -263,7 +266,7 @@ func TestCancelArrayAfterRetentionDeletedItsFirstTask(t *testing.T) {
 func TestArchivedJobStaysDescribable(t *testing.T) {
 	archive := filepath.Join(t.TempDir(), "jobs.jsonl")
 	cl := startClusterWith(t, 1, 8, func(c *server.Config) {
-		c.MaxFinishedJobs, c.RetentionTick, c.JobArchive = 1, 50*time.Millisecond, archive
+		c.MaxFinishedJobs, c.RetentionTick, c.JobArchive.Path = 1, 50*time.Millisecond, archive
 	})
 	old := cl.submitYAML("name: old\nranks: 1\ncommand: [sh, -c, 'echo from the old job']\n")
 	cl.waitPhase(old, api.JobSucceeded, 20*time.Second)

@@ -103,6 +103,16 @@ func TestPreemption(t *testing.T) {
 			},
 		},
 		{
+			name:   "reclaim idle guarantee lent to a queue in no cohort",
+			queues: []Queue{{Name: "research", GuaranteeGPUs: 128}, {Name: "default", BorrowIdle: true}},
+			running: append(fill("default", nodeNames(3, 16)...),
+				with(job("d1", "default", "node01"), 50, 10, true),
+				with(job("d2", "default", "node02"), 50, 20, true)),
+			reqs:        []Request{{JobID: "p", Queue: "research", Ranks: 8}},
+			wantVictims: []string{"d1"},
+			wantReason:  "preempting 1 job (d1) in node node01",
+		},
+		{
 			name:   "reclaim spares queues within their guarantee",
 			queues: []Queue{{Name: "a", GuaranteeGPUs: 32}, {Name: "b", GuaranteeGPUs: 32}, {Name: "c", GuaranteeGPUs: 64}},
 			running: []Running{

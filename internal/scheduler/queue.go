@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Resources weighed in dominant-resource fair share.
@@ -40,9 +43,13 @@ type cohortState struct {
 	name      string
 	guarantee int64
 	usage     int64
+	// wide: the cohort of one queue that borrows every queue's idle
+	// guarantee (Queue.BorrowIdle).
+	wide bool
 }
 
 func (c *cohortState) over() int64 { return max(0, c.usage-c.guarantee) }
+func (c *cohortState) idle() int64 { return max(0, c.guarantee-c.usage) }
 
 // sharing holds the queues, their usage and the unguaranteed pool.
 type sharing struct {
@@ -51,10 +58,15 @@ type sharing struct {
 	cohorts []*cohortState
 	totals  [nRes]int64
 	// pool is the milli-GPUs no queue is guaranteed; poolUsed what cohorts
-	// use beyond their guarantees. Checked only when some queue has a
-	// guarantee.
+	// other than wide ones use beyond their guarantees. Checked only when
+	// some queue has a guarantee.
 	pool, poolUsed int64
 	guarded        bool
+	// wideOver is what wide cohorts (Queue.BorrowIdle) use beyond their
+	// guarantees; idle the guarantee cohorts leave idle, which they borrow
+	// first and the pool only for the rest. sumG is every guarantee.
+	wideOver, idle int64
+	sumG           int64
 	// version counts changes to usage, for memoized reasons.
 	version uint64
 }
@@ -77,6 +89,7 @@ func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
 			qs.weight = q.Weight
 		}
 		sumG += qs.guarantee
+		qs.cohort.wide = q.BorrowIdle && q.Cohort == ""
 		if q.Cohort != "" {
 			co := cohorts[q.Cohort]
 			if co == nil {
@@ -91,6 +104,7 @@ func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
 		}
 	}
 	s.guarded = sumG > 0
+	s.sumG = sumG
 	s.pool = max(0, totals[resGPU]-sumG)
 	return s
 }
@@ -113,20 +127,38 @@ func (s *sharing) queue(name string) *queueState {
 // use adds (or with negative amounts removes) usage to q and its cohort.
 func (s *sharing) use(q *queueState, gpu, cpu, mem int64) {
 	s.version++
-	before := q.cohort.over()
+	co := q.cohort
+	over, idle := co.over(), co.idle()
 	q.usage[resGPU] += gpu
 	q.usage[resCPU] += cpu
 	q.usage[resMem] += mem
-	q.cohort.usage += gpu
-	s.poolUsed += q.cohort.over() - before
+	co.usage += gpu
+	s.idle += co.idle() - idle
+	if co.wide {
+		s.wideOver += co.over() - over
+	} else {
+		s.poolUsed += co.over() - over
+	}
 }
 
-// finish computes poolUsed after the initial usage is in.
+// finish computes poolUsed, wideOver and idle after the initial usage is
+// in.
 func (s *sharing) finish() {
-	s.poolUsed = 0
+	s.poolUsed, s.wideOver, s.idle = 0, 0, 0
 	for _, c := range s.cohorts {
-		s.poolUsed += c.over()
+		s.idle += c.idle()
+		if c.wide {
+			s.wideOver += c.over()
+		} else {
+			s.poolUsed += c.over()
+		}
 	}
+}
+
+// lendable is what of idle guarantee idle exists: when the guarantees add
+// up to more than the cluster, the excess is idle only on paper.
+func (s *sharing) lendable(idle int64) int64 {
+	return max(0, idle-max(0, s.sumG-s.totals[resGPU]))
 }
 
 // dominantShare is q's largest share of any resource, over its weight.
@@ -156,18 +188,82 @@ func (s *sharing) admit(q *queueState, g *gang) (ok, within bool, reason string)
 	if !s.guarded {
 		return true, false, ""
 	}
+	// Wide cohorts borrow idle guarantee first and the pool for the rest;
+	// the others borrow the pool.
 	co := q.cohort
 	newOver := max(0, co.usage+g.usage-co.guarantee)
-	if used := s.poolUsed - co.over() + newOver; used > s.pool {
-		lend := max(0, co.guarantee-co.usage)
-		if co.name == "" {
-			return false, false, fmt.Sprintf("queue %s would use %s GPUs, above its %s-GPU guarantee; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and %s of those %s are in use",
-				q.name, milliStr(after), milliStr(q.guarantee), milliStr(s.poolUsed), milliStr(s.pool))
-		}
-		return false, false, fmt.Sprintf("queue %s would use %s GPUs, above its %s-GPU guarantee; cohort %s has %s idle guaranteed GPUs to lend, and %s of the %s GPUs no queue is guaranteed are in use",
-			q.name, milliStr(after), milliStr(q.guarantee), co.name, milliStr(lend), milliStr(s.poolUsed), milliStr(s.pool))
+	newIdle := max(0, co.guarantee-co.usage-g.usage)
+	nonWide, wide := s.poolUsed, s.wideOver
+	if co.wide {
+		wide += newOver - co.over()
+	} else {
+		nonWide += newOver - co.over()
 	}
-	return true, false, ""
+	idle := s.lendable(s.idle - co.idle() + newIdle)
+	if nonWide+max(0, wide-idle) <= s.pool {
+		return true, false, ""
+	}
+	head := fmt.Sprintf("queue %s would use %s GPUs, above its %s-GPU guarantee", q.name, milliStr(after), milliStr(q.guarantee))
+	over := s.overcommitted()
+	switch {
+	case co.wide:
+		others := s.lendable(s.idle - co.idle())
+		left := max(0, s.pool+others-s.poolUsed-s.wideOver)
+		why := fmt.Sprintf("%s; it borrows the GPUs no queue is guaranteed (%s) and those other queues are guaranteed but leave idle (%s now), and %s of them are left to borrow",
+			head, milliStr(s.pool), milliStr(others), milliStr(left))
+		if over != "" {
+			why += "; " + over + ": lower the guarantees with 'gangway queue set'"
+		}
+		return false, false, why
+	case co.name == "" && s.pool == 0:
+		why := fmt.Sprintf("%s; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and there are none: ", head)
+		if over != "" {
+			why += over
+		} else {
+			why += fmt.Sprintf("the queues' guarantees take all %s GPUs of this cluster", milliStr(s.totals[resGPU]))
+		}
+		return false, false, why + fmt.Sprintf("; give it a cohort whose queues lend it their idle guarantee ('gangway queue set %s --cohort C'), or lower the guarantees", q.name)
+	case co.name == "":
+		return false, false, fmt.Sprintf("%s; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and %s of those %s are in use",
+			head, milliStr(s.poolLoad()), milliStr(s.pool))
+	}
+	return false, false, fmt.Sprintf("%s; cohort %s has %s idle guaranteed GPUs to lend, and %s of the %s GPUs no queue is guaranteed are in use",
+		head, co.name, milliStr(co.idle()), milliStr(s.poolLoad()), milliStr(s.pool))
+}
+
+// poolLoad is how much of the pool is borrowed now: what cohorts use
+// beyond their guarantees, less what idle guarantee covers of wide ones'.
+func (s *sharing) poolLoad() int64 {
+	return s.poolUsed + max(0, s.wideOver-s.lendable(s.idle))
+}
+
+// overcommitted names the queues whose guarantees add up to more GPUs than
+// the cluster has, for people, or returns "": "queue research guarantees
+// 64 GPUs of this 32-GPU cluster".
+func (s *sharing) overcommitted() string {
+	if s.sumG <= s.totals[resGPU] {
+		return ""
+	}
+	var gs []*queueState
+	for _, q := range s.queues {
+		if q.guarantee > 0 {
+			gs = append(gs, q)
+		}
+	}
+	slices.SortStableFunc(gs, func(a, b *queueState) int { return cmp.Compare(b.guarantee, a.guarantee) })
+	total := milliStr(s.totals[resGPU])
+	if len(gs) == 1 {
+		return fmt.Sprintf("queue %s guarantees %s GPUs of this %s-GPU cluster", gs[0].name, milliStr(gs[0].guarantee), total)
+	}
+	names := make([]string, 0, 4)
+	for i, q := range gs {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("%d more", len(gs)-3))
+			break
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", q.name, milliStr(q.guarantee)))
+	}
+	return fmt.Sprintf("queues %s guarantee %s GPUs of this %s-GPU cluster", strings.Join(names, ", "), milliStr(s.sumG), total)
 }
 
 // borrowing reports whether q uses more than its guarantee.

@@ -43,7 +43,48 @@ func TestQuota(t *testing.T) {
 			queues:     []Queue{{Name: "a", GuaranteeGPUs: 64}, {Name: "b", GuaranteeGPUs: 64}},
 			running:    []Running{job("r1", "a", nodeNames(1, 8)...)},
 			req:        Request{JobID: "j", Queue: "a", Ranks: 8},
-			wantReason: "queue a would use 72 GPUs, above its 64-GPU guarantee; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and 0 of those 0 are in use",
+			wantReason: "queue a would use 72 GPUs, above its 64-GPU guarantee; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and there are none: the queues' guarantees take all 128 GPUs of this cluster; give it a cohort whose queues lend it their idle guarantee ('gangway queue set a --cohort C'), or lower the guarantees",
+		},
+		{
+			name:       "a guarantee larger than the cluster leaves nothing to borrow, and the reason says whose",
+			queues:     []Queue{{Name: "research", GuaranteeGPUs: 256}},
+			req:        Request{JobID: "j", Queue: "default", Ranks: 8},
+			wantReason: "queue default would use 8 GPUs, above its 0-GPU guarantee; it is in no cohort, so it borrows only GPUs no queue is guaranteed, and there are none: queue research guarantees 256 GPUs of this 128-GPU cluster; give it a cohort whose queues lend it their idle guarantee ('gangway queue set default --cohort C'), or lower the guarantees",
+		},
+		{
+			name:   "a queue that borrows idle guarantee runs on a cluster its neighbour's guarantee exceeds",
+			queues: []Queue{{Name: "research", GuaranteeGPUs: 256}, {Name: "default", BorrowIdle: true}},
+			req:    Request{JobID: "j", Queue: "default", Ranks: 8},
+		},
+		{
+			name:    "idle guarantee is lent up to what the queues leave idle",
+			queues:  []Queue{{Name: "a", GuaranteeGPUs: 64}, {Name: "b", GuaranteeGPUs: 64}, {Name: "default", BorrowIdle: true}},
+			running: []Running{job("a1", "a", nodeNames(1, 8)...), job("d1", "default", nodeNames(9, 12)...)},
+			req:     Request{JobID: "j", Queue: "default", Ranks: 32},
+		},
+		{
+			name:       "idle guarantee lent out is not lent twice",
+			queues:     []Queue{{Name: "a", GuaranteeGPUs: 64}, {Name: "b", GuaranteeGPUs: 64}, {Name: "default", BorrowIdle: true}},
+			running:    []Running{job("a1", "a", nodeNames(1, 8)...), job("d1", "default", nodeNames(9, 12)...)},
+			req:        Request{JobID: "j", Queue: "default", Ranks: 40},
+			wantReason: "queue default would use 72 GPUs, above its 0-GPU guarantee; it borrows the GPUs no queue is guaranteed (0) and those other queues are guaranteed but leave idle (64 now), and 32 of them are left to borrow",
+		},
+		{
+			name:       "an overcommitted guarantee is idle only on paper",
+			queues:     []Queue{{Name: "research", GuaranteeGPUs: 256}, {Name: "default", BorrowIdle: true}},
+			running:    []Running{job("r1", "research", nodeNames(1, 12)...), job("d1", "default", nodeNames(13, 15)...)},
+			req:        Request{JobID: "j", Queue: "default", Ranks: 16},
+			wantReason: "queue default would use 40 GPUs, above its 0-GPU guarantee; it borrows the GPUs no queue is guaranteed (0) and those other queues are guaranteed but leave idle (32 now), and 8 of them are left to borrow; queue research guarantees 256 GPUs of this 128-GPU cluster: lower the guarantees with 'gangway queue set'",
+		},
+		{
+			name: "a cohort's borrowing and the idle-guarantee borrower share the pool",
+			queues: []Queue{{Name: "a", Cohort: "c", GuaranteeGPUs: 32}, {Name: "b", Cohort: "c", GuaranteeGPUs: 32},
+				{Name: "d", GuaranteeGPUs: 32}, {Name: "default", BorrowIdle: true}},
+			// default borrows d's idle 32 and the pool's 32; a's cohort
+			// has nothing more to borrow.
+			running:    []Running{job("a1", "a", nodeNames(1, 8)...), job("d1", "default", nodeNames(9, 16)...)},
+			req:        Request{JobID: "j", Queue: "a", Ranks: 8},
+			wantReason: "queue a would use 72 GPUs, above its 32-GPU guarantee; cohort c has 0 idle guaranteed GPUs to lend, and 32 of the 32 GPUs no queue is guaranteed are in use",
 		},
 		{
 			name:    "unguaranteed GPUs are lent to anyone",

@@ -75,8 +75,14 @@ type Snapshot struct {
 type Queue struct {
 	Name string
 	// Cohort groups queues that lend each other their idle guarantee.
-	// Empty: the queue borrows only from GPUs no queue is guaranteed.
+	// Empty: the queue borrows only from GPUs no queue is guaranteed,
+	// unless BorrowIdle.
 	Cohort string
+	// BorrowIdle lets a queue in no cohort also borrow the guarantee that
+	// other queues leave idle, as if every queue were in its cohort: a
+	// queue that then asks for its guarantee preempts the borrowers. The
+	// server sets it on the default queue unless it is given a cohort.
+	BorrowIdle bool
 	// GuaranteeGPUs is the queue's nominal quota in GPUs.
 	GuaranteeGPUs int
 	// BorrowLimitGPUs bounds how far above its guarantee the queue may

@@ -66,15 +66,20 @@ type Config struct {
 	// deleted, whatever their age, so that the store cannot fill up. 0:
 	// no limit.
 	MaxFinishedJobs int
-	// JobArchive, if set, is a file each job retention deletes is first
-	// appended to, as one JSON line (api.JobDetail); if the append fails,
-	// nothing is deleted.
-	JobArchive string
+	// JobArchive, if set, is where each job retention deletes is first
+	// appended; if the append fails, nothing is deleted.
+	JobArchive JobArchive
 	// RetentionTick is how often retention looks. Default 10s.
 	RetentionTick time.Duration
 	// Preflight tests a wide gang's placement before its command runs
 	// (preflight.go); the zero value tests none.
 	Preflight Preflight
+}
+
+// JobArchive keeps the jobs retention deletes (jobarchive.Archive).
+type JobArchive interface {
+	// Append stores ds durably, all or nothing.
+	Append(ds []api.JobDetail) error
 }
 
 // Controller reconciles nodes and jobs. Create with New; Run drives it.

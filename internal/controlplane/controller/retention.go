@@ -1,13 +1,10 @@
 package controller
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"os"
 	"time"
 
+	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
@@ -55,7 +52,7 @@ func (c *Controller) sweepFinished(ctx context.Context) (int, error) {
 	}
 	ex = ex[:min(len(ex), retainBatch)]
 	del := ex
-	if c.cfg.JobArchive != "" {
+	if c.cfg.JobArchive != nil {
 		var err error
 		if del, err = c.archive(ctx, ex); err != nil {
 			return len(ex), err
@@ -71,6 +68,7 @@ func (c *Controller) sweepFinished(ctx context.Context) (int, error) {
 
 // archive appends jobs, read whole, to Config.JobArchive and returns them
 // at the revisions it read, so that what is deleted is what was archived.
+// The append is durable, and all or nothing.
 func (c *Controller) archive(ctx context.Context, jobs []store.FinishedJob) ([]store.FinishedJob, error) {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
@@ -80,37 +78,18 @@ func (c *Controller) archive(ctx context.Context, jobs []store.FinishedJob) ([]s
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	keep := make([]api.JobDetail, 0, len(ds))
 	out := make([]store.FinishedJob, 0, len(ds))
 	for i := range ds {
 		j := &ds[i].Job
 		if !j.Status.Phase.Final() {
 			continue // a finished job made live again is not retention's
 		}
-		if err := enc.Encode(&ds[i]); err != nil {
-			return nil, fmt.Errorf("archive job %s: %w", j.ID, err)
-		}
+		keep = append(keep, ds[i])
 		out = append(out, store.FinishedJob{ID: j.ID, FinishedAt: j.Status.FinishedAt, ModRevision: j.ModRevision})
 	}
-	f, err := os.OpenFile(c.cfg.JobArchive, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("job archive: %w", err)
-	}
-	fi, err := f.Stat()
-	if err == nil {
-		if _, err = f.Write(buf.Bytes()); err == nil {
-			err = f.Sync() // durable before the jobs leave the store
-		}
-		if err != nil {
-			_ = f.Truncate(fi.Size()) // no half line; the next look writes them again
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("job archive %s: %w", c.cfg.JobArchive, err)
+	if err := c.cfg.JobArchive.Append(keep); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/controlplane/jobarchive"
 	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
@@ -90,7 +91,7 @@ func (tc *testControl) storeFinished(t *testing.T, ago time.Duration) *api.Job {
 func TestRetentionArchivesJobsBeforeDeletingThem(t *testing.T) {
 	archive := filepath.Join(t.TempDir(), "jobs.jsonl")
 	tc := newTestControlWith(t, func(c *Config) {
-		c.JobRetention, c.RetentionTick, c.JobArchive = time.Hour, 20*time.Millisecond, archive
+		c.JobRetention, c.RetentionTick, c.JobArchive = time.Hour, 20*time.Millisecond, jobarchive.New(jobarchive.Config{Path: archive})
 	})
 	ctx := context.Background()
 	old1, old2 := tc.storeFinished(t, 3*time.Hour), tc.storeFinished(t, 2*time.Hour)
@@ -138,7 +139,7 @@ func TestRetentionArchivesJobsBeforeDeletingThem(t *testing.T) {
 func TestRetentionKeepsJobsItCannotArchive(t *testing.T) {
 	dir := t.TempDir()
 	tc := newTestControlWith(t, func(c *Config) {
-		c.JobRetention, c.RetentionTick, c.JobArchive = time.Hour, 10*time.Millisecond, filepath.Join(dir, "gone", "jobs.jsonl")
+		c.JobRetention, c.RetentionTick, c.JobArchive = time.Hour, 10*time.Millisecond, jobarchive.New(jobarchive.Config{Path: filepath.Join(dir, "gone", "jobs.jsonl")})
 	})
 	old := tc.storeFinished(t, 2*time.Hour)
 	tc.run(t)

@@ -135,11 +135,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		qnames = append(qnames, name)
 	}
 	sort.Strings(qnames)
-	for _, name := range qnames {
-		q := p.v.Queues[name].Spec
-		snap.Queues = append(snap.Queues, scheduler.Queue{Name: q.Name, Cohort: q.Cohort,
-			GuaranteeGPUs: q.GuaranteeGPUs, BorrowLimitGPUs: q.BorrowLimitGPUs, Weight: q.Weight})
-	}
+	snap.Queues = schedQueues(qnames, p.v.Queues)
 	byID := map[string]*api.Job{}
 	reqs := make([]scheduler.Request, 0, len(pending))
 	for _, j := range pending {
@@ -169,6 +165,24 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		p.c.log.Warn("scheduler", "warning", w)
 	}
 	p.applyPlan(ctx, plan, byID, ports)
+}
+
+// schedQueues is the queues as the scheduler sees them, in names' order
+// (the default queue first when nobody created it). The
+// default queue, created or not, borrows the guarantee other queues leave
+// idle unless it is given a cohort: without that, guarantees that cover
+// the cluster (or more) would leave it nothing, though the GPUs sit idle.
+func schedQueues(names []string, qs map[string]*api.Queue) []scheduler.Queue {
+	out := make([]scheduler.Queue, 0, len(names)+1)
+	if qs[api.DefaultQueue] == nil {
+		out = append(out, scheduler.Queue{Name: api.DefaultQueue, BorrowIdle: true})
+	}
+	for _, name := range names {
+		q := qs[name].Spec
+		out = append(out, scheduler.Queue{Name: q.Name, Cohort: q.Cohort, GuaranteeGPUs: q.GuaranteeGPUs,
+			BorrowLimitGPUs: q.BorrowLimitGPUs, Weight: q.Weight, BorrowIdle: q.Name == api.DefaultQueue && q.Cohort == ""})
+	}
+	return out
 }
 
 // lemonLabel marks, in the scheduler's snapshot only, whether a node is a

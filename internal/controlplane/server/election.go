@@ -159,7 +159,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 		ctl := controller.New(s.st, s.cache, s.liveness(), controller.Config{
 			NodeTimeout: s.cfg.NodeTimeout, Fencing: s.fence, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
-			JobArchive: s.cfg.JobArchive, RetentionTick: s.cfg.RetentionTick, SecretsDir: s.cfg.SecretsDir,
+			JobArchive: s.jobArchive(), RetentionTick: s.cfg.RetentionTick, SecretsDir: s.cfg.SecretsDir,
 			Preflight: s.cfg.Preflight,
 		}, s.log)
 		s.mu.Lock()

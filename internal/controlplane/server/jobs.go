@@ -258,15 +258,15 @@ func (s *Server) findJob(ctx context.Context, id string) (*api.JobDetail, error)
 		return nil, err
 	}
 	const deleted = "if it ran, it has been deleted: the server keeps finished jobs for --job-retention and at most --max-finished-jobs of them"
-	if s.cfg.JobArchive == "" {
+	if s.archive == nil {
 		return nil, fmt.Errorf("%w (%s; --job-archive keeps the rest)", err, deleted)
 	}
-	d, aerr := readArchived(s.cfg.JobArchive, id)
+	d, aerr := s.archive.Lookup(id)
 	if aerr != nil {
 		return nil, fmt.Errorf("job %s is no longer in the store, and reading the job archive failed: %w", id, aerr)
 	}
 	if d == nil {
-		return nil, fmt.Errorf("%w (%s; this server's --job-archive %s does not hold it either: another replica that led then may)", err, deleted, s.cfg.JobArchive)
+		return nil, fmt.Errorf("%w (%s; this server's --job-archive %s does not hold it either: another replica that led then may)", err, deleted, s.archive.Path())
 	}
 	d.Archived = true
 	return d, nil

@@ -31,7 +31,49 @@ func (s *Server) applyQueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusFor(err), err)
 		return
 	}
+	if warn, err := s.guaranteeWarning(r.Context(), spec); err == nil && warn != "" {
+		q.Warnings = []string{warn}
+	}
 	writeJSON(w, r, http.StatusOK, q)
+}
+
+// guaranteeWarning says so when the guarantees, spec's included, add up to
+// more GPUs than the registered nodes have, or returns "". It warns rather
+// than refuses: a cluster grows, nodes are lost and come back, and queues
+// are often set before the agents join.
+func (s *Server) guaranteeWarning(ctx context.Context, spec api.QueueSpec) (string, error) {
+	if spec.GuaranteeGPUs == 0 {
+		return "", nil
+	}
+	nodes, err := s.capacityNodes(ctx)
+	if err != nil || len(nodes) == 0 {
+		return "", err
+	}
+	total := 0
+	for _, n := range nodes {
+		if n.Status.State != api.NodeLost {
+			total += len(n.GPUs)
+		}
+	}
+	qs, err := s.st.Queues(ctx)
+	if err != nil {
+		return "", err
+	}
+	sum := spec.GuaranteeGPUs
+	for _, q := range qs {
+		if q.Spec.Name != spec.Name {
+			sum += q.Spec.GuaranteeGPUs
+		}
+	}
+	if sum <= total {
+		return "", nil
+	}
+	const holds = "it can be met only once nodes join; until then the default queue (in no cohort) runs on what the guarantees leave idle and is preempted when they are asked for, and other queues in no cohort borrow nothing"
+	if sum == spec.GuaranteeGPUs {
+		return fmt.Sprintf("guaranteeGPUs: %d is more than the %d GPUs this cluster has now: %s", sum, total, holds), nil
+	}
+	return fmt.Sprintf("guaranteeGPUs: with queue %s's %d, the queues' guarantees add up to %d GPUs, more than the %d this cluster has now: %s",
+		spec.Name, spec.GuaranteeGPUs, sum, total, holds), nil
 }
 
 // listQueues returns every queue with its usage now; the default queue is

@@ -1,14 +1,10 @@
 package server
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -45,7 +41,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	case "", "0", "false":
 	case "1", "true":
 		archived = true
-		if s.cfg.JobArchive == "" {
+		if s.archive == nil {
 			fe.Add("archived", "this server keeps no job archive (--job-archive): it has only the jobs the store holds")
 		}
 	default:
@@ -122,7 +118,7 @@ func (s *Server) usageJobs(ctx context.Context, archived bool) ([]*api.Job, map[
 	for _, j := range jobs {
 		stored[j.ID] = true
 	}
-	old, err := readArchive(s.cfg.JobArchive)
+	old, err := s.archive.Jobs()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,46 +128,4 @@ func (s *Server) usageJobs(ctx context.Context, archived bool) ([]*api.Job, map[
 		}
 	}
 	return jobs, latest, nil
-}
-
-// readArchive reads every job of the job archive at path, the last record
-// of each (a job written again after it was archived is archived again);
-// none if the archive does not exist yet. A torn last line, being
-// written, is skipped.
-func readArchive(path string) ([]*api.Job, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("job archive: %w", err)
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	byID := map[string]int{}
-	var out []*api.Job
-	for line := 1; ; line++ {
-		b, err := readArchiveLine(r)
-		if len(b) > 0 {
-			var d struct {
-				Job api.Job `json:"job"`
-			}
-			if derr := json.Unmarshal(b, &d); derr != nil {
-				if err == nil {
-					return nil, fmt.Errorf("job archive %s line %d: %w", path, line, derr)
-				}
-			} else if i, ok := byID[d.Job.ID]; ok {
-				out[i] = &d.Job
-			} else {
-				byID[d.Job.ID] = len(out)
-				out = append(out, &d.Job)
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("job archive %s: %w", path, err)
-		}
-	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -18,7 +19,7 @@ import (
 // everyone's, a user only their own, and bad parameters are named.
 func TestUsageReport(t *testing.T) {
 	archive := filepath.Join(t.TempDir(), "jobs.jsonl")
-	e := startAgentEnvWith(t, func(c *Config) { c.JobArchive = archive })
+	e := startAgentEnvWith(t, func(c *Config) { c.JobArchive.Path = archive })
 	alice, bob := e.user("alice", api.RoleUser), e.user("bob", api.RoleUser)
 	carol := e.user("carol", api.RoleViewer)
 	// Finished jobs as the controller leaves them: alice's ran an hour
@@ -48,7 +49,11 @@ func TestUsageReport(t *testing.T) {
 		attempt(2, 40, 80, api.OutcomeSucceeded, api.CauseSucceeded, &api.Checkpoint{Step: 20, Attempt: 1, Time: m(20)}))
 	old := api.JobDetail{Job: api.Job{ID: "9000", Spec: api.JobSpec{Ranks: 1, GPUsPerRank: 1, Queue: "archive", User: "alice"},
 		Status: api.JobStatus{Phase: api.JobFailed, Attempts: []api.Attempt{attempt(1, 0, 60, api.OutcomeFailed, api.CauseUserError, nil)}}}}
-	if err := os.WriteFile(archive, []byte(archiveLine(t, old)), 0o644); err != nil {
+	line, err := json.Marshal(&old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(archive, append(line, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
