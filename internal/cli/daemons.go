@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -24,6 +25,8 @@ import (
 	"github.com/gangway/gangway/internal/node/driver"
 	"github.com/gangway/gangway/internal/node/gpu"
 	"github.com/gangway/gangway/internal/node/health"
+	"github.com/gangway/gangway/internal/node/health/gpucheck"
+	"github.com/gangway/gangway/internal/node/health/xid"
 	"github.com/gangway/gangway/internal/topology"
 )
 
@@ -279,16 +282,16 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		return fail(e, err)
 	}
 	var disc gpu.Discoverer
+	var nvmlOpts []gpu.NVMLOption
 	if *fake > 0 {
 		if disc, err = gpu.NewFake(*fake, *model, gpu.WithSeed(*name)); err != nil {
 			return fail(e, fmt.Errorf("--gpu-model: %w", err))
 		}
 	} else {
-		var opts []gpu.NVMLOption
 		if *nvmlLib != "" {
-			opts = append(opts, gpu.WithLibraryPath(*nvmlLib))
+			nvmlOpts = append(nvmlOpts, gpu.WithLibraryPath(*nvmlLib))
 		}
-		disc = gpu.NewNVML(opts...)
+		disc = gpu.NewNVML(nvmlOpts...)
 	}
 	if *healthInject != "" && *fake == 0 {
 		return fail(e, fmt.Errorf("--health-inject: faults are injected into fake GPUs only; add --fake-gpus N"))
@@ -299,7 +302,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	}
 	var checks agent.HealthChecks
 	if *healthInterval > 0 {
-		if checks, err = nodeHealthChecks(ctx, disc, *fake, *healthInject, *ckRoot, *healthInterval, log.With("node", n)); err != nil {
+		if checks, err = nodeHealthChecks(ctx, disc, nvmlOpts, *fake, *healthInject, *ckRoot, *healthInterval, log.With("node", n)); err != nil {
 			return fail(e, err)
 		}
 	}
@@ -362,10 +365,11 @@ func runTrainExample(ctx context.Context, e *Env, args []string) int {
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // nodeHealthChecks is the agent's health-check runner: the GPU checks on
-// the fake GPUs (with faults injected from the file inject) or, on real
-// GPUs, the Xids of the kernel log; InfiniBand, memory and, with a
-// checkpoint root, disk always.
-func nodeHealthChecks(ctx context.Context, disc gpu.Discoverer, fake int, inject, ckRoot string, every time.Duration, log *slog.Logger) (*health.Runner, error) {
+// the fake GPUs (with faults injected from the file inject) or, on GPUs
+// NVML discovered, the Xids of the kernel log and NVML's counters and Xid
+// events (the kernel log's Xids alone where NVML cannot be opened for
+// them); InfiniBand, memory and, with a checkpoint root, disk always.
+func nodeHealthChecks(ctx context.Context, disc gpu.Discoverer, nvmlOpts []gpu.NVMLOption, fake int, inject, ckRoot string, every time.Duration, log *slog.Logger) (*health.Runner, error) {
 	inv, err := disc.Discover(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("health checks: discover GPUs: %w", err)
@@ -379,12 +383,42 @@ func nodeHealthChecks(ctx context.Context, disc gpu.Discoverer, fake int, inject
 		for _, d := range inv.Devices {
 			o.BusIDs[d.PCIBusID] = d.Index
 		}
+		if inv.Source == gpu.SourceNVML && len(inv.Devices) > 0 {
+			o.Provider, o.Events = openNVMLHealth(len(inv.Devices), nvmlOpts, log)
+		}
 	}
 	checks, _, err := health.DefaultChecks(o)
 	if err != nil {
+		if c, ok := o.Provider.(io.Closer); ok {
+			c.Close()
+		}
 		return nil, err
 	}
 	return health.NewRunner(checks, health.Options{Interval: every, Logger: log}), nil
+}
+
+// openNVMLHealth opens NVML for the health checks of a node whose gpus
+// GPUs NVML discovered. It returns nils, after logging why, when NVML
+// cannot be opened or counts other GPUs than discovery kept (the checks
+// ask by index): the node then runs the checks it ran before NVML read
+// its health, the kernel log's Xids.
+func openNVMLHealth(gpus int, opts []gpu.NVMLOption, log *slog.Logger) (gpucheck.Provider, xid.Source) {
+	h, err := gpu.OpenNVMLHealth(opts...)
+	if err != nil {
+		log.Warn("gpu health: NVML readings unavailable; only the kernel log's Xids are checked", "err", err)
+		return nil, nil
+	}
+	if h.GPUs() != gpus {
+		log.Warn("gpu health: NVML counts other GPUs than discovery kept; only the kernel log's Xids are checked",
+			"nvml_gpus", h.GPUs(), "gpus", gpus)
+		h.Close()
+		return nil, nil
+	}
+	ev := h.Events()
+	if ev == nil {
+		log.Info("gpu health: NVML gives no Xid events here; Xids come from the kernel log alone")
+	}
+	return h, ev
 }
 
 // runPreflightRank is the hidden `gangway preflight-rank`: the probe an

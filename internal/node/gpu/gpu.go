@@ -16,11 +16,18 @@
 // Zero GPUs is an outcome, not an error: [Inventory.Reason] says why.
 // An error from Discover means discovery itself broke.
 //
+// [OpenNVMLHealth] keeps NVML open for the node's health checks: it reads
+// the counters the gpucheck checks need (ECC, temperature, power, NVLink,
+// PCIe) and turns NVML's Xid events into an xid.Source. It sits here
+// because this package holds the only cgo.
+//
 // Model names, NVML product names and memory totals come from
 // internal/hardware's catalog.
 //
-// It imports the standard library, internal/hardware and, in the cgo
-// build only, github.com/NVIDIA/go-nvml; it knows nothing else of gangway.
+// It imports the standard library, internal/hardware,
+// internal/node/health/gpucheck and internal/node/health/xid (the types
+// the health readings come in) and, in the cgo build only,
+// github.com/NVIDIA/go-nvml.
 package gpu
 
 import (

@@ -50,3 +50,15 @@ func TestNVMLMissingLibrary(t *testing.T) {
 		t.Errorf("reason %q names neither the library nor the build", inv.Reason)
 	}
 }
+
+// TestOpenNVMLHealthMissingLibrary: without NVML (or without cgo) the
+// health reader says why it is unavailable and the process lives on.
+func TestOpenNVMLHealthMissingLibrary(t *testing.T) {
+	h, err := OpenNVMLHealth(WithLibraryPath("/nonexistent/libnvidia-ml.so.1"))
+	if err == nil || h != nil {
+		t.Fatalf("OpenNVMLHealth = %v, %v; want nil and an error", h, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "/nonexistent/libnvidia-ml.so.1") && !strings.Contains(msg, "cgo") && !strings.Contains(msg, "linux") {
+		t.Errorf("error %q names neither the library nor the build", msg)
+	}
+}

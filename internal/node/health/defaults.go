@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -45,10 +46,16 @@ type NodeOptions struct {
 	// way to read the GPUs (no driver, no fake).
 	GPUHealth bool
 	// Provider reads the GPUs' counters (NVML). Without it, and without
-	// Fake, the only GPU check is the Xid check on the kernel log.
+	// Fake, the only GPU check is the Xid check on the kernel log. A
+	// Provider with a Close method is closed by the Runner once the
+	// checks that read it have returned for the last time.
 	Provider gpucheck.Provider
-	// Fake, when set, stands in for Provider and the kernel log; it logs
-	// to Logger.
+	// Events is a second source of Xids (NVML's event set), read in
+	// place of the kernel log while the log cannot be read (see
+	// xid.Fallback), or alone when KmsgPath is "".
+	Events xid.Source
+	// Fake, when set, stands in for Provider, Events and the kernel log;
+	// it logs to Logger.
 	Fake *Fake
 	// Logger receives what the checks log (fatal Xids, bad injections);
 	// nothing is logged when nil.
@@ -56,7 +63,8 @@ type NodeOptions struct {
 }
 
 // DefaultChecks builds a node's checks: with GPUHealth, the Xid check
-// and, given a Provider or Fake, ecc, thermal, power, nvlink and pcie;
+// (given a KmsgPath, Events or Fake) and, given a Provider or Fake, ecc,
+// thermal, power, nvlink and pcie;
 // always ib and memory; disk with a CheckpointRoot; clock with a
 // ClockOffset. It also returns the Xid check, for the agent to Clear a
 // GPU once it is reset or returned to service; nil when there is none
@@ -78,8 +86,12 @@ func DefaultChecks(o NodeOptions) ([]Check, *xid.Check, error) {
 		case o.Fake != nil:
 			p, src = o.Fake, o.Fake
 			o.Fake.SetLogger(o.Logger)
+		case o.KmsgPath != "" && o.Events != nil:
+			src = xid.Fallback(xid.NewKmsg(o.KmsgPath), o.Events)
 		case o.KmsgPath != "":
 			src = xid.NewKmsg(o.KmsgPath)
+		case o.Events != nil:
+			src = o.Events
 		}
 		if src != nil {
 			bus := o.BusIDs
@@ -94,12 +106,16 @@ func DefaultChecks(o NodeOptions) ([]Check, *xid.Check, error) {
 			checks = append(checks, xc)
 		}
 		if p != nil {
+			var pcie Check = gpucheck.NewPCIeCheck(p, o.GPUs)
+			if c, ok := p.(io.Closer); ok {
+				pcie = closing{pcie, c}
+			}
 			checks = append(checks,
 				gpucheck.NewECCCheck(p, o.GPUs),
 				gpucheck.NewThermalCheck(p, o.GPUs),
 				gpucheck.NewPowerCheck(p, o.GPUs),
 				gpucheck.NewNVLinkCheck(p, o.GPUs),
-				gpucheck.NewPCIeCheck(p, o.GPUs),
+				pcie,
 			)
 		}
 	}
@@ -112,3 +128,13 @@ func DefaultChecks(o NodeOptions) ([]Check, *xid.Check, error) {
 	}
 	return checks, xc, nil
 }
+
+// closing is a check that also closes c when the Runner closes it. The
+// Runner closes its checks only after every run has returned, so the
+// Provider the gpucheck checks share is closed after its last read.
+type closing struct {
+	Check
+	c io.Closer
+}
+
+func (w closing) Close() error { return w.c.Close() }

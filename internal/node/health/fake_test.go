@@ -3,8 +3,10 @@ package health
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -219,6 +221,10 @@ func TestDefaultChecks(t *testing.T) {
 			[]string{"xid", "ecc", "thermal", "power", "nvlink", "pcie", "ib", "memory", "disk", "clock"}, true, false},
 		{"fake of the wrong size", NodeOptions{GPUs: 2, GPUHealth: true, Fake: NewFake(4, "")}, nil, false, true},
 		{"bad bus id", NodeOptions{GPUs: 2, GPUHealth: true, KmsgPath: "/dev/kmsg", BusIDs: map[string]int{"x": 0}}, nil, false, true},
+		{"kernel log and NVML events", NodeOptions{GPUs: 2, GPUHealth: true, KmsgPath: DefaultKmsgPath, Events: NewFake(2, "")}, []string{"xid", "ib", "memory"}, true, false},
+		{"NVML events only", NodeOptions{GPUs: 2, GPUHealth: true, Events: NewFake(2, "")}, []string{"xid", "ib", "memory"}, true, false},
+		{"provider and events", NodeOptions{GPUs: 2, GPUHealth: true, KmsgPath: DefaultKmsgPath, Provider: &closingProvider{Fake: NewFake(2, "")}, Events: NewFake(2, "")},
+			[]string{"xid", "ecc", "thermal", "power", "nvlink", "pcie", "ib", "memory"}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,6 +281,60 @@ func TestRunnerWithFake(t *testing.T) {
 			if h.Status != api.CheckOK && h.Check != "memory" {
 				t.Errorf("after Clear: %+v", h)
 			}
+		}
+	})
+}
+
+// closingProvider is a Provider with a Close, as NVML's is.
+type closingProvider struct {
+	*Fake
+	closed atomic.Int32
+}
+
+func (p *closingProvider) Close() error { p.closed.Add(1); return nil }
+
+// TestRunnerWithProviderAndEvents is a real GPU node's setup: a kernel
+// log the agent cannot read, NVML's events and counters. The Xid comes
+// through the events, once; the Provider is closed once, when Run ends.
+func TestRunnerWithProviderAndEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		counters, events := &closingProvider{Fake: NewFake(2, "")}, NewFake(2, "")
+		checks, _, err := DefaultChecks(NodeOptions{
+			GPUs: 2, GPUHealth: true, KmsgPath: filepath.Join(t.TempDir(), "unreadable-kmsg"),
+			Provider: counters, Events: events, IBRoot: filepath.Join(t.TempDir(), "none"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := NewRunner(checks, Options{Interval: time.Second})
+		stop := start(t, r)
+		synctest.Wait()
+		if err := events.Inject(`{"gpu":1,"xid":48}`); err != nil {
+			t.Fatal(err)
+		}
+		if err := counters.Inject(`{"gpu":0,"ecc_dbe":1}`); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		var fatal []string
+		for _, h := range r.Results() {
+			if h.Fatal() {
+				fatal = append(fatal, fmt.Sprintf("%s GPU %d code %d", h.Check, h.GPU, h.Code))
+			}
+			if h.Check == "xid" && h.GPU == -1 {
+				t.Errorf("node finding %+v: the unreadable kernel log should be covered by the events", h)
+			}
+		}
+		if diff := cmp.Diff([]string{"ecc GPU 0 code 0", "xid GPU 1 code 48"}, fatal); diff != "" {
+			t.Errorf("fatal findings (-want +got):\n%s", diff)
+		}
+		if n := counters.closed.Load(); n != 0 {
+			t.Errorf("provider closed %d times while running", n)
+		}
+		stop()
+		if n := counters.closed.Load(); n != 1 {
+			t.Errorf("provider closed %d times after Run; want once", n)
 		}
 	})
 }

@@ -5,9 +5,9 @@
 // until the GPU is cleared (reset or returned to service by an operator).
 //
 // Events come from a [Source]: [Kmsg] reads the kernel log; a source on
-// NVML's event sets (nvmlEventSetWait) can sit beside the cgo code in
-// internal/node/gpu later, and the health package's fake injects events
-// for tests and demos.
+// NVML's event sets (nvmlEventSetWait) sits beside the cgo code in
+// internal/node/gpu; [Fallback] pairs the two so that an Xid is counted
+// once; the health package's fake injects events for tests and demos.
 //
 // [Check] has the method set of the health package's Check interface
 // (Name, Run) without importing it, since that package imports this one.
