@@ -163,7 +163,7 @@ func (l *lifecycle) preflightDone(j *api.Job, a *api.Attempt) (decision, bool) {
 			// With two nodes both links join the same pair: a slow one
 			// cannot be told from its peer.
 			pn.Excluded = true
-			pn.Error = fmt.Sprintf("links at %.2f GB/s, below %.0f%% of the gang's median %.2f GB/s", pn.GBps, 100*l.preflight.ratio(), run.MedianGBps)
+			pn.Error = fmt.Sprintf("links at %.3g GB/s, below %.0f%% of the gang's median %.3g GB/s", pn.GBps, 100*l.preflight.ratio(), run.MedianGBps)
 		}
 		if pn.Excluded {
 			excluded = append(excluded, pn.Node)
