@@ -77,6 +77,12 @@ func decodeStrict(data []byte, v any) error {
 	if err := dec.Decode(&extra); err == nil {
 		return &ValidationError{Fields: []*FieldError{{Msg: "more than one document; submit one job per file"}}}
 	}
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err == nil {
+		if fe := checkScalars(doc, reflect.TypeOf(v), ""); fe != nil {
+			return &ValidationError{Fields: []*FieldError{fe}}
+		}
+	}
 	return nil
 }
 

@@ -165,3 +165,32 @@ func TestTypeErrorsInUsersWords(t *testing.T) {
 		}
 	}
 }
+
+// TestNoQuietConversions: a quoted number for an integer field, or a
+// fraction for one, is refused naming the field; the YAML decoder would
+// take "2" as 2 and 1.5 as 1.
+func TestNoQuietConversions(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"command":["x"],"ranks":"2"}`, `ranks: want an integer, got a string ("2")`},
+		{"command: [x]\nranks: \"2\"\n", `ranks: want an integer, got a string ("2")`},
+		{"command: [x]\nranks: 1\nresources: {memoryBytes: 1.5}\n", "resources.memoryBytes: want an integer, got 1.5"},
+		{`{"command":["x"],"ranks":1,"resources":{"memoryBytes":1.5}}`, "resources.memoryBytes: want an integer, got 1.5"},
+		{"command: [x]\nranks: 2\npreemptible: \"yes\"\n", `preemptible: want true or false, got a string`},
+	}
+	for _, tt := range tests {
+		_, err := DecodeJobSpec([]byte(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: err = %v; want %q", tt.in, err, tt.want)
+		}
+	}
+	// What reads as meant still goes: integral numbers, names and env
+	// values that look like numbers, durations.
+	for _, in := range []string{
+		"command: [x]\nranks: 2\nresources: {memoryBytes: 1073741824}\n",
+		"name: 2024\nranks: 1\ncommand: [x, 1]\nenv: {SEED: 7}\ntimeLimit: 1h\n",
+	} {
+		if _, err := DecodeJobSpec([]byte(in)); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
