@@ -138,6 +138,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	etcdCert := fs.String("etcd-cert", "", "client certificate for the external etcd")
 	etcdKey := fs.String("etcd-key", "", "its key")
 	advertise := fs.String("advertise-url", "", "URL clients reach this server at, written into the admin's client config (default https:// and the listen address)")
+	metricsListen := fs.String("metrics-listen", "", "also serve Prometheus metrics at /metrics in plain HTTP here, for a Prometheus on another machine (e.g. :9464; default: none)")
+	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port logged at start (\"\": none)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return cfg, nil, code, false
@@ -170,7 +172,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: *archive,
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
-		AuditLog: *auditLog, APIRate: *apiRate,
+		AuditLog: *auditLog, APIRate: *apiRate, MetricsListen: *metricsListen, DebugListen: *debugListen,
 		OIDC: server.OIDCConfig{Issuer: *oidcIssuer, ClientID: *oidcClient, UserClaim: *oidcUser, GroupsClaim: *oidcGroups,
 			AdminGroups: splitList(*oidcAdmins), ViewerGroups: splitList(*oidcViewers)},
 	}

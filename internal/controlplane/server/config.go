@@ -125,6 +125,10 @@ type Config struct {
 	GatewayKeys gateway.Keys
 	// EtcdTLS is the client TLS for an external etcd (EtcdEndpoints).
 	EtcdTLS *tls.Config
+	// MetricsListen, if set, serves /metrics in plain HTTP there, for a
+	// Prometheus elsewhere; DebugListen, if set, serves /metrics and
+	// pprof (loopback by default in `gangway server`). See admin.go.
+	MetricsListen, DebugListen string
 	// AdvertiseURL is the URL clients reach this server at, written into
 	// the admin's client config; default https:// and the listener's
 	// address (loopback for a wildcard one).

@@ -11,7 +11,9 @@
 // server.go the process (store, cache, gateway, HTTP); election.go leader
 // election; forward.go what replicas that do not lead hand the leader;
 // cluster.go the check that the data directory and the store belong to
-// one cluster. The wire types are internal/api's; Go callers use
+// one cluster; config.go the Config; metrics.go the Prometheus series
+// (client_golang) and admin.go the plain-HTTP listeners that serve them
+// with pprof. The wire types are internal/api's; Go callers use
 // internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
@@ -20,7 +22,7 @@
 // revoke) and tlsconf.go (the CA and certificates).
 //
 // It imports api, api/client (the client config it writes for the first
-// admin), base/fastjson, base/pki, base/stats, controlplane/audit,
+// admin), base/adminhttp, base/fastjson, base/pki, base/stats, controlplane/audit,
 // controlplane/controller, controlplane/ratelimit,
 // controlplane/store, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
@@ -121,6 +123,10 @@ type Server struct {
 	etcd *store.Embedded
 	// clusterID is the cluster's (cluster.go). Set by Run before it serves.
 	clusterID string
+	// metrics are the server's series (metrics.go); admin its admin
+	// listeners' addresses (admin.go).
+	metrics *metrics
+	admin   adminAddrs
 	// hooks are what only tests set.
 	hooks testHooks
 }
@@ -154,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.APIRate > 0 {
 		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
 	}
+	s.metrics = newMetrics(s)
 	return s, nil
 }
 
@@ -259,7 +266,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err := os.MkdirAll(s.cfg.CheckpointRoot, 0o755); err != nil {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
-	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout})
+	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout, OnTxn: s.metrics.txn})
 	if s.clusterID, err = s.checkCluster(ctx); err != nil {
 		return err
 	}
@@ -293,7 +300,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// cancels run first, then the wait.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	errc := make(chan error, 2)
+	errc := make(chan error, 4)
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	wg.Add(2)
@@ -332,6 +339,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			errc <- fmt.Errorf("server: http: %w", err)
 		}
 	}()
+	if err := s.serveAdmin(cctx, &wg, errc); err != nil {
+		return err
+	}
 	close(s.ready)
 	// Leadership: stopLead is its stop, leadDone its done. It ends before
 	// anything it uses (the store, the cache, the gateway's scaler).
