@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -42,12 +43,22 @@ func Handler(g prometheus.Gatherer, debug bool) http.Handler {
 	return mux
 }
 
-// Gatherer is what a daemon's /metrics serves: its own registry, plus
+// Gatherer is what the server's /metrics serves: its own registry, plus
 // the process-wide default one, which holds Go's runtime and the
 // process's metrics and whatever a library registers there (etcd's
-// server and gRPC metrics, in the control plane).
+// server and gRPC metrics).
 func Gatherer(own prometheus.Gatherer) prometheus.Gatherer {
 	return prometheus.Gatherers{prometheus.DefaultGatherer, own}
+}
+
+// NewRegistry is a registry with Go's runtime and the process's metrics
+// in it, for a daemon that serves no library's series: the gangway binary
+// links etcd, whose packages register theirs in the default registry
+// whether or not the process runs etcd.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // Server is one admin listener, opened by Listen; Run serves it.

@@ -63,3 +63,22 @@ func get(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestNewRegistryHasRuntimeMetricsOnly: the agent's registry holds Go's
+// and the process's series, and none a library put in the default one.
+func TestNewRegistryHasRuntimeMetricsOnly(t *testing.T) {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "gangway_test_library_total", Help: "A library's."})
+	prometheus.MustRegister(c)
+	defer prometheus.Unregister(c)
+	fams, err := NewRegistry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range fams {
+		names[f.GetName()] = true
+	}
+	if !names["go_goroutines"] || !names["process_cpu_seconds_total"] || names["gangway_test_library_total"] {
+		t.Errorf("NewRegistry gathers %v; want go_goroutines and process_cpu_seconds_total, not the default registry's gangway_test_library_total", names)
+	}
+}

@@ -412,7 +412,7 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 			}
 		}
 		asg[i] = api.Assignment{
-			JobID: m.ID, Attempt: ma.Number, Rank: r, Node: rp.Node,
+			JobID: m.ID, Attempt: ma.Number, Rank: r, Node: rp.Node, Queue: m.Spec.Queue, User: m.Spec.User,
 			Command: cmd, Env: p.withSecrets(m, launch.Env(in)), Files: files,
 			WorkingDir:  m.Spec.WorkingDir,
 			GPUs:        gpus,
