@@ -658,6 +658,10 @@ type Assignment struct {
 	Logs *LogSpec `json:"logs,omitempty"`
 	// RunAs is the account the rank runs under; nil: the agent's own.
 	RunAs *RunAs `json:"runAs,omitempty"`
+	// Queue and User are the job's, for the labels of the node's GPU
+	// metrics (as dcgm-exporter labels a GPU with its pod or HPC job).
+	Queue string `json:"queue,omitempty"`
+	User  string `json:"user,omitempty"`
 }
 
 // TaskKey names one rank of one attempt: "job/attempt/rank".

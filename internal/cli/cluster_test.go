@@ -76,6 +76,12 @@ type cluster struct {
 	// fakes, when not nil, gives every agent started from then on health
 	// checks over fake GPUs, kept here by node for tests to inject into.
 	fakes map[string]*health.Fake
+	// adjustAgent, when not nil, adjusts the configuration of every
+	// agent started from then on; handles are the agents by node.
+	adjustAgent func(*agent.Config)
+	handles     map[string]*agent.Agent
+	// srv is the server.
+	srv *server.Server
 }
 
 func startCluster(t *testing.T, nodes, gpus int) *cluster {
@@ -113,7 +119,7 @@ func startClusterWrapped(t *testing.T, nodes, gpus int, adjust func(*server.Conf
 		ln = wrap(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cl := &cluster{t: t, url: "http://" + ln.Addr().String(), dir: dir, cancel: cancel,
+	cl := &cluster{t: t, url: "http://" + ln.Addr().String(), dir: dir, cancel: cancel, srv: srv,
 		agents: map[string]context.CancelFunc{}, done: map[string]chan struct{}{}}
 	cl.url = "https://" + ln.Addr().String()
 	cl.config = filepath.Join(dir, "client-config")
@@ -184,15 +190,22 @@ func (cl *cluster) startAgent(name string, gpus int) {
 		cl.fakes[name] = f
 		cl.mu.Unlock()
 	}
-	a, err := agent.New(agent.Config{Server: cl.url, JoinToken: cl.admin.Token, CAFile: cl.admin.CAFile, Name: name, Address: "127.0.0.1", DataDir: cl.agentDir(name),
-		GPUs: disc, ShimPath: exe, Log: testLogger(cl.t, name), Health: checks})
+	acfg := agent.Config{Server: cl.url, JoinToken: cl.admin.Token, CAFile: cl.admin.CAFile, Name: name, Address: "127.0.0.1", DataDir: cl.agentDir(name),
+		GPUs: disc, ShimPath: exe, Log: testLogger(cl.t, name), Health: checks}
+	if cl.adjustAgent != nil {
+		cl.adjustAgent(&acfg)
+	}
+	a, err := agent.New(acfg)
 	if err != nil {
 		cl.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	cl.mu.Lock()
-	cl.agents[name], cl.done[name] = cancel, done
+	if cl.handles == nil {
+		cl.handles = map[string]*agent.Agent{} // a cluster made without startClusterWrapped
+	}
+	cl.agents[name], cl.done[name], cl.handles[name] = cancel, done, a
 	cl.mu.Unlock()
 	go func() { defer close(done); _ = a.Run(ctx) }()
 }

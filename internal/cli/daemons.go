@@ -145,6 +145,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	etcdCert := fs.String("etcd-cert", "", "client certificate for the external etcd")
 	etcdKey := fs.String("etcd-key", "", "its key")
 	advertise := fs.String("advertise-url", "", "URL clients reach this server at, written into the admin's client config (default https:// and the listen address)")
+	metricsListen := fs.String("metrics-listen", "", "also serve Prometheus metrics at /metrics in plain HTTP here, for a Prometheus on another machine (e.g. :9464; default: none)")
+	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port logged at start (\"\": none)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return cfg, nil, code, false
@@ -177,7 +179,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: jobarchive.Config{Path: *archive, MaxBytes: int64(archiveMax), Keep: *archiveKeep},
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
-		AuditLog: *auditLog, APIRate: *apiRate,
+		AuditLog: *auditLog, APIRate: *apiRate, MetricsListen: *metricsListen, DebugListen: *debugListen,
 		OIDC: server.OIDCConfig{Issuer: *oidcIssuer, ClientID: *oidcClient, UserClaim: *oidcUser, GroupsClaim: *oidcGroups,
 			AdminGroups: splitList(*oidcAdmins), ViewerGroups: splitList(*oidcViewers)},
 	}
@@ -272,6 +274,9 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	healthInject := fs.String("health-inject", "", "with --fake-gpus: read faults to inject into the fake GPUs from this file, one JSON object per appended line, e.g. {\"gpu\":2,\"xid\":79} (for tests and demos)")
 	ckRoot := fs.String("checkpoint-root", "", "the shared checkpoint directory, whose free space and writability the disk check watches (default: not checked)")
 	taskRetention := fs.Duration("task-retention", 7*24*time.Hour, "remove a finished rank's directory (its logs and progress) this long after it last changed (0 keeps them)")
+	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at /metrics in plain HTTP here: each GPU in dcgm-exporter's names and labels with the rank using it, and the ranks' progress (e.g. :9400; default: none)")
+	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port logged at start (\"\": none)")
+	gpuMetricsInterval := fs.Duration("gpu-metrics-interval", agent.DefaultGPUMetricsInterval, "how often the metrics read the GPUs (NVML, or the fake GPUs)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
@@ -339,7 +344,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		ShimPath: shim, JoinToken: joinTok, CAFile: cc.CAFile,
 		Server: cc.Server, Name: n, Address: *addr, Listen: *listen, DataDir: dir,
 		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log, TaskRetention: *taskRetention,
-		Health: checks,
+		Health: checks, MetricsListen: *metricsListen, DebugListen: *debugListen, GPUMetricsInterval: *gpuMetricsInterval,
 	})
 	if err != nil {
 		return fail(e, err)

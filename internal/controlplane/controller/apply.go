@@ -37,10 +37,10 @@ func (p *pass) apply(d decision) {
 	case stepStopEnd:
 		p.logFinished(m)
 		a := m.Status.Current()
-		p.queue(p.c.st.StopAttemptWrite(m, a.Number, a.Nodes()), nil)
+		p.queue(p.c.st.StopAttemptWrite(m, a.Number, a.Nodes()), p.observeRestart(m))
 	case stepEnd:
 		p.logFinished(m)
-		p.queue(p.c.st.UpdateJobWrite(m), nil)
+		p.queue(p.c.st.UpdateJobWrite(m), p.observeRestart(m))
 	case stepAmend:
 		p.queue(p.c.st.UpdateJobWrite(m), func(rev int64, err error) {
 			if p.wrote(rev, err) {
@@ -53,6 +53,20 @@ func (p *pass) apply(d decision) {
 				p.logFinished(m)
 			}
 		})
+	}
+}
+
+// observeRestart is what to do once m's write is stored: tell the
+// observer of a restart when the attempt that ended leaves m to run again.
+func (p *pass) observeRestart(m *api.Job) func(rev int64, err error) {
+	if m.Status.Phase != api.JobRestarting {
+		return nil
+	}
+	cause := api.CauseOf(m.Status.Current())
+	return func(rev int64, err error) {
+		if p.wrote(rev, err) {
+			p.c.cfg.Observer.Restarted(cause)
+		}
 	}
 }
 
@@ -263,6 +277,7 @@ func (p *pass) applyPlan(ctx context.Context, plan scheduler.Plan, byID map[stri
 	}
 	for _, pe := range plan.Pending {
 		j := byID[pe.JobID]
+		p.kinds[j.ID] = pe.Kind.String()
 		reason := pe.Text()
 		if j.Status.Phase == api.JobRestarting {
 			reason = "restarting: " + reason
@@ -361,6 +376,7 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 			return
 		}
 		if p.wrote(rev, err) {
+			p.c.cfg.Observer.Placed(m.Spec.Queue, p.now.Sub(waitedSince(j)))
 			resume := int64(-1)
 			if a.ResumeFrom != nil {
 				resume = a.ResumeFrom.Step
@@ -396,7 +412,7 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 			}
 		}
 		asg[i] = api.Assignment{
-			JobID: m.ID, Attempt: ma.Number, Rank: r, Node: rp.Node,
+			JobID: m.ID, Attempt: ma.Number, Rank: r, Node: rp.Node, Queue: m.Spec.Queue, User: m.Spec.User,
 			Command: cmd, Env: p.withSecrets(m, launch.Env(in)), Files: files,
 			WorkingDir:  m.Spec.WorkingDir,
 			GPUs:        gpus,

@@ -17,8 +17,9 @@
 //
 // deploy.go scales deployments, retention.go deletes finished jobs,
 // sweep.go finishes arrays a crashed submitter left part-written and
-// expires idempotency keys, topo.go keeps the cluster's topology and
-// liveness.go the agents' heartbeats.
+// expires idempotency keys, topo.go keeps the cluster's topology,
+// liveness.go the agents' heartbeats, and observe.go tells an Observer
+// (the server's metrics) what passes did and why jobs wait.
 //
 // It imports api, base/stats, controlplane/store, launch, scheduler and topology;
 // nothing imports it but the server.
@@ -74,6 +75,8 @@ type Config struct {
 	// Preflight tests a wide gang's placement before its command runs
 	// (preflight.go); the zero value tests none.
 	Preflight Preflight
+	// Observer hears what passes did (observe.go); nil: nothing does.
+	Observer Observer
 }
 
 // JobArchive keeps the jobs retention deletes (jobarchive.Archive).
@@ -101,6 +104,8 @@ type Controller struct {
 	// lastBacklog: the last pass left jobs waiting that it could not
 	// place (passes run one at a time).
 	lastBacklog bool
+	// kinds is why the newest pass left each waiting job waiting.
+	kinds pendingKinds
 }
 
 // New returns a controller over the store, its cache (which the caller
@@ -120,6 +125,9 @@ func New(st *store.Store, cache *store.Cache, live *Liveness, cfg Config, log *s
 	}
 	if cfg.RetentionTick <= 0 {
 		cfg.RetentionTick = 10 * time.Second
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	return &Controller{st: st, cache: cache, live: live, cfg: cfg, log: log, ready: newReadiness(), scaler: cfg.Scaler,
 		topo: topoCache{files: cfg.TopologyFiles}, subs: submissions{poke: make(chan struct{}, 1), arrived: make(chan struct{}, 1), slow: slowPass},
@@ -217,6 +225,12 @@ type pass struct {
 	// statuses by task key, which win over the view's.
 	reps     []*reportBatch
 	reported map[string]*api.RankStatus
+	// kinds is why each job this pass left waiting waits (observe.go);
+	// placed and preempted count the plan's gangs, scheduling times the
+	// scheduler. Written by the pass's own goroutine only.
+	kinds             map[string]string
+	placed, preempted int
+	scheduling        time.Duration
 }
 
 // forEachChunk is how many jobs' checks one goroutine of forEach takes.
@@ -265,7 +279,7 @@ func (c *Controller) Reconcile(ctx context.Context) (int64, error) {
 // for the next pass at once (see pass.next).
 func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	start := time.Now()
-	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64)}
+	p := &pass{c: c, v: c.cache.Snapshot(), now: c.cfg.Now(), sem: make(chan struct{}, 64), kinds: map[string]string{}}
 	p.life = lifecycle{v: p.v, beats: c.live, nodeTimeout: c.cfg.NodeTimeout, fence: c.cfg.Fencing, now: p.now, preflight: c.cfg.Preflight}
 	p.nodes(ctx)
 	p.subs = c.take()
@@ -336,7 +350,10 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 	p.wg.Wait()
 	p.storeFresh()
 	// What a new job handed to a pass waits for beyond its own write.
-	c.subs.passNanos.Store(int64(time.Since(start)))
+	took := time.Since(start)
+	c.subs.passNanos.Store(int64(took))
+	c.kinds.p.Store(&p.kinds)
+	c.cfg.Observer.Passed(took, p.scheduling, p.placed, p.preempted)
 	left := p.flush(ctx)
 	err := errors.Join(p.errs...)
 	// Submitters wait for their jobs' own writes only, not for the rank
@@ -356,6 +373,7 @@ func (p *pass) heldByArrayLimit(j *api.Job) {
 	if j.Status.Phase == api.JobRestarting {
 		reason = "restarting: " + reason
 	}
+	p.kinds[j.ID] = PendingArrayLimit
 	if j.Status.Reason == reason || !p.c.reasonDue(j.ID, j.Status.Reason, p.now) {
 		return
 	}

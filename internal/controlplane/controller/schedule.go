@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler"
@@ -159,8 +160,11 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	}
 	addHostUse(&snap, p.v.Jobs)
 	spreadReplicas(&snap, reqs, byID, p.v.Jobs)
+	began := time.Now()
 	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology,
 		MaxReservations: scheduler.ServerReservations})
+	p.scheduling = time.Since(began)
+	p.placed, p.preempted = len(plan.Placements), len(plan.Preemptions)
 	for _, w := range plan.Warnings {
 		p.c.log.Warn("scheduler", "warning", w)
 	}

@@ -160,7 +160,7 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 			NodeTimeout: s.cfg.NodeTimeout, Fencing: s.fence, CheckpointRoot: s.cfg.CheckpointRoot, Scaler: s.scaler,
 			TopologyFiles: s.cfg.TopologyFiles, JobRetention: s.cfg.JobRetention, MaxFinishedJobs: s.cfg.MaxFinishedJobs,
 			JobArchive: s.jobArchive(), RetentionTick: s.cfg.RetentionTick, SecretsDir: s.cfg.SecretsDir,
-			Preflight: s.cfg.Preflight,
+			Preflight: s.cfg.Preflight, Observer: s.metrics,
 		}, s.log)
 		s.mu.Lock()
 		s.ctl = ctl

@@ -25,7 +25,8 @@ const maxBody = 4 << 20
 // its access rule (guard), every mutating request but an agent's routine
 // ones (heartbeats, renewals) in the audit log.
 func (s *Server) Handler() http.Handler {
-	inner := s.guard(s.routes())
+	mux := s.routes()
+	inner := s.metrics.instrument(mux, s.guard(mux))
 	audited := audit.Middleware(s.audit, nil, inner)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

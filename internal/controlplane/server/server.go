@@ -11,7 +11,9 @@
 // server.go the process (store, cache, gateway, HTTP); election.go leader
 // election; forward.go what replicas that do not lead hand the leader;
 // cluster.go the check that the data directory and the store belong to
-// one cluster. The wire types are internal/api's; Go callers use
+// one cluster; config.go the Config; metrics.go the Prometheus series
+// (client_golang) and admin.go the plain-HTTP listeners that serve them
+// with pprof. The wire types are internal/api's; Go callers use
 // internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
@@ -20,7 +22,7 @@
 // revoke) and tlsconf.go (the CA and certificates).
 //
 // It imports api, api/client (the client config it writes for the first
-// admin), base/fastjson, base/pki, base/stats, controlplane/audit,
+// admin), base/adminhttp, base/fastjson, base/pki, base/stats, controlplane/audit,
 // controlplane/controller, controlplane/jobarchive, controlplane/ratelimit,
 // controlplane/store, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
@@ -50,124 +52,8 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/planner"
-	"github.com/gangway/gangway/internal/topology"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// Config configures a server.
-type Config struct {
-	// DataDir holds the embedded etcd and default checkpoints.
-	DataDir string
-	// EtcdEndpoints, if set, uses an external etcd cluster instead of the
-	// embedded member.
-	EtcdEndpoints []string
-	// EtcdClientAddr and EtcdPeerAddr fix the embedded member's ports
-	// (empty: free loopback ports).
-	EtcdClientAddr string
-	EtcdPeerAddr   string
-	// EtcdName and InitialCluster make the embedded member one of several
-	// (replicas, each with its own DataDir): InitialCluster lists every
-	// member as name=https://host:port (etcd's --initial-cluster, the
-	// peer addresses), this one as EtcdName at EtcdPeerAddr. Peers speak
-	// TLS with certificates of the cluster CA, which every replica must
-	// share (TLSCA and TLSCAKey). ExistingCluster joins a running cluster
-	// (a replaced member) instead of forming a new one.
-	EtcdName        string
-	InitialCluster  string
-	ExistingCluster bool
-	// NodeTimeout: a node silent this long is lost, once one of its
-	// witnesses has been heard long enough (controller.Fencing). Default
-	// DefaultNodeTimeout.
-	NodeTimeout time.Duration
-	// HeartbeatInterval agents are told to keep. Default 1s.
-	HeartbeatInterval time.Duration
-	// MaxOutage is how long agents keep their ranks while no server
-	// answers them or their witnesses; default controller.DefaultMaxOutage.
-	MaxOutage time.Duration
-	// HealthReturn: a GPU or node out of service for its health returns
-	// once its checks have all passed this long; negative keeps it out
-	// until an operator uncordons it. 0: DefaultHealthReturn.
-	HealthReturn time.Duration
-	// LemonFaults fatal findings within LemonWindow flag a node a lemon
-	// (kept out of multi-node gangs until uncordoned); defaults 3 and 24h.
-	LemonFaults int
-	LemonWindow time.Duration
-	// Straggler detection (straggler.go): what to do, and its factor and
-	// window; defaults report, DefaultStragglerFactor and -Window.
-	StragglerAction string
-	StragglerFactor float64
-	StragglerWindow time.Duration
-	// Preflight tests wide gangs' placements before they run.
-	Preflight controller.Preflight
-	// Gateway, if set, serves the OpenAI API for every deployment on this
-	// listener (routing policy GatewayPolicy, default prefix-affinity).
-	Gateway       net.Listener
-	GatewayPolicy string
-	// GatewayStreamHeaderTimeout and GatewayHeaderTimeout bound how long a
-	// replica may take to send response headers (streamed requests; the
-	// rest) before the gateway tries the next; see gateway.Config. Zero
-	// takes the gateway's defaults (60s; none), negative: no bound.
-	GatewayStreamHeaderTimeout, GatewayHeaderTimeout time.Duration
-	// TopologyFiles are Slurm topology.conf files (tree or block form)
-	// describing the fabric.
-	TopologyFiles []topology.File
-	// CheckpointRoot is the shared parent of default checkpoint dirs.
-	// Default DataDir/checkpoints.
-	CheckpointRoot string
-	// CheckpointDirRoots are the directories a spec's own checkpointDir
-	// must lie under (agents create it, and retention deletes in it).
-	// Default CheckpointRoot alone, made absolute.
-	CheckpointDirRoots []string
-	// JobRetention and MaxFinishedJobs bound the finished jobs the store
-	// keeps: by age, and by count (the oldest go first). 0 keeps them.
-	JobRetention    time.Duration
-	MaxFinishedJobs int
-	// JobArchive.Path, if set, is the file each job is appended to (a JSON
-	// line) before retention deletes it; it rotates by size.
-	JobArchive jobarchive.Config
-	// RetentionTick is how often retention looks; default 10s.
-	RetentionTick time.Duration
-
-	// TLS. The API is HTTPS only. By default the server makes a cluster CA
-	// under DataDir/pki on its first start and issues its own certificate
-	// from it; TLSCA and TLSCAKey give the operator's CA instead, and
-	// TLSCert and TLSKey the operator's serving certificate.
-	TLSCert, TLSKey, TLSCA, TLSCAKey string
-	// TLSSANs are more names (host names, IPs) the server's own
-	// certificate is valid for, besides this host's names and addresses.
-	TLSSANs []string
-	// NodeCertTTL is how long node certificates last (agents renew them
-	// at two thirds). Default DefaultNodeCertTTL.
-	NodeCertTTL time.Duration
-	// ClientConfig, if set, is the client config file (contexts, as
-	// kubeconfig) the first start adds the admin's context to, besides
-	// DataDir/admin.conf.
-	ClientConfig string
-	// SecretsDir holds the files jobs' secretEnv names: DIR/USER/FILE.
-	// "" keeps no secrets.
-	SecretsDir string
-	// AuditLog is the file every mutating request is appended to (JSON
-	// lines; rotated at 100 MiB, 5 kept); default DataDir/audit.log, "-"
-	// none (GET /v1/audit still shows the newest AuditKeep).
-	AuditLog  string
-	AuditKeep int
-	// APIRate and APIBurst bound each user's (and each unauthenticated
-	// address's) requests per second; admins and nodes are not limited.
-	// 0: DefaultAPIRate; negative: no limit.
-	APIRate  float64
-	APIBurst int
-	// OIDC, if its Issuer is set, accepts the provider's ID tokens.
-	OIDC OIDCConfig
-	// GatewayKeys, if set, makes the gateway require an API key from it.
-	GatewayKeys gateway.Keys
-	// EtcdTLS is the client TLS for an external etcd (EtcdEndpoints).
-	EtcdTLS *tls.Config
-	// AdvertiseURL is the URL clients reach this server at, written into
-	// the admin's client config; default https:// and the listener's
-	// address (loopback for a wildcard one).
-	AdvertiseURL string
-	Log          *slog.Logger
-}
 
 // Server is one control-plane replica.
 type Server struct {
@@ -239,6 +125,10 @@ type Server struct {
 	etcd *store.Embedded
 	// clusterID is the cluster's (cluster.go). Set by Run before it serves.
 	clusterID string
+	// metrics are the server's series (metrics.go); admin its admin
+	// listeners' addresses (admin.go).
+	metrics *metrics
+	admin   adminAddrs
 	// hooks are what only tests set.
 	hooks testHooks
 }
@@ -273,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.APIRate > 0 {
 		s.limiter = ratelimit.New(ratelimit.Config{PerSecond: cfg.APIRate, Burst: cfg.APIBurst})
 	}
+	s.metrics = newMetrics(s)
 	return s, nil
 }
 
@@ -378,7 +269,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err := os.MkdirAll(s.cfg.CheckpointRoot, 0o755); err != nil {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
-	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout})
+	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout, OnTxn: s.metrics.txn})
 	if s.clusterID, err = s.checkCluster(ctx); err != nil {
 		return err
 	}
@@ -412,7 +303,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	// cancels run first, then the wait.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	errc := make(chan error, 2)
+	errc := make(chan error, 4)
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	wg.Add(2)
@@ -451,6 +342,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			errc <- fmt.Errorf("server: http: %w", err)
 		}
 	}()
+	if err := s.serveAdmin(cctx, &wg, errc); err != nil {
+		return err
+	}
 	close(s.ready)
 	// Leadership: stopLead is its stop, leadDone its done. It ends before
 	// anything it uses (the store, the cache, the gateway's scaler).

@@ -30,13 +30,17 @@ type Options struct {
 	// CallTimeout bounds each etcd request (reads, transactions); watches
 	// are bounded by their caller. 0: DefaultCallTimeout.
 	CallTimeout time.Duration
+	// OnTxn, if set, hears how long each transaction's commit took and
+	// how it ended (the server's metrics). It must not block.
+	OnTxn func(took time.Duration, err error)
 }
 
 // boundedKV is etcd's KV with every call bounded by d, and its failures
 // for want of a working etcd marked ErrUnavailable.
 type boundedKV struct {
 	clientv3.KV
-	d time.Duration
+	d     time.Duration
+	onTxn func(time.Duration, error) // nil: none
 }
 
 var _ clientv3.KV = boundedKV{}
@@ -89,8 +93,13 @@ func (t *boundedTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(
 
 func (t *boundedTxn) Commit() (*clientv3.TxnResponse, error) {
 	defer t.cancel()
+	began := time.Now()
 	r, err := t.Txn.Commit()
-	return r, t.b.check(t.parent, err)
+	err = t.b.check(t.parent, err)
+	if t.b.onTxn != nil {
+		t.b.onTxn(time.Since(began), err)
+	}
+	return r, err
 }
 
 // check marks err ErrUnavailable when etcd, not the caller, is why the

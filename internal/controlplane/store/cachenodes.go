@@ -19,3 +19,23 @@ func (c *Cache) ReadyNodes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Range calls job for each job not yet finished and node for each node,
+// in no order, with the cache locked: a consistent read that copies
+// nothing (the server's metrics count with it at every scrape). The
+// callbacks must be quick, must not call the cache, and must not keep or
+// modify what they are given. Either may be nil.
+func (c *Cache) Range(job func(*api.Job), node func(*api.Node)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if job != nil {
+		for _, j := range c.jobs {
+			job(j)
+		}
+	}
+	if node != nil {
+		for _, n := range c.nodes {
+			node(n)
+		}
+	}
+}

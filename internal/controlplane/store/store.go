@@ -109,7 +109,7 @@ func NewWith(c *clientv3.Client, o Options) *Store {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
-	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout}}
+	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout, onTxn: o.OnTxn}}
 }
 
 // Client exposes the underlying client (leader election uses it).

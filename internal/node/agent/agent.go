@@ -5,9 +5,13 @@
 // server for the lease the server gave it, and re-attaches to its ranks after
 // a restart.
 //
-// It imports api, api/client (its one way to the server), base/pki (its
-// node certificate, creds.go), launch, node/driver, node/gpu, node/nic,
-// golang.org/x/sys and the standard library.
+// metrics.go serves the node's GPUs (in dcgm-exporter's names) and its
+// ranks' progress as Prometheus metrics.
+//
+// It imports api, api/client (its one way to the server), base/adminhttp
+// (the metrics and pprof listeners), base/pki (its node certificate,
+// creds.go), launch, node/driver, node/gpu, node/nic, golang.org/x/sys,
+// prometheus/client_golang and the standard library.
 package agent
 
 import (
@@ -86,7 +90,13 @@ type Config struct {
 	// none. Run starts it and waits for it; its results travel in
 	// heartbeats when they change, and a change is reported at once.
 	Health HealthChecks
-	Log    *slog.Logger
+	// MetricsListen, if set, serves /metrics (GPUs in dcgm-exporter's
+	// names, ranks' progress) in plain HTTP there; DebugListen, if set,
+	// /metrics and pprof (metrics.go). GPUMetricsInterval is how often
+	// the GPUs are read; default DefaultGPUMetricsInterval.
+	MetricsListen, DebugListen string
+	GPUMetricsInterval         time.Duration
+	Log                        *slog.Logger
 }
 
 // HealthChecks is what the agent needs of a health-check runner.
@@ -154,6 +164,8 @@ type Agent struct {
 	// registration healthReg: a new registration is sent the report again.
 	healthSent []api.HealthCheck
 	healthReg  int
+
+	gm gpuMetrics // the metrics' GPU readings and listeners (metrics.go)
 }
 
 // Validate reports the first setting that cannot work, named by the flag
@@ -219,6 +231,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.SysRoot == "" {
 		cfg.SysRoot = "/sys"
 	}
+	if cfg.GPUMetricsInterval <= 0 {
+		cfg.GPUMetricsInterval = DefaultGPUMetricsInterval
+	}
 	return &Agent{
 		cfg: cfg, log: cfg.Log.With("node", cfg.Name),
 		kick: make(chan struct{}, 1), tasks: map[string]*task{}, ckptSent: map[string]int64{}, ran: map[string]time.Time{},
@@ -244,6 +259,8 @@ type task struct {
 	// fence is set when this agent's fence killed the rank: what it
 	// reports as the exit's message.
 	fence string
+	// prog is what the metrics keep of its progress lines; nil: none.
+	prog *rankProgress
 }
 
 // Run works until ctx ends, or until serving logs fails, and returns
@@ -329,6 +346,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.TaskRetention > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.gcLoop(ctx) }()
+	}
+	if err := a.serveMetrics(ctx, &wg); err != nil {
+		stop()
+		srv.Close()
+		wg.Wait()
+		return err
 	}
 	if a.cfg.Health != nil {
 		wg.Add(1)

@@ -455,6 +455,7 @@ func (a *Agent) scanProgress(t *task) {
 	}
 	a.mu.Lock()
 	t.progOff = off
+	t.noteProgressLocked(lines)
 	a.pendingPr = append(a.pendingPr, lines...)
 	if n := len(a.pendingPr) - 1000; n > 0 {
 		// The server is unreachable: keep the newest.

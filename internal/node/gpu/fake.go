@@ -99,9 +99,11 @@ func fakeUUID(seed string, index int) string {
 	return "GPU-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// fake is immutable after NewFake, so Discover needs no lock.
+// fake's inventory is immutable after NewFake, so Discover needs no
+// lock; Sample's state has its own.
 type fake struct {
-	inv Inventory
+	inv     Inventory
+	sampled fakeSampled
 }
 
 func (f *fake) Discover(ctx context.Context) (Inventory, error) {

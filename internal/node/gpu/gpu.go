@@ -13,6 +13,11 @@
 //   - [NewErrored] fails every call, for tests of the code that consumes an
 //     inventory.
 //
+// The fake and NVML are also [Sampler]s: they read each GPU's telemetry
+// (utilisation, memory, temperature, power, clocks, ECC) in the units of
+// dcgm-exporter, which the agent's metrics report; the fake's follow
+// whether a rank holds the GPU.
+//
 // Zero GPUs is an outcome, not an error: [Inventory.Reason] says why.
 // An error from Discover means discovery itself broke.
 //

@@ -17,6 +17,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/dl"
@@ -225,4 +226,88 @@ func cString(b []int8) string {
 		out = append(out, byte(c))
 	}
 	return string(out)
+}
+
+var _ Sampler = (*nvmlDiscoverer)(nil)
+
+// Sample implements Sampler: it initialises NVML, reads each device's
+// utilisation, memory, temperature, power, SM clock and volatile
+// double-bit ECC count, and shuts NVML down. busy is ignored: the device
+// says. Each optional call is made only when the library exports it
+// (rule 1); what a device or library cannot say is NaN. Xid errors and
+// NVLink traffic need NVML events and field values and are NaN for now
+// (the health checks watch Xids). Without NVML it returns no readings.
+func (n *nvmlDiscoverer) Sample(ctx context.Context, _ func(int) bool) ([]Telemetry, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if preflight(n.cfg.libraryPath) != "" {
+		return nil, nil
+	}
+	if ret := n.lib.Init(); ret != nvml.SUCCESS {
+		return nil, nil // rule 2: no NVML call from here on
+	}
+	defer n.lib.Shutdown()
+	has := map[string]bool{}
+	for _, s := range []string{"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
+		"nvmlDeviceGetClockInfo", "nvmlDeviceGetTotalEccErrors"} {
+		has[s] = n.has(s)
+	}
+	count, ret := n.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("nvml: count devices: %s", ret.Error())
+	}
+	nan := math.NaN()
+	var out []Telemetry
+	for i := range count {
+		dev, ret := n.lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		uuid, ret := dev.GetUUID()
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		t := Telemetry{Index: i, UUID: uuid, UtilPercent: nan, FBUsedMiB: nan, FBFreeMiB: nan, TempC: nan, PowerW: nan,
+			SMClockMHz: nan, LastXid: nan, ECCDBEVolTotal: nan, NVLinkBandwidthTotal: nan}
+		if name, ret := dev.GetName(); ret == nvml.SUCCESS {
+			if m, ok := CanonicalModel(name); ok {
+				t.Model = m
+			} else {
+				t.Model = name
+			}
+		}
+		if mem, ret := dev.GetMemoryInfo(); ret == nvml.SUCCESS {
+			t.FBUsedMiB, t.FBFreeMiB = float64(mem.Used)/(1<<20), float64(mem.Free)/(1<<20)
+		}
+		if has["nvmlDeviceGetUtilizationRates"] {
+			if u, ret := dev.GetUtilizationRates(); ret == nvml.SUCCESS {
+				t.UtilPercent = float64(u.Gpu)
+			}
+		}
+		if has["nvmlDeviceGetTemperature"] {
+			if v, ret := dev.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
+				t.TempC = float64(v)
+			}
+		}
+		if has["nvmlDeviceGetPowerUsage"] {
+			if v, ret := dev.GetPowerUsage(); ret == nvml.SUCCESS {
+				t.PowerW = float64(v) / 1000 // mW
+			}
+		}
+		if has["nvmlDeviceGetClockInfo"] {
+			if v, ret := dev.GetClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
+				t.SMClockMHz = float64(v)
+			}
+		}
+		if has["nvmlDeviceGetTotalEccErrors"] {
+			if v, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+				t.ECCDBEVolTotal = float64(v)
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
