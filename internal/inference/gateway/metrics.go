@@ -122,8 +122,23 @@ func (m *metrics) forget(live map[replicaKey]struct{}) {
 	})
 }
 
+// codeLabels are the HTTP statuses as labels, made once: Itoa allocates
+// for each status over 99.
+var codeLabels = func() (c [600]string) {
+	for i := range c {
+		c[i] = strconv.Itoa(i)
+	}
+	return c
+}()
+
 func (m *metrics) request(model string, code int) {
-	m.requests.WithLabelValues(model, strconv.Itoa(code)).Inc()
+	var label string
+	if code >= 0 && code < len(codeLabels) {
+		label = codeLabels[code]
+	} else {
+		label = strconv.Itoa(code)
+	}
+	m.requests.WithLabelValues(model, label).Inc()
 }
 
 // decision records a routing decision for model to replica, of a
