@@ -72,6 +72,17 @@ command: ["sh", "-c", "echo '{\"step\":5,\"loss\":0.25,\"tokens\":500}' >> $GANG
 `)
 	cl.waitPhase(id, api.JobRunning, 30*time.Second)
 
+	// A request for a model nobody serves: the gateway's admission
+	// turns it away, which its rejections series must show.
+	resp, err := http.Post("http://"+gw.Addr().String()+"/v1/completions", "application/json", strings.NewReader(`{"model":"nobody-serves-this","prompt":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("request for an unserved model through the gateway: %s, want 404", resp.Status)
+	}
+
 	cl.mu.Lock()
 	ag := cl.handles["n1"]
 	cl.mu.Unlock()
@@ -164,6 +175,8 @@ command: ["sh", "-c", "echo '{\"step\":5,\"loss\":0.25,\"tokens\":500}' >> $GANG
 		{fmt.Sprintf(`gangway_rank_loss{job_id=%q}`, id), map[string]string{"rank": "0", "attempt": "1"}, func(v float64) bool { return v == 0.25 }, "0.25"},
 		{fmt.Sprintf(`gangway_rank_step{job_id=%q}`, id), nil, func(v float64) bool { return v == 5 }, "5"},
 		{`gangway_gateway_decisions_per_second`, map[string]string{"job": "gangway-gateway", "policy": "prefix-affinity"}, func(v float64) bool { return v == 0 }, "0: nothing routed"},
+		{`gangway_gateway_rejections_total{reason="unknown_model"}`, map[string]string{"job": "gangway-gateway", "policy": "prefix-affinity", "model": "nobody-serves-this"},
+			func(v float64) bool { return v == 1 }, "1: the one request for it"},
 	} {
 		var res []promSample
 		cl.wait(30*time.Second, "prometheus to have "+c.query, func() bool {

@@ -121,17 +121,24 @@ func heldTokens(req *Request) int64 { return int64(req.PromptTokens + req.MaxTok
 // pick routes req for model: at once when nobody is held and a replica
 // has room, else in turn once one does. It blocks until then, until
 // QueueTimeout (ErrQueueTimeout) or until ctx ends (ctx's error); with
-// holding off it is the router's Pick.
-func (g *Gateway) pick(ctx context.Context, model string, rt *Router, req *Request, tried []string) (*Ticket, error) {
+// holding off it is the router's Pick. queued says req was held.
+func (g *Gateway) pick(ctx context.Context, model string, rt *Router, req *Request, tried []string) (t *Ticket, queued bool, err error) {
 	if g.cfg.MaxQueued < 0 {
-		return rt.Pick(time.Now(), req, tried)
+		t, err = rt.Pick(time.Now(), req, tried)
+		return t, false, err
 	}
 	q := g.queueFor(model)
 	if q.len() == 0 {
 		if t, err := rt.Pick(time.Now(), req, tried); !errors.Is(err, ErrSaturated) {
-			return t, err
+			return t, false, err
 		}
 	}
+	t, err = g.pickHeld(ctx, q, model, rt, req, tried)
+	return t, true, err
+}
+
+// pickHeld is pick once req must wait its turn in q.
+func (g *Gateway) pickHeld(ctx context.Context, q *queue, model string, rt *Router, req *Request, tried []string) (*Ticket, error) {
 	w, err := q.join(g.cfg.MaxQueued, heldTokens(req))
 	if err != nil {
 		return nil, err

@@ -160,6 +160,16 @@ func TestAdmissionHoldsWhileSaturated(t *testing.T) {
 			if s := g.pool("m").Stats(); s.Saturated == 0 {
 				t.Errorf("stats %+v: no saturated pick counted", s)
 			}
+			m := seriesOf(t, gw.URL)
+			for name, want := range map[string]float64{
+				"gangway_gateway_admissions_total{model=m,policy=prefix-affinity,reason=immediate}":         1,
+				"gangway_gateway_admissions_total{model=m,policy=prefix-affinity,reason=queued}":            1,
+				"gangway_gateway_queue_seconds_count{model=m,policy=prefix-affinity,replica=" + e.URL + "}": 2,
+			} {
+				if got := m[name]; got != want {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
 		})
 	}
 }
@@ -185,6 +195,16 @@ func TestAdmissionBounds(t *testing.T) {
 	}
 	if n := e.requests(); n != 1 {
 		t.Errorf("engine got %d requests, want only the admitted one", n)
+	}
+	m := seriesOf(t, gw.URL)
+	for name, want := range map[string]float64{
+		"gangway_gateway_admissions_total{model=m,policy=prefix-affinity,reason=immediate}":     1,
+		"gangway_gateway_rejections_total{model=m,policy=prefix-affinity,reason=queue_full}":    1,
+		"gangway_gateway_rejections_total{model=m,policy=prefix-affinity,reason=queue_timeout}": 1,
+	} {
+		if got := m[name]; got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
 	}
 }
 

@@ -27,7 +27,8 @@
 //
 // It imports the standard library, internal/inference/openai (wire
 // parsing, error bodies, tokenizer), internal/hardware (capacity model),
-// internal/inference/autoscale, internal/inference/promtext,
+// internal/inference/autoscale, internal/inference/promtext (to parse
+// engines' vLLM metrics), prometheus/client_golang (its own /metrics),
 // golang.org/x/time/rate (the keys' rate limits) and github.com/goccy/go-yaml
 // (key files), internal/base/yamlpos (their errors' positions). It never links the engine simulator
 // (TestDoesNotLinkTheSimulator).

@@ -202,19 +202,19 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{
 		cfg: cfg, log: lg, transport: tr,
-		client:  &http.Client{Transport: scrape, Timeout: cfg.ScrapeTimeout},
-		metrics: newMetrics(cfg.Policy),
-		pools:   map[string]*Router{},
-		eps:     map[string]*endpoint{},
-		known:   map[string]struct{}{},
-		queues:  map[string]*queue{},
+		client: &http.Client{Transport: scrape, Timeout: cfg.ScrapeTimeout},
+		pools:  map[string]*Router{},
+		eps:    map[string]*endpoint{},
+		known:  map[string]struct{}{},
+		queues: map[string]*queue{},
 	}
+	g.metrics = newMetrics(g)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+openai.PathCompletions, g.proxy)
 	mux.HandleFunc("POST "+openai.PathChatCompletions, g.proxy)
 	mux.HandleFunc("GET "+openai.PathModels, g.handleModels)
 	mux.HandleFunc("GET "+openai.PathHealth, g.handleHealth)
-	mux.HandleFunc("GET "+openai.PathMetrics, g.handleMetrics)
+	mux.Handle("GET "+openai.PathMetrics, g.metricsHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -371,6 +371,13 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 			rt.Observe(e.URL, e.load, e.healthy)
 		}
 	}
+	live := map[replicaKey]struct{}{}
+	for model, es := range byModel {
+		for _, e := range es {
+			live[replicaKey{model, e.URL}] = struct{}{}
+		}
+	}
+	g.metrics.forget(live)
 	g.metrics.tick(time.Now(), g.decisionsLocked())
 	return nil
 }
@@ -586,10 +593,13 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		}
 		defer func() { ks.settle(time.Now(), reserved, prompt, bufs.completion, bufs.reached) }()
 	}
+	adm := admission{since: time.Now()}
 	rt := g.pool(p.Model)
 	if rt == nil {
+		adm.queued = true
 		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) {
 			g.metrics.request(p.Model, http.StatusNotFound)
+			g.metrics.reject(p.Model, "unknown_model")
 			openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
 			return
 		}
@@ -605,7 +615,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	// answered 502 at once.
 	holdUntil := time.Now().Add(g.cfg.QueueTimeout)
 	for {
-		tried, lastErr, answered := g.attempts(w, r, rt, req, p, bufs, body, start)
+		tried, lastErr, answered := g.attempts(w, r, rt, req, p, bufs, body, start, &adm)
 		if answered {
 			return
 		}
@@ -626,15 +636,23 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 			g.notAdmitted(w, r, p.Model, ErrQueueTimeout)
 			return
 		}
+		adm.queued = true
 	}
+}
+
+// admission is a request's way through the gateway's admission, until
+// its first routing decision.
+type admission struct {
+	since  time.Time // when it began; zero once admitted
+	queued bool      // held, for a first replica or one with room
 }
 
 // attempts tries up to MaxAttempts replicas of rt; answered says it
 // wrote the response (relayed, or turned away), else tried and lastErr
-// say what failed.
-func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, req *Request, p openai.PromptRequest, bufs *proxyBufs, body []byte, start time.Time) (tried []string, lastErr error, answered bool) {
+// say what failed. The first decision admits the request (adm).
+func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, req *Request, p openai.PromptRequest, bufs *proxyBufs, body []byte, start time.Time, adm *admission) (tried []string, lastErr error, answered bool) {
 	for attempt := 0; attempt < g.cfg.MaxAttempts; attempt++ {
-		t, err := g.pick(r.Context(), p.Model, rt, req, tried)
+		t, queued, err := g.pick(r.Context(), p.Model, rt, req, tried)
 		if errors.Is(err, ErrQueueFull) || errors.Is(err, ErrQueueTimeout) || r.Context().Err() != nil {
 			g.notAdmitted(w, r, p.Model, err)
 			return tried, err, true
@@ -642,7 +660,11 @@ func (g *Gateway) attempts(w http.ResponseWriter, r *http.Request, rt *Router, r
 		if err != nil {
 			return tried, err, false
 		}
-		g.metrics.decision(t.HitBlocks, len(req.Hashes))
+		g.metrics.decision(p.Model, t.Replica, t.HitBlocks, len(req.Hashes))
+		if !adm.since.IsZero() {
+			g.metrics.admit(p.Model, t.Replica, time.Since(adm.since), adm.queued || queued)
+			adm.since = time.Time{}
+		}
 		tried = append(tried, t.Replica)
 		out, err := g.upstreamRequest(r, t.Replica, bufs, body)
 		if err != nil {
@@ -702,16 +724,21 @@ func (g *Gateway) nextRefresh(ctx context.Context) error {
 // 503, both with Retry-After) or whose client left while held.
 func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model string, err error) {
 	code, msg := http.StatusServiceUnavailable, fmt.Sprintf("model %s: no replica had room within %v; retry later", model, g.cfg.QueueTimeout)
+	reason := "queue_timeout"
 	switch {
 	case r.Context().Err() != nil:
 		g.metrics.request(model, 499)
+		g.metrics.reject(model, "canceled")
 		return
 	case errors.Is(err, ErrQueueFull):
 		code, msg = http.StatusTooManyRequests, fmt.Sprintf("model %s: %d requests already waiting for a replica with room; retry later", model, g.cfg.MaxQueued)
+		reason = "queue_full"
 	case !errors.Is(err, ErrQueueTimeout):
 		code, msg = http.StatusBadGateway, fmt.Sprintf("model %s: %v", model, err)
+		reason = "no_replica"
 	}
 	g.metrics.request(model, code)
+	g.metrics.reject(model, reason)
 	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(g.cfg.QueueTimeout.Seconds()/10))))
 	openai.WriteError(w, code, msg)
 }
@@ -847,9 +874,8 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 		return
 	}
 	e2e := now.Sub(start)
-	if p.Stream {
-		g.metrics.latency(ttft, e2e, tokens)
-	} else {
-		g.metrics.latency(0, e2e, tokens)
+	if !p.Stream {
+		ttft = 0
 	}
+	g.metrics.latency(p.Model, t.Replica, ttft, e2e, tokens)
 }

@@ -118,6 +118,33 @@ func metricsOf(t *testing.T, url string) map[string]float64 {
 	return out
 }
 
+// seriesOf returns the gateway's samples as "name{l1=v1,l2=v2}" (labels
+// in the order served, buckets left out) to their values.
+func seriesOf(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	samples, err := promtext.Parse(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, s := range samples {
+		if s.Label("le") != "" {
+			continue
+		}
+		var ls []string
+		for _, l := range s.Labels {
+			ls = append(ls, l.Name+"="+l.Value)
+		}
+		out[s.Name+"{"+strings.Join(ls, ",")+"}"] = s.Value
+	}
+	return out
+}
+
 func TestStreamThroughGateway(t *testing.T) {
 	e := startEngine(t)
 	_, gw := startGateway(t, "", e.URL)
@@ -325,6 +352,50 @@ func TestGatewayMetrics(t *testing.T) {
 	}
 	if _, ok := m["gangway_gateway_decisions_per_second"]; !ok {
 		t.Error("decisions_per_second missing")
+	}
+}
+
+// Per model and replica: each streamed request is one routing decision,
+// one immediate admission and one TTFT, TPOT, end-to-end and queue
+// observation on the replica that answered; a request for a model nobody
+// serves is one rejection.
+func TestGatewayMetricsPerReplica(t *testing.T) {
+	e := startEngine(t)
+	_, gw := startGateway(t, "", e.URL)
+	const n = 3
+	for i := range n {
+		resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions,
+			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":8,"stream":true,"ignore_eos":true}`, i))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"nope","prompt":"x"}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	m := seriesOf(t, gw.URL)
+	rep := "model=Qwen3-8B,policy=prefix-affinity,replica=" + e.URL
+	for name, want := range map[string]float64{
+		"gangway_gateway_ttft_seconds_count{" + rep + "}":                                          n,
+		"gangway_gateway_tpot_seconds_count{" + rep + "}":                                          n,
+		"gangway_gateway_e2e_seconds_count{" + rep + "}":                                           n,
+		"gangway_gateway_queue_seconds_count{" + rep + "}":                                         n,
+		"gangway_gateway_replica_decisions_total{" + rep + "}":                                     n,
+		"gangway_gateway_admissions_total{model=Qwen3-8B,policy=prefix-affinity,reason=immediate}": n,
+		"gangway_gateway_rejections_total{model=nope,policy=prefix-affinity,reason=unknown_model}": 1,
+		"gangway_gateway_requests_total{code=200,model=Qwen3-8B,policy=prefix-affinity}":           n,
+		"gangway_gateway_requests_total{code=404,model=nope,policy=prefix-affinity}":               1,
+	} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	ttft, tpot, e2e := m["gangway_gateway_ttft_seconds_sum{"+rep+"}"], m["gangway_gateway_tpot_seconds_sum{"+rep+"}"], m["gangway_gateway_e2e_seconds_sum{"+rep+"}"]
+	if !(ttft > 0 && tpot > 0 && ttft < e2e && tpot < e2e) {
+		t.Errorf("sums: ttft %v, tpot %v, e2e %v; want positive, ttft and tpot below e2e", ttft, tpot, e2e)
+	}
+	if _, ok := m["gangway_gateway_admissions_total{model=Qwen3-8B,policy=prefix-affinity,reason=queued}"]; ok {
+		t.Error("a queued admission counted with nothing saturated")
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gangway/gangway/internal/inference/openai"
-	"github.com/gangway/gangway/internal/inference/promtext"
 )
 
 // KeyUsage is what one key name did since the gateway started. Usage
@@ -261,6 +259,7 @@ func (g *Gateway) denyModel(w http.ResponseWriter, ks *keyState, model string) {
 	ks.usage.ModelDenied++
 	ks.mu.Unlock()
 	g.metrics.request(model, http.StatusNotFound)
+	g.metrics.reject(model, "model_denied")
 	openai.WriteOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
 		fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model))
 }
@@ -276,6 +275,7 @@ func (g *Gateway) admitKey(w http.ResponseWriter, ks *keyState, model string, to
 		return true
 	}
 	g.metrics.request(model, http.StatusTooManyRequests)
+	g.metrics.reject(model, "rate_limit")
 	what, unit, limit, remaining := "requests", "RPM", h.rpm, h.remainingReqs
 	if refusal.tokens {
 		what, unit, limit, remaining = "tokens", "TPM", h.tpm, h.remainingToks
@@ -310,45 +310,4 @@ func (g *Gateway) Usage() map[string]KeyUsage {
 		return true
 	})
 	return out
-}
-
-// writeKeyMetrics writes Usage as counters labelled key.
-func (g *Gateway) writeKeyMetrics(pw *promtext.Writer, pl promtext.Label) {
-	if g.cfg.Keys == nil {
-		return
-	}
-	usage := g.Usage()
-	names := make([]string, 0, len(usage))
-	for n := range usage {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, f := range []struct {
-		name, help string
-		v          func(KeyUsage) int64
-	}{
-		{"gangway_gateway_key_requests_total", "Requests admitted, by API key name.", func(u KeyUsage) int64 { return u.Requests }},
-		{"gangway_gateway_key_prompt_tokens_total", "Prompt tokens of admitted requests an engine answered, by API key name.", func(u KeyUsage) int64 { return u.PromptTokens }},
-		{"gangway_gateway_key_completion_tokens_total", "Completion tokens engines produced, by API key name.", func(u KeyUsage) int64 { return u.CompletionTokens }},
-	} {
-		pw.Header(f.name, "counter", f.help)
-		for _, n := range names {
-			if n != "" {
-				pw.Sample(f.name, []promtext.Label{pl, {Name: "key", Value: n}}, float64(f.v(usage[n])))
-			}
-		}
-	}
-	const refusals = "gangway_gateway_key_refusals_total"
-	pw.Header(refusals, "counter", `Requests refused by API key checks, by key name ("" for no key or an unknown one) and reason: unauthorized (401), model (404), requests and tokens (429).`)
-	for _, n := range names {
-		u := usage[n]
-		for _, r := range []struct {
-			reason string
-			v      int64
-		}{{"unauthorized", u.Unauthorized}, {"model", u.ModelDenied}, {"requests", u.RequestLimited}, {"tokens", u.TokenLimited}} {
-			if r.v > 0 || (n != "" && r.reason != "unauthorized") {
-				pw.Sample(refusals, []promtext.Label{pl, {Name: "key", Value: n}, {Name: "reason", Value: r.reason}}, float64(r.v))
-			}
-		}
-	}
 }
