@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,9 +196,9 @@ func (l *lifecycle) preflightDone(j *api.Job, a *api.Attempt) (decision, bool) {
 	return d, true
 }
 
-// avoidSelector keeps request selectors away from the nodes a job's
-// preflight excluded: the nodes it may use, as a snapshot-only label of
-// each node's name.
+// nodeNameLabel is each node's name as a label of the scheduler's
+// snapshot alone, for the selector that keeps a job off the nodes its
+// preflight excluded.
 const nodeNameLabel = "gangway.io/node"
 
 // avoiding returns the names of the schedulable nodes not in avoid.
@@ -211,12 +210,4 @@ func avoiding(names []string, avoid []string) []string {
 		}
 	}
 	return out
-}
-
-// withNodeName returns labels with the node's name added.
-func withNodeName(labels map[string]string, name string) map[string]string {
-	l := make(map[string]string, len(labels)+1)
-	maps.Copy(l, labels)
-	l[nodeNameLabel] = name
-	return l
 }

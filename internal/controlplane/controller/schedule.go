@@ -112,10 +112,10 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		}
 		labels := n.Labels
 		if lemons {
-			labels = lemonLabels(n)
+			labels = withLabel(labels, lemonLabel, strconv.FormatBool(n.Status.Lemon))
 		}
 		if avoids {
-			labels = withNodeName(labels, name)
+			labels = withLabel(labels, nodeNameLabel, name)
 		}
 		sn := scheduler.Node{Name: name, Total: len(n.GPUs), Labels: labels,
 			CPUMillis: int64(n.CPUs) * 1000, MemoryBytes: n.MemoryBytes, Free: make([]int, 0, len(n.GPUs))}
@@ -196,10 +196,12 @@ func schedQueues(names []string, qs map[string]*api.Queue) []scheduler.Queue {
 // that chose it.
 const lemonLabel = "gangway.io/lemon"
 
-func lemonLabels(n *api.Node) map[string]string {
-	l := make(map[string]string, len(n.Labels)+1)
-	maps.Copy(l, n.Labels)
-	l[lemonLabel] = strconv.FormatBool(n.Status.Lemon)
+// withLabel returns a copy of labels with key set to value: labels the
+// scheduler's snapshot alone sees, the node's own left as they are.
+func withLabel(labels map[string]string, key, value string) map[string]string {
+	l := make(map[string]string, len(labels)+1)
+	maps.Copy(l, labels)
+	l[key] = value
 	return l
 }
 

@@ -26,33 +26,9 @@ func startMetricsServer(t testing.TB) (*Server, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-s.Ready():
-	case err := <-done:
-		t.Fatalf("Run returned before serving: %v", err)
-	}
-	adm, err := s.AdminConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(adm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.CloseIdleConnections)
+	c, _, stop := runServer(t, s)
+	t.Cleanup(stop)
+	ctx := context.Background()
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := wait.Until(wctx, 20*time.Millisecond, func() (bool, error) { return s.controller() != nil, nil }); err != nil {

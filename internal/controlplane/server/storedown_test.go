@@ -20,7 +20,7 @@ import (
 // runServer runs s on a loopback port until the test ends, and returns
 // once it serves, with an admin client that does not retry; done gets
 // Run's error.
-func runServer(t *testing.T, s *Server) (c *client.Client, done <-chan error, stop func()) {
+func runServer(t testing.TB, s *Server) (c *client.Client, done <-chan error, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

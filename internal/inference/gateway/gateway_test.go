@@ -94,7 +94,8 @@ func postJSON(t *testing.T, ctx context.Context, url, body string) *http.Respons
 	return resp
 }
 
-func metricsOf(t *testing.T, url string) map[string]float64 {
+// samplesOf scrapes url's /metrics.
+func samplesOf(t *testing.T, url string) []promtext.Sample {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
@@ -105,8 +106,13 @@ func metricsOf(t *testing.T, url string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return samples
+}
+
+func metricsOf(t *testing.T, url string) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	for _, s := range samples {
+	for _, s := range samplesOf(t, url) {
 		k := s.Name
 		if r := s.Label("finished_reason"); r != "" {
 			k += "/" + r
@@ -122,17 +128,8 @@ func metricsOf(t *testing.T, url string) map[string]float64 {
 // in the order served, buckets left out) to their values.
 func seriesOf(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	samples, err := promtext.Parse(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]float64{}
-	for _, s := range samples {
+	for _, s := range samplesOf(t, url) {
 		if s.Label("le") != "" {
 			continue
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/inference/openai"
-	"github.com/gangway/gangway/internal/inference/promtext"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -405,17 +404,8 @@ func TestKeyUsage(t *testing.T) {
 		t.Errorf("Usage (-want +got):\n%s", diff)
 	}
 
-	resp, err := http.Get(gw + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	samples, err := promtext.Parse(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, s := range samples {
+	for _, s := range samplesOf(t, gw) {
 		if strings.HasPrefix(s.Name, "gangway_gateway_key_") {
 			k := s.Name + "{" + s.Label("key")
 			if r := s.Label("reason"); r != "" {
