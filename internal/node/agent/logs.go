@@ -119,6 +119,12 @@ func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string
 		mark   string
 	}{{api.LogStreamStdout, ""}, {api.LogStreamStderr, api.StderrMark}} {
 		f, err := driver.OpenLog(a.taskDir(key), st.stream)
+		if errors.Is(err, os.ErrNotExist) && follow && !a.taskFinished(key) {
+			// Not made yet: a follower that went on without it would
+			// never see that stream's lines. It asks again.
+			http.Error(w, fmt.Sprintf("no %s log for %s on node %s yet", st.stream, key, a.cfg.Name), http.StatusNotFound)
+			return
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
