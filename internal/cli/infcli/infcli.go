@@ -4,8 +4,9 @@
 //
 // It imports the standard library, internal/hardware,
 // internal/inference/enginesim, internal/inference/gateway,
-// internal/bench/infbench, internal/base/cpuprof and
-// internal/base/cmdkit.
+// internal/bench/infbench, internal/base/cpuprof,
+// internal/base/adminhttp, internal/base/cmdkit and
+// prometheus/client_golang.
 package infcli
 
 import (
@@ -25,12 +26,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gangway/gangway/internal/base/adminhttp"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/cpuprof"
 	"github.com/gangway/gangway/internal/bench/infbench"
 	"github.com/gangway/gangway/internal/hardware"
 	"github.com/gangway/gangway/internal/inference/enginesim"
 	"github.com/gangway/gangway/internal/inference/gateway"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Main runs one subcommand: args[0] is engine-sim, gateway or bench
@@ -272,6 +275,7 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	hdr := fs.Duration("header-timeout", 0, "the same for requests not streamed, whose headers come with the whole completion (0: no bound)")
 	apiKeys := fs.String("api-keys", "", "YAML or JSON file of API keys (name, sha256 or key, requestsPerMinute, tokensPerMinute, models): callers must then send one as Authorization: Bearer or x-api-key; without it anyone may call the gateway")
 	newKey := fs.String("new-api-key", "", "print a new API key for `NAME` and its key-file entry (the key's SHA-256), then exit")
+	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics (the gateway's, Go's and the process's) and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port printed at start (\"\": none)")
 	prof := profileFlags(fs)
 	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
 		return code
@@ -319,19 +323,36 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		keys = kf
 		fmt.Fprintf(stderr, "gateway: %d API keys from %s\n", len(kf.Names()), *apiKeys)
 	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	g, err := gateway.New(gateway.Config{
 		Keys:   keys,
 		Source: eps, Policy: *policy, Seed: *seed, RefreshInterval: *refresh, MaxAttempts: *attempts,
 		MaxQueued: *maxQueued, QueueTimeout: *queueTimeout, MaxPendingPrefill: *maxPrefill,
 		StreamHeaderTimeout: gateway.TimeoutFromFlag(*streamHdr), HeaderTimeout: gateway.TimeoutFromFlag(*hdr),
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+		Logger: log,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "gateway: %v\n", err)
 		return 2
 	}
 	fmt.Fprintf(stderr, "gateway: policy %s over %d endpoints\n", *policy, len(eps))
-	return serve(ctx, []string{*listen}, []server{{g, g.Run}}, "gateway", prof, stdout, stderr)
+	run := g.Run
+	if *debugListen != "" {
+		dbg, err := adminhttp.Listen(*debugListen, prometheus.Gatherers{adminhttp.NewRegistry(), g.Gatherer()}, true, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway: --debug-listen: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "gateway: debug (metrics, pprof) on http://%s\n", dbg.Addr())
+		run = func(ctx context.Context) error {
+			var wg sync.WaitGroup
+			wg.Go(func() { dbg.Run(ctx) }) // ends with ctx, as g.Run does
+			err := g.Run(ctx)
+			wg.Wait()
+			return err
+		}
+	}
+	return serve(ctx, []string{*listen}, []server{{g, run}}, "gateway", prof, stdout, stderr)
 }
 
 // BenchInference is `gangway bench inference`.

@@ -294,3 +294,52 @@ func TestGatewayAPIKeys(t *testing.T) {
 		t.Errorf("engine-sim exit %d", code)
 	}
 }
+
+// TestGatewayDebugListener checks that a standalone gateway serves, on
+// its loopback debug listener, its own series beside Go's and pprof.
+func TestGatewayDebugListener(t *testing.T) {
+	engine, stopEngine := start(t, "engine-sim", "--listen", "127.0.0.1:0", "--model", "Qwen3-8B", "--time", "zero")
+	defer stopEngine()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"gateway", "--listen", "127.0.0.1:0", "--endpoints", engine}, &out, &errOut)
+	}()
+	debugRE := regexp.MustCompile(`debug \(metrics, pprof\) on (http://\S+)`)
+	var debug string
+	for deadline := time.Now().Add(20 * time.Second); debug == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := debugRE.FindStringSubmatch(out.String()); m != nil {
+			debug = m[1]
+		}
+	}
+	if debug == "" {
+		cancel()
+		<-done
+		t.Fatalf("no debug listener printed: %s %s", out.String(), errOut.String())
+	}
+	if !strings.HasPrefix(debug, "http://127.0.0.1:") {
+		t.Errorf("debug listener %s, want loopback by default", debug)
+	}
+	for path, want := range map[string]string{
+		"/metrics":      "go_goroutines",
+		"/debug/pprof/": "goroutine",
+	} {
+		resp, err := http.Get(debug + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d, want 200 with %q", path, resp.StatusCode, want)
+		}
+		if path == "/metrics" && !strings.Contains(string(b), "gangway_gateway_") {
+			t.Errorf("GET /metrics on the debug listener has no gateway series")
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("gateway exit %d: %s", code, errOut.String())
+	}
+}

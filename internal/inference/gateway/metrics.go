@@ -213,6 +213,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Write(b)
 }
 
+// Gatherer is the gateway's own registry: what its /metrics serves.
+func (g *Gateway) Gatherer() prometheus.Gatherer { return g.metrics.reg }
+
 // metricsHandler serves the gateway's registry.
 func (g *Gateway) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{g}})
