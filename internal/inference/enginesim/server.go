@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,6 +109,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	mux.HandleFunc("GET "+openai.PathMetrics, s.handleMetrics)
 	mux.HandleFunc("POST "+openai.PathCompletions, s.handleGenerate)
 	mux.HandleFunc("POST "+openai.PathChatCompletions, s.handleGenerate)
+	mux.HandleFunc("GET "+openai.PathModels+"/{id...}", s.handleModel)
+	mux.HandleFunc("POST "+openai.PathEmbeddings, s.handleEmbeddings)
+	mux.HandleFunc("POST "+openai.PathTokenize, s.handleTokenize)
+	mux.HandleFunc("/", noRoute)
+	// Response ids start at a random point, so that replicas' ids differ.
+	s.ids.Store(rand.Uint64() >> 1)
 	s.mux = mux
 	return s, nil
 }
@@ -194,21 +201,7 @@ type stream struct {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	type model struct {
-		ID          string `json:"id"`
-		Object      string `json:"object"`
-		Created     int64  `json:"created"`
-		OwnedBy     string `json:"owned_by"`
-		Root        string `json:"root"`
-		MaxModelLen int    `json:"max_model_len"`
-	}
-	openai.WriteJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []model{{
-			ID: s.cfg.ServedModelName, Object: "model", Created: s.start.Unix(), OwnedBy: "vllm",
-			Root: s.cfg.Engine.Model.Name, MaxModelLen: s.cfg.Engine.MaxModelLen,
-		}},
-	})
+	openai.WriteJSON(w, http.StatusOK, openai.ModelList{Object: "list", Data: []openai.Model{s.model()}})
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +220,12 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	bp.keepPrompt(p)
 	if p.Model != s.cfg.ServedModelName {
-		openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+		openai.WriteErrorCode(w, http.StatusNotFound, openai.CodeModelNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+		return
+	}
+	if f := unsupported(body, p.N); f != "" {
+		openai.WriteOpenAIErrorParam(w, http.StatusBadRequest, openai.CodeUnsupportedParameter, f,
+			fmt.Sprintf("field %q: the engine simulator does not support it (a real vLLM replica does); leave it out", f))
 		return
 	}
 	cfg := s.cfg.Engine
@@ -247,7 +245,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if nPrompt+maxTokens > cfg.MaxModelLen || maxTokens < 1 {
-		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf(
+		openai.WriteErrorCode(w, http.StatusBadRequest, "context_length_exceeded", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
 			cfg.MaxModelLen, nPrompt+maxTokens, nPrompt, maxTokens))
 		return

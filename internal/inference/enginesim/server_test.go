@@ -174,26 +174,38 @@ func TestAPIErrors(t *testing.T) {
 	_, hs := startServer(t, TimeZero)
 	tests := []struct {
 		name, path, body string
-		code             int
-		msg              string
+		status           int
+		code, msg        string
 	}{
-		{"unknown model", openai.PathCompletions, `{"model":"gpt-4","prompt":"x"}`, 404, "The model `gpt-4` does not exist."},
-		{"no prompt", openai.PathCompletions, `{"model":"Qwen3-8B"}`, 400, `field "prompt": required`},
-		{"bad json", openai.PathCompletions, `{"model":`, 400, "request body"},
-		{"too long", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"abcd","max_tokens":40960}`, 400, "maximum context length is 40960 tokens"},
-		{"n>1", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","n":2}`, 400, `field "n"`},
-		{"no messages", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[]}`, 400, `field "messages"`},
-		{"image part", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, `messages[0].content`},
-		{"token out of vocab", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":[1,2,999999999]}`, 400, "outside the vocabulary"},
+		{"unknown model", openai.PathCompletions, `{"model":"gpt-4","prompt":"x"}`, 404, "model_not_found", "The model `gpt-4` does not exist."},
+		{"no prompt", openai.PathCompletions, `{"model":"Qwen3-8B"}`, 400, "invalid_value", `field "prompt": required`},
+		{"bad json", openai.PathCompletions, `{"model":`, 400, "invalid_value", "request body"},
+		{"too long", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"abcd","max_tokens":40960}`, 400, "context_length_exceeded", "maximum context length is 40960 tokens"},
+		{"n>1", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","n":2}`, 400, "unsupported_parameter", `field "n"`},
+		{"n=0", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","n":0}`, 400, "invalid_value", `field "n": 0, want at least 1`},
+		{"tools", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "unsupported_parameter", `field "tools"`},
+		{"logprobs", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x","logprobs":2}`, 400, "unsupported_parameter", `field "logprobs"`},
+		{"json format", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "unsupported_parameter", `field "response_format"`},
+		{"no messages", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[]}`, 400, "invalid_value", `field "messages"`},
+		{"image part", openai.PathChatCompletions, `{"model":"Qwen3-8B","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "invalid_value", `messages[0].content`},
+		{"token out of vocab", openai.PathCompletions, `{"model":"Qwen3-8B","prompt":[1,2,999999999]}`, 400, "invalid_value", "outside the vocabulary"},
+		{"unknown path", "/v1/frobnicate", `{}`, 404, "unknown_url", "Invalid URL (POST /v1/frobnicate)"},
+		{"wrong method", openai.PathModels, `{}`, 405, "method_not_allowed", "use GET"},
+		{"unknown model by id", openai.PathEmbeddings, `{"model":"gpt-4","input":"x"}`, 404, "model_not_found", "gpt-4"},
+		{"embedding input", openai.PathEmbeddings, `{"model":"Qwen3-8B","input":{}}`, 400, "invalid_value", `field "input"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := post(t, hs.URL+tc.path, tc.body)
 			defer resp.Body.Close()
-			var e openai.APIError
+			var e openai.ErrorBody
 			json.NewDecoder(resp.Body).Decode(&e)
-			if resp.StatusCode != tc.code || e.Object != "error" || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
-				t.Errorf("status %d, error %+v; want %d containing %q", resp.StatusCode, e, tc.code, tc.msg)
+			wantType := "invalid_request_error"
+			if resp.StatusCode != tc.status || e.Error.Code != tc.code || e.Error.Type != wantType || !strings.Contains(e.Error.Message, tc.msg) {
+				t.Errorf("status %d, error %+v; want %d, code %s, containing %q", resp.StatusCode, e.Error, tc.status, tc.code, tc.msg)
+			}
+			if tc.status == 405 && resp.Header.Get("Allow") != "GET" {
+				t.Errorf("405 without Allow: GET (%q)", resp.Header.Get("Allow"))
 			}
 		})
 	}

@@ -183,7 +183,7 @@ func TestAdmissionBounds(t *testing.T) {
 	<-e.seen
 	held := send(gw.URL, 2)
 	time.Sleep(50 * time.Millisecond) // let it join the queue first
-	if a := <-send(gw.URL, 3); a.code != http.StatusTooManyRequests || a.retryAfter == "" || !strings.Contains(a.body, "RateLimitError") {
+	if a := <-send(gw.URL, 3); a.code != http.StatusTooManyRequests || a.retryAfter == "" || !strings.Contains(a.body, `"code":"server_overloaded"`) {
 		t.Errorf("over the queue bound: %+v", a)
 	}
 	if a := <-held; a.code != http.StatusServiceUnavailable || a.retryAfter == "" {

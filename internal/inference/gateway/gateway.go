@@ -13,7 +13,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -96,6 +95,7 @@ type Gateway struct {
 	client    *http.Client // scrapes
 	mux       *http.ServeMux
 	metrics   *metrics
+	started   time.Time // a model's created time where no replica says
 	bufs      sync.Pool // *proxyBufs
 	urls      sync.Map  // replica base URL → *url.URL
 
@@ -120,6 +120,8 @@ type Gateway struct {
 type endpoint struct {
 	Endpoint
 	model    string
+	info     *openai.Model // what its /v1/models said, once asked
+	asked    bool          // /v1/models was asked (once is enough)
 	capacity Capacity
 	sized    bool // capacity came from the endpoint or its metrics
 	load     EngineLoad
@@ -201,7 +203,7 @@ func New(cfg Config) (*Gateway, error) {
 		tr = newUpstream(fallback, cfg.MaxConnsPerEngine)
 	}
 	g := &Gateway{
-		cfg: cfg, log: lg, transport: tr,
+		cfg: cfg, log: lg, transport: tr, started: time.Now(),
 		client: &http.Client{Transport: scrape, Timeout: cfg.ScrapeTimeout},
 		pools:  map[string]*Router{},
 		eps:    map[string]*endpoint{},
@@ -210,14 +212,19 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.metrics = newMetrics(g)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+openai.PathCompletions, g.proxy)
-	mux.HandleFunc("POST "+openai.PathChatCompletions, g.proxy)
+	// Every POST under /v1 and vLLM's own POST paths outside it go to
+	// the replicas of the model the body names.
+	mux.HandleFunc("POST /v1/", g.proxy)
+	for _, path := range vllmPaths {
+		mux.HandleFunc("POST "+path, g.proxy)
+	}
 	mux.HandleFunc("GET "+openai.PathModels, g.handleModels)
+	mux.HandleFunc("GET "+openai.PathModels+"/{id...}", g.handleModel)
+	mux.HandleFunc("POST "+openai.PathModels, noRoute) // not "POST /v1/"'s
+	mux.HandleFunc("POST "+openai.PathModels+"/{id...}", noRoute)
 	mux.HandleFunc("GET "+openai.PathHealth, g.handleHealth)
 	mux.Handle("GET "+openai.PathMetrics, g.metricsHandler())
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
-	})
+	mux.HandleFunc("/", noRoute)
 	g.mux = mux
 	return g, nil
 }
@@ -301,6 +308,7 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 	type result struct {
 		e     *endpoint
 		model string
+		info  *openai.Model
 		res   scrapeResult
 		err   error
 	}
@@ -312,10 +320,25 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 			defer wg.Done()
 			r := result{e: e}
 			g.mu.Lock()
+			asked := e.asked
 			r.model = e.model
 			g.mu.Unlock()
-			if r.model == "" {
-				r.model, r.err = discoverModel(ctx, g.client, e.URL)
+			if e.Engine != nil && r.model != "" && !asked {
+				// Sized by the source: its entry is known without asking.
+				r.info = &openai.Model{ID: r.model, Created: g.started.Unix(), OwnedBy: "vllm",
+					Root: e.Engine.Model.Name, MaxModelLen: e.Engine.MaxModelLen}
+			} else if r.model == "" || !asked {
+				// The model's entry (its context length, its creation) is
+				// asked once; without a model from the source, until known.
+				info, err := discoverModel(ctx, g.client, e.URL)
+				if err == nil {
+					r.info = &info
+					if r.model == "" {
+						r.model = info.ID
+					}
+				} else if r.model == "" {
+					r.err = err
+				}
 			}
 			if r.err == nil {
 				r.res, r.err = scrapeMetrics(ctx, g.client, e.URL)
@@ -333,6 +356,12 @@ func (g *Gateway) Refresh(ctx context.Context) error {
 		e := r.e
 		if r.model != "" {
 			e.model = r.model
+		}
+		if r.info != nil || e.model != "" {
+			e.asked = true
+		}
+		if r.info != nil {
+			e.info = r.info
 		}
 		e.healthy = r.err == nil
 		if r.err != nil {
@@ -439,38 +468,6 @@ func (g *Gateway) handleHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-func (g *Gateway) handleModels(w http.ResponseWriter, r *http.Request) {
-	key, _, ok := g.authenticate(w, r, time.Now())
-	if !ok {
-		return
-	}
-	// Models scaled to zero are served too: their requests are held.
-	g.mu.Lock()
-	set := maps.Clone(g.known)
-	for m := range g.pools {
-		set[m] = struct{}{}
-	}
-	g.mu.Unlock()
-	models := slices.Collect(maps.Keys(set))
-	sort.Strings(models)
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
-	for _, m := range models {
-		if key.allows(m) {
-			out.Data = append(out.Data, model{ID: m, Object: "model", OwnedBy: "gangway"})
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	writeJSON(w, out)
-}
-
 // hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1).
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
@@ -562,7 +559,15 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		openai.WriteError(w, http.StatusBadRequest, fmt.Sprintf("read request body: %v", err))
 		return
 	}
-	p, err := openai.ParsePromptInto(bufs.prompt, r.URL.Path, body)
+	generate := openai.GenerationPath(r.URL.Path)
+	var p openai.PromptRequest
+	if generate {
+		p, err = openai.ParsePromptInto(bufs.prompt, r.URL.Path, body)
+	} else {
+		// Embeddings, responses, rerank, audio…: routed by model and
+		// load, the prompt unread.
+		p, err = openai.ParseModel(r.Header.Get("Content-Type"), body)
+	}
 	defer func() { g.putBufs(bufs, body, p) }()
 	if err != nil {
 		g.metrics.request("", http.StatusBadRequest)
@@ -574,9 +579,13 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	maxTokens := p.MaxTokens
-	if maxTokens == 0 {
+	switch {
+	case !generate && r.URL.Path != openai.PathResponses:
+		maxTokens = 1 // a prefill, no decode
+	case maxTokens == 0:
 		maxTokens = g.cfg.DefaultMaxTokens
 	}
+	maxTokens *= max(p.N, 1) // n choices decode n times
 	req := &bufs.req
 	if p.TokenIDs != nil {
 		*req = *RequestFor(p.TokenIDs, maxTokens)
@@ -600,7 +609,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		if g.cfg.MaxQueued < 0 || !g.isKnown(p.Model) {
 			g.metrics.request(p.Model, http.StatusNotFound)
 			g.metrics.reject(p.Model, "unknown_model")
-			openai.WriteError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
+			openai.WriteErrorCode(w, http.StatusNotFound, openai.CodeModelNotFound, fmt.Sprintf("The model `%s` does not exist.", p.Model))
 			return
 		}
 		if rt, err = g.awaitReplica(r.Context(), p.Model); err != nil {
@@ -743,6 +752,23 @@ func (g *Gateway) notAdmitted(w http.ResponseWriter, r *http.Request, model stri
 	openai.WriteError(w, code, msg)
 }
 
+// streamBroke ends a stream whose replica failed mid-way with an error
+// event, as vLLM ends its own failed streams, so that OpenAI's clients
+// raise an error rather than take a truncated answer for a whole one.
+// An event cut in half is closed first (the client drops it).
+func (g *Gateway) streamBroke(w http.ResponseWriter, replica string, last [2]byte, err error) {
+	var b []byte
+	if last != [2]byte{'\n', '\n'} {
+		b = append(b, "\n\n"...)
+	}
+	b = openai.AppendErrorEvent(b, http.StatusBadGateway, openai.CodeUpstream,
+		fmt.Sprintf("replica %s broke the stream off: %v", replica, err))
+	w.Write(b)
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
 // TimeoutFromFlag maps a header-timeout flag, where 0 means no bound, to
 // Config's StreamHeaderTimeout or HeaderTimeout, where 0 is the default
 // and a negative value means no bound.
@@ -817,10 +843,16 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 	var ttft time.Duration
 	events := 0
 	outcome := Success
-	var tail []byte // non-streamed answers: the body, for its usage block
+	var tail []byte  // non-streamed answers: the body, for its usage block
+	var last [2]byte // the stream's last two bytes: "\n\n" between events
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			if n >= 2 {
+				last = [2]byte{buf[n-2], buf[n-1]}
+			} else {
+				last = [2]byte{last[1], buf[0]}
+			}
 			if ttft == 0 {
 				ttft = time.Since(start)
 				t.FirstToken(time.Now())
@@ -848,6 +880,9 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, resp *http.Respo
 			} else {
 				outcome = Failure
 				g.log.Warn("engine stream broke", "replica", t.Replica, "err", err)
+				if p.Stream && resp.StatusCode == http.StatusOK {
+					g.streamBroke(w, t.Replica, last, err)
+				}
 			}
 			break
 		}

@@ -258,9 +258,9 @@ func TestAllReplicasDown(t *testing.T) {
 	e.Close()
 	resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"Qwen3-8B","prompt":"x"}`)
 	defer resp.Body.Close()
-	var body openai.APIError
+	var body openai.ErrorBody
 	json.NewDecoder(resp.Body).Decode(&body)
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body.Message, "no replica of model Qwen3-8B") {
+	if resp.StatusCode != http.StatusBadGateway || body.Error.Type != "server_error" || !strings.Contains(body.Error.Message, "no replica of model Qwen3-8B") {
 		t.Errorf("status %d, %+v", resp.StatusCode, body)
 	}
 }
@@ -301,7 +301,7 @@ func TestGatewayAPI(t *testing.T) {
 		{"health", "GET", "/health", "", 200, ""},
 		{"unknown model", "POST", "/v1/completions", `{"model":"nope","prompt":"x"}`, 404, "The model `nope` does not exist."},
 		{"bad body", "POST", "/v1/completions", `{"model":`, 400, "request body"},
-		{"unknown path", "GET", "/v2/whatever", "", 404, "no route"},
+		{"unknown path", "GET", "/v2/whatever", "", 404, "Invalid URL (GET /v2/whatever)"},
 		{"non-streamed", "POST", "/v1/completions", `{"model":"Qwen3-8B","prompt":"hi","max_tokens":4,"ignore_eos":true}`, 200, `"completion_tokens":4`},
 	}
 	for _, tc := range tests {

@@ -81,26 +81,22 @@ func scrapeMetrics(ctx context.Context, c *http.Client, base string) (scrapeResu
 }
 
 // discoverModel asks an engine's /v1/models for the model it serves.
-func discoverModel(ctx context.Context, c *http.Client, base string) (string, error) {
+func discoverModel(ctx context.Context, c *http.Client, base string) (openai.Model, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+openai.PathModels, nil)
 	if err != nil {
-		return "", err
+		return openai.Model{}, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("list models of %s: %w", base, err)
+		return openai.Model{}, fmt.Errorf("list models of %s: %w", base, err)
 	}
 	defer resp.Body.Close()
-	var body struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
+	var body openai.ModelList
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
-		return "", fmt.Errorf("list models of %s: %w", base, err)
+		return openai.Model{}, fmt.Errorf("list models of %s: %w", base, err)
 	}
 	if len(body.Data) == 0 || body.Data[0].ID == "" {
-		return "", fmt.Errorf("list models of %s: none served", base)
+		return openai.Model{}, fmt.Errorf("list models of %s: none served", base)
 	}
-	return body.Data[0].ID, nil
+	return body.Data[0], nil
 }

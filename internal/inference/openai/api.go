@@ -16,6 +16,9 @@ const (
 	PathCompletions     = "/v1/completions"
 	PathChatCompletions = "/v1/chat/completions"
 	PathModels          = "/v1/models"
+	PathEmbeddings      = "/v1/embeddings"
+	PathResponses       = "/v1/responses"
+	PathTokenize        = "/tokenize" // vLLM's, outside /v1
 	PathHealth          = "/health"
 	PathMetrics         = "/metrics"
 )
@@ -70,6 +73,9 @@ type PromptRequest struct {
 	Stream       bool
 	IncludeUsage bool // stream_options.include_usage
 	IgnoreEOS    bool // vLLM's ignore_eos
+	// N is how many choices the client asked for (n), 1 when absent.
+	// vLLM generates them all; the engine simulator refuses more than one.
+	N int
 
 	rendered bool // Prompt was appended to ParsePromptInto's scratch
 }
@@ -177,15 +183,18 @@ func parsePromptJSON(path string, body []byte) (PromptRequest, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return PromptRequest{}, fmt.Errorf("request body: %w", err)
 	}
-	p := PromptRequest{Model: w.Model, Stream: w.Stream, IgnoreEOS: w.IgnoreEOS}
+	p := PromptRequest{Model: w.Model, Stream: w.Stream, IgnoreEOS: w.IgnoreEOS, N: 1}
 	if w.StreamOptions != nil {
 		p.IncludeUsage = w.StreamOptions.IncludeUsage
 	}
 	if w.Model == "" {
 		return p, errors.New(`field "model": required`)
 	}
-	if w.N != nil && *w.N != 1 {
-		return p, fmt.Errorf(`field "n": %d, only 1 is supported`, *w.N)
+	if w.N != nil {
+		if *w.N < 1 {
+			return p, fmt.Errorf(`field "n": %d, want at least 1`, *w.N)
+		}
+		p.N = *w.N
 	}
 	mt := w.MaxTokens
 	if w.MaxCompletionTokens != nil {
@@ -293,13 +302,4 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
-}
-
-// APIError is vLLM's error body.
-type APIError struct {
-	Object  string  `json:"object"`
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    int     `json:"code"`
 }

@@ -17,7 +17,7 @@ import (
 // makes it give up, and parsePromptJSON decides. Giving up is always
 // safe; claiming ok is a promise.
 func scanPrompt(scratch []byte, path string, body []byte) (PromptRequest, bool) {
-	var p PromptRequest
+	p := PromptRequest{N: 1}
 	switch path {
 	case PathCompletions:
 	case PathChatCompletions:
@@ -109,8 +109,11 @@ func scanPrompt(scratch []byte, path string, body []byte) (PromptRequest, bool) 
 		return p, false
 	}
 	// The reference's checks, in its order; any failure is its to word.
-	if p.Model == "" || (hasN && n != 1) {
+	if p.Model == "" || (hasN && (n < 1 || n > int64(maxInt))) {
 		return p, false
+	}
+	if hasN {
+		p.N = int(n)
 	}
 	mt, hasMT := maxTok, hasMaxTok
 	if hasMaxCmp {
