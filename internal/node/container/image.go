@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/docker/docker/api/types/image"
 )
@@ -52,4 +53,21 @@ func ImportImage(ctx context.Context, ref string, files []File) error {
 	defer rc.Close()
 	_, err = io.Copy(io.Discard, rc)
 	return err
+}
+
+// Available says why this machine's Docker engine cannot be used ("" when
+// it can): for tests and commands that need one, to skip or say so.
+func Available(ctx context.Context) string {
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" {
+		return "no Docker engine here (/var/run/docker.sock absent and $DOCKER_HOST unset)"
+	}
+	cli, err := engine()
+	if err != nil {
+		return err.Error()
+	}
+	defer cli.Close()
+	if err := ping(ctx, cli, "this machine"); err != nil {
+		return err.Error()
+	}
+	return ""
 }
