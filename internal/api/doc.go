@@ -6,5 +6,6 @@
 // client, reads them.
 //
 // It does no I/O; every other package may import it. It imports the
-// standard library and github.com/goccy/go-yaml, nothing of gangway's.
+// standard library, github.com/goccy/go-yaml and
+// github.com/distribution/reference (image names), nothing of gangway's.
 package api

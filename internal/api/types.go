@@ -109,7 +109,32 @@ type JobSpec struct {
 	// "0-999", "1,3,5-9", "0-15:4", with "%N" to run at most N at once.
 	// Each task gets GANGWAY_ARRAY_TASK_ID; see ParseArray.
 	Array string `json:"array,omitempty"`
+	// Image runs every rank in a container of this image through the
+	// node's Docker engine ("nvcr.io/nvidia/pytorch:24.05-py3"); empty:
+	// ranks are plain processes. The command is the container's, run
+	// with the rank's environment, GPUs, checkpoint and working
+	// directories (see docs/design.md, "Containers").
+	Image string `json:"image,omitempty"`
+	// ImagePullPolicy is when the node pulls Image: "IfNotPresent"
+	// (default), "Always" or "Never" (as Kubernetes spells them).
+	ImagePullPolicy string `json:"imagePullPolicy,omitempty"`
+	// ContainerNetwork is the containers' network: "host" (default: NCCL
+	// over IB/RoCE wants the host's interfaces) or "bridge".
+	ContainerNetwork string `json:"containerNetwork,omitempty"`
 }
+
+// Image pull policies (spec.imagePullPolicy).
+const (
+	PullIfNotPresent = "IfNotPresent"
+	PullAlways       = "Always"
+	PullNever        = "Never"
+)
+
+// Container networks (spec.containerNetwork).
+const (
+	NetworkHost   = "host"
+	NetworkBridge = "bridge"
+)
 
 // TopologySpec is a gang's placement constraint.
 type TopologySpec struct {
@@ -662,6 +687,33 @@ type Assignment struct {
 	// metrics (as dcgm-exporter labels a GPU with its pod or HPC job).
 	Queue string `json:"queue,omitempty"`
 	User  string `json:"user,omitempty"`
+	// Container runs the rank in a container (spec.image); nil: a plain
+	// process.
+	Container *ContainerSpec `json:"container,omitempty"`
+}
+
+// ContainerSpec is how an agent runs a rank in a container: the job's
+// image, pull policy and network, defaulted.
+type ContainerSpec struct {
+	Image      string `json:"image"`
+	PullPolicy string `json:"pullPolicy"`
+	Network    string `json:"network"`
+}
+
+// ContainerOf is the container a job's ranks run in; nil when the job
+// gives no image.
+func (s *JobSpec) ContainerOf() *ContainerSpec {
+	if s.Image == "" {
+		return nil
+	}
+	c := &ContainerSpec{Image: s.Image, PullPolicy: s.ImagePullPolicy, Network: s.ContainerNetwork}
+	if c.PullPolicy == "" {
+		c.PullPolicy = PullIfNotPresent
+	}
+	if c.Network == "" {
+		c.Network = NetworkHost
+	}
+	return c
 }
 
 // TaskKey names one rank of one attempt: "job/attempt/rank".

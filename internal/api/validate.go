@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/distribution/reference"
 )
 
 // FieldError says which field of an input is wrong and why. Field is a dotted
@@ -229,7 +231,35 @@ func (s *JobSpec) Validate() error {
 		}
 	}
 	s.Logs.validate(&fe)
+	s.validateContainer(&fe)
 	return fe.Err()
+}
+
+// validateContainer checks spec.image and the fields that go with it.
+func (s *JobSpec) validateContainer(fe *FieldErrors) {
+	if s.Image != "" {
+		if _, err := reference.ParseNormalizedNamed(s.Image); err != nil {
+			fe.Add("spec.image", "%q is not an image reference (want NAME[:TAG][@DIGEST], as nvcr.io/nvidia/pytorch:24.05-py3): %v", s.Image, err)
+		}
+	}
+	switch s.ImagePullPolicy {
+	case "", PullIfNotPresent, PullAlways, PullNever:
+	default:
+		fe.Add("spec.imagePullPolicy", "%q: want IfNotPresent, Always or Never", s.ImagePullPolicy)
+	}
+	switch s.ContainerNetwork {
+	case "", NetworkHost, NetworkBridge:
+	default:
+		fe.Add("spec.containerNetwork", "%q: want host or bridge", s.ContainerNetwork)
+	}
+	if s.Image == "" {
+		if s.ImagePullPolicy != "" {
+			fe.Add("spec.imagePullPolicy", "needs spec.image")
+		}
+		if s.ContainerNetwork != "" {
+			fe.Add("spec.containerNetwork", "needs spec.image")
+		}
+	}
 }
 
 // validate checks spec.logs; nil (the node's bounds) is valid.

@@ -77,6 +77,8 @@ func commands() []command {
 		}},
 		{name: "supervise", hidden: true, run: runSupervise},
 		{name: "cg-exec", hidden: true, run: runCgExec},
+		{name: "container-rank", hidden: true, run: runContainerRank},
+		{name: "container-reap", hidden: true, run: runContainerReap},
 		{name: "train-example", hidden: true, run: runTrainExample},
 		{name: "chaos-rank", hidden: true, run: runChaosRank},
 		{name: "preflight-rank", hidden: true, run: runPreflightRank},

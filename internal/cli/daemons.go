@@ -22,6 +22,7 @@ import (
 	"github.com/gangway/gangway/internal/inference/gateway"
 	"github.com/gangway/gangway/internal/node/agent"
 	"github.com/gangway/gangway/internal/node/cgroup"
+	"github.com/gangway/gangway/internal/node/container"
 	"github.com/gangway/gangway/internal/node/driver"
 	"github.com/gangway/gangway/internal/node/gpu"
 	"github.com/gangway/gangway/internal/node/health"
@@ -361,6 +362,14 @@ func runSupervise(ctx context.Context, e *Env, args []string) int {
 
 func runCgExec(ctx context.Context, e *Env, args []string) int {
 	return driver.CgExecMain(args, e.Stderr, cgroup.ApplyLimits)
+}
+
+func runContainerRank(ctx context.Context, e *Env, args []string) int {
+	return container.RunMain(args, e.Stdout, e.Stderr)
+}
+
+func runContainerReap(ctx context.Context, e *Env, args []string) int {
+	return container.ReapMain(args, e.Stderr)
 }
 
 func runTrainExample(ctx context.Context, e *Env, args []string) int {

@@ -224,6 +224,8 @@ func TestLinks(t *testing.T) {
 		{"cmd/gangway-shim", "go.etcd.io/etcd/server", "the rank supervisor runs on every node beside the ranks and must stay small"},
 		{"cmd/gangway-shim", module + "internal/controlplane/", "the rank supervisor knows nothing of the control plane"},
 		{"internal/node/driver", "go.etcd.io/etcd/server", "the supervisor's package links no control plane"},
+		{"cmd/gangway-shim", "github.com/docker/docker", "the supervisor runs a container rank's shim and cleanup as commands of the gangway binary; it links no engine client"},
+		{"internal/controlplane/server", "github.com/docker/docker", "only nodes talk to a container engine"},
 	}
 	pkgs := map[string]pkg{}
 	for _, p := range listPackages(t) {

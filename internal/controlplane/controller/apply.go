@@ -424,6 +424,7 @@ func (p *pass) assignments(m *api.Job, ma *api.Attempt) []api.Assignment {
 			DiscardOutput: m.Spec.Output == api.OutputDiscard,
 			Logs:          m.Spec.Logs,
 			RunAs:         m.Spec.RunAs,
+			Container:     m.Spec.ContainerOf(),
 		}
 	}
 	return asg

@@ -10,7 +10,8 @@
 //
 // It imports api, api/client (its one way to the server), base/adminhttp
 // (the metrics and pprof listeners), base/pki (its node certificate,
-// creds.go), launch, node/driver, node/gpu, node/nic, golang.org/x/sys,
+// creds.go), launch, node/container (ranks in containers), node/driver,
+// node/gpu, node/nic, golang.org/x/sys,
 // prometheus/client_golang and the standard library.
 package agent
 
@@ -166,6 +167,10 @@ type Agent struct {
 	healthReg  int
 
 	gm gpuMetrics // the metrics' GPU readings and listeners (metrics.go)
+	// realGPUs: the GPUs are NVML's, and gpuUUID names them by index, for
+	// containers (containers.go); set at each registration.
+	realGPUs bool
+	gpuUUID  map[int]string
 }
 
 // Validate reports the first setting that cannot work, named by the flag
@@ -464,6 +469,13 @@ func (a *Agent) registerOnce(ctx context.Context) error {
 		}
 		n.GPUs = append(n.GPUs, g)
 	}
+	uuids := make(map[int]string, len(inv.Devices))
+	for _, d := range inv.Devices {
+		uuids[d.Index] = d.UUID
+	}
+	a.mu.Lock()
+	a.realGPUs, a.gpuUUID = inv.Source == gpu.SourceNVML, uuids
+	a.mu.Unlock()
 	if len(n.GPUs) == 0 && inv.Reason != "" {
 		a.log.Warn("no GPUs", "reason", inv.Reason)
 	}

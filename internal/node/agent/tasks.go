@@ -264,6 +264,7 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		return
 	}
 	env := runAsEnv(os.Environ(), plan, dir)
+	own := len(env) // the agent's; the rank's own variables follow
 	keys := make([]string, 0, len(asg.Env))
 	for k := range asg.Env {
 		keys = append(keys, k)
@@ -290,7 +291,7 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	if probe {
 		cmd = append([]string{"gangway", "preflight-rank"}, cmd[1:]...)
 	}
-	if len(cmd) > 0 && cmd[0] == "gangway" {
+	if len(cmd) > 0 && cmd[0] == "gangway" && asg.Container == nil {
 		cmd[0] = a.cfg.Executable
 	}
 	wd := asg.WorkingDir
@@ -305,7 +306,15 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 	if asg.Logs != nil {
 		spec.LogFileBytes, spec.LogFiles = asg.Logs.MaxFileBytes, asg.Logs.MaxFiles
 	}
-	h, err := a.drv.Start(spec)
+	if asg.Container != nil {
+		if err = a.containerize(&spec, &asg, env[own:]); err == nil {
+			spec.Env = os.Environ() // the shim's: how to reach the engine
+		}
+	}
+	var h *driver.Handle
+	if err == nil {
+		h, err = a.drv.Start(spec)
+	}
 	if err != nil {
 		fail(err)
 	} else {
@@ -376,7 +385,7 @@ func (a *Agent) await(t *task) {
 	}
 	a.mu.Unlock()
 	a.log.Info("rank exited", "task", t.asg.TaskKey(), "code", e.Code, "signal", e.Signal)
-	if r := t.asg.Resources; r != nil && (r.MemoryBytes > 0 || r.CPUMillis > 0) && a.cfg.ReleaseLimits != nil {
+	if r := t.asg.Resources; r != nil && (r.MemoryBytes > 0 || r.CPUMillis > 0) && a.cfg.ReleaseLimits != nil && t.asg.Container == nil {
 		if err := a.cfg.ReleaseLimits(cgroupName(t.asg.TaskKey())); err != nil {
 			a.log.Warn("remove rank cgroup", "task", t.asg.TaskKey(), "err", err)
 		}

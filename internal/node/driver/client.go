@@ -394,7 +394,8 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 		return nil, errors.New("driver: empty command")
 	}
 	ws := &wireSpec{Argv: spec.Command, Env: spec.Env, Dir: spec.Dir,
-		MemoryBytes: spec.MemoryBytes, CPUMillis: spec.CPUMillis, Cgroup: spec.CgroupName, RunAs: spec.RunAs}
+		MemoryBytes: spec.MemoryBytes, CPUMillis: spec.CPUMillis, Cgroup: spec.CgroupName, RunAs: spec.RunAs,
+		Cleanup: spec.Cleanup}
 	if !spec.DiscardOutput {
 		ws.Stdout, ws.Stderr = filepath.Join(spec.StateDir, "stdout.log"), filepath.Join(spec.StateDir, "stderr.log")
 		ws.LogFileBytes, ws.LogFiles = spec.LogFileBytes, spec.LogFiles
@@ -403,7 +404,13 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 	defer cancel()
 	s.opMu.RLock()
 	var rep reply
-	err := s.canRunAs(ctx, spec.RunAs)
+	var err error
+	if spec.RunAs != nil {
+		err = s.needVersion(ctx, runAsVersion, "run a rank as another user")
+	}
+	if err == nil && spec.Cleanup != nil {
+		err = s.needVersion(ctx, cleanupVersion, "clean up after a container rank")
+	}
 	if err == nil {
 		rep, err = s.call(ctx, request{Op: "start", Key: spec.Key, Spec: ws})
 	}
@@ -417,12 +424,11 @@ func (s *Supervisor) Start(spec Spec) (*Handle, error) {
 	return s.register(newHandle(spec.Key, *rep.State)), nil
 }
 
-// canRunAs checks, when a is set, that the supervisor honours runAs: one
-// of an older build would ignore it and run the rank as itself (root).
-func (s *Supervisor) canRunAs(ctx context.Context, a *Account) error {
-	if a == nil {
-		return nil
-	}
+// needVersion checks that the supervisor speaks protocol want or later,
+// for a start whose field an older build would ignore (runAs: it would run
+// the rank as itself, root; cleanup: it would leave a container running).
+// what says what the older build cannot do.
+func (s *Supervisor) needVersion(ctx context.Context, want int, what string) error {
 	s.mu.Lock()
 	v := s.version
 	s.mu.Unlock()
@@ -436,8 +442,8 @@ func (s *Supervisor) canRunAs(ctx context.Context, a *Account) error {
 		s.version = v
 		s.mu.Unlock()
 	}
-	if v < runAsVersion {
-		return fmt.Errorf("the node's supervisor (protocol %d) is of a build that cannot run a rank as another user; it is replaced by this agent's once no rank runs", v)
+	if v < want {
+		return fmt.Errorf("the node's supervisor (protocol %d) is of a build that cannot %s; it is replaced by this agent's once no rank runs", v, what)
 	}
 	return nil
 }

@@ -83,6 +83,14 @@ type Spec struct {
 	// Switching needs a supervisor running as root; the agent decides
 	// whether to ask (see the agent's runAs).
 	RunAs *Account
+	// Cleanup, when set, is a command the supervisor runs (as itself,
+	// with no environment of the rank's) after the process has ended,
+	// however it ended, and before it reports the exit: for a rank whose
+	// process is a shim for something the process's death does not end
+	// (a container), so that "exited" still means nothing of the rank
+	// runs. It must be idempotent: a supervisor that dies while it runs
+	// runs it again from the journal.
+	Cleanup []string
 }
 
 // Account is a Unix identity, by number: ranks may run as users with no

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"syscall"
@@ -308,7 +309,7 @@ func TestJournalSkipsTornLines(t *testing.T) {
 	st := State{PID: 1234, StartTick: 9, StartedAt: time.Unix(100, 0).UTC()}
 	var b []byte
 	b = append(b, encodeLine(entry{Key: "a", State: &st})...)
-	b = append(b, encodeLine(entry{Key: "b", State: &st})...)
+	b = append(b, encodeLine(entry{Key: "b", State: &st, Cleanup: []string{"reap", "b"}})...)
 	b = append(b, encodeLine(entry{Key: "a", Exit: &Exit{Code: 3}})...)
 	b = append(b, encodeLine(entry{Key: "c", State: &st})...)
 	b = append(b, encodeLine(entry{Key: "c", Gone: true})...)
@@ -320,7 +321,7 @@ func TestJournalSkipsTornLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || !recs["a"].Exited || recs["a"].Exit.Code != 3 || recs["b"].Exited || recs["b"].State != st {
+	if len(recs) != 2 || !recs["a"].Exited || recs["a"].Exit.Code != 3 || recs["b"].Exited || recs["b"].State != st || len(recs["b"].cleanup) != 2 {
 		t.Fatalf("records = %+v %+v (%d)", recs["a"], recs["b"], len(recs))
 	}
 	f, _, err := writeJournal(dir, recs)
@@ -329,7 +330,7 @@ func TestJournalSkipsTornLines(t *testing.T) {
 	}
 	f.Close()
 	again, err := readJournal(dir)
-	if err != nil || len(again) != 2 || *again["a"] != *recs["a"] || *again["b"] != *recs["b"] {
+	if err != nil || len(again) != 2 || !reflect.DeepEqual(again, recs) {
 		t.Fatalf("after compaction = %v, %v", again, err)
 	}
 }

@@ -142,6 +142,9 @@ type supervisor struct {
 	// (the agent is dead, frozen or cut off); zero: no lease held.
 	leaseUntil time.Time
 	fencedPID  map[int]bool // ranks the lease's lapse killed, until reaped
+	// cleanups are the running cleanup commands (cleanup.go), by pid:
+	// the ranks whose exit waits for them.
+	cleanups map[int]*pendingExit
 }
 
 // sconn is one agent connection.
@@ -202,18 +205,22 @@ func serve(dir string, logw io.Writer) error {
 		return err
 	}
 	s := &supervisor{dir: dir, log: logw, devnull: devnull, sink: sink, copier: cp, byPID: map[int]*record{}, outputs: map[int][]*logStream{}, conns: map[*sconn]bool{},
-		quietFrom: time.Now(), ln: ln, retired: make(chan struct{}), build: buildID("/proc/self/exe")}
+		quietFrom: time.Now(), ln: ln, retired: make(chan struct{}), build: buildID("/proc/self/exe"), cleanups: map[int]*pendingExit{}}
 	if s.recs, err = readJournal(dir); err != nil {
 		return err
 	}
+	var unclean []*record // ended unwatched, their cleanup not known done
 	for _, r := range s.recs {
 		if !r.Exited {
-			if alive(r.State) {
+			switch {
+			case alive(r.State):
 				r.watched = true
 				if r.logs != nil {
 					s.adoptLogs(r)
 				}
-			} else {
+			case len(r.cleanup) > 0:
+				unclean = append(unclean, r)
+			default:
 				r.Exited, r.Exit = true, unknownExit
 			}
 		}
@@ -221,6 +228,11 @@ func serve(dir string, logw io.Writer) error {
 	if s.journal, s.jsize, err = writeJournal(dir, s.recs); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	for _, r := range unclean {
+		s.endedLocked(r, unknownExit)
+	}
+	s.mu.Unlock()
 	_ = os.WriteFile(filepath.Join(dir, "supervisor.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
 	fmt.Fprintf(logw, "%s supervisor %d serving %s (%d tasks from the journal)\n", time.Now().Format(time.RFC3339), os.Getpid(), dir, len(s.recs))
 
@@ -260,7 +272,7 @@ func (s *supervisor) maybeExit() bool {
 	if s.exiting {
 		return true // retired
 	}
-	if len(s.conns) > 0 || len(s.byPID) > 0 || s.watchedLocked() {
+	if len(s.conns) > 0 || len(s.byPID) > 0 || len(s.cleanups) > 0 || s.watchedLocked() {
 		return false
 	}
 	wait := idleExit
@@ -518,14 +530,14 @@ func (s *supervisor) start(key string, ws *wireSpec) (State, error) {
 	// The start tick (against pid reuse, for a later supervisor adopting
 	// the rank) is read on the next tick: most ranks that end sooner never
 	// need it, and reading /proc here cost a tenth of a start.
-	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}, logs: conf}
+	r := &record{Key: key, State: State{PID: pid, StartedAt: time.Now()}, logs: conf, cleanup: ws.Cleanup}
 	s.recs[key] = r
 	if len(logs) > 0 {
 		s.outputs[pid] = logs
 	}
 	s.byPID[pid] = r
 	st := r.State
-	s.appendLocked(entry{Key: key, State: &st, Logs: conf})
+	s.appendLocked(entry{Key: key, State: &st, Logs: conf, Cleanup: ws.Cleanup})
 	return r.State, nil
 }
 
@@ -540,15 +552,16 @@ func (s *supervisor) reap() {
 		s.mu.Lock()
 		r := s.byPID[pid]
 		if r == nil {
+			s.cleanedLocked(pid, ws) // a cleanup command, or an orphan of some rank
 			s.mu.Unlock()
-			continue // an orphan of some rank, now reaped
+			continue
 		}
 		delete(s.byPID, pid)
 		// Whatever the rank left in its group dies with it, so that
 		// "exited" means nothing of the rank runs.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		s.drainLocked(pid)
-		s.exitedLocked(r, exitFromStatus(ws))
+		s.endedLocked(r, exitFromStatus(ws))
 		s.mu.Unlock()
 	}
 }
@@ -575,10 +588,10 @@ func (s *supervisor) pollWatched() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.recs {
-		if r.watched && !r.Exited && !alive(r.State) {
+		if r.watched && !r.Exited && r.cleaning == 0 && !alive(r.State) {
 			_ = syscall.Kill(-r.State.PID, syscall.SIGKILL)
 			s.drainLocked(r.State.PID)
-			s.exitedLocked(r, unknownExit)
+			s.endedLocked(r, unknownExit)
 		}
 	}
 }
@@ -641,7 +654,7 @@ func (s *supervisor) checkLease(now time.Time) {
 		pids = append(pids, pid)
 	}
 	for _, r := range s.recs {
-		if r.watched && !r.Exited {
+		if r.watched && !r.Exited && r.cleaning == 0 {
 			pids = append(pids, r.State.PID)
 		}
 	}
@@ -696,7 +709,7 @@ func (s *supervisor) list() []record {
 func (s *supervisor) retire() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.byPID) > 0 || s.watchedLocked() {
+	if len(s.byPID) > 0 || len(s.cleanups) > 0 || s.watchedLocked() {
 		return errors.New("retire: busy: a rank lives")
 	}
 	if !s.exiting {

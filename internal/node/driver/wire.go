@@ -48,6 +48,9 @@ type wireSpec struct {
 	Cgroup       string `json:"cgroup,omitempty"`
 	// RunAs is the account the rank runs under; nil: the supervisor's.
 	RunAs *Account `json:"runAs,omitempty"`
+	// Cleanup is run after the rank ends and before its exit is told
+	// (Spec.Cleanup).
+	Cleanup []string `json:"cleanup,omitempty"`
 }
 
 // reply answers a request (ID set) or tells of an exit (Event "exit").
@@ -73,12 +76,19 @@ type reply struct {
 // run the rank as itself, root, so the agent asks the version before such
 // a start and refuses it below 3); 4 fences on a lapsed lease ("lease": a
 // supervisor of version 3 answers it "unknown op" and the agent's own
-// fence stays the only one). A later field a supervisor of an older
+// fence stays the only one); 5 runs a rank's cleanup command before it
+// tells the rank's exit ("cleanup": a supervisor of version 4 would ignore
+// it and leave a container running after its shim died, so the agent asks
+// the version before such a start). A later field a supervisor of an older
 // version would ignore must check the version first.
-const protocolVersion = 4
+const protocolVersion = 5
 
-// runAsVersion is the first protocol version that honours runAs.
-const runAsVersion = 3
+// runAsVersion is the first protocol version that honours runAs;
+// cleanupVersion the first that runs cleanup commands.
+const (
+	runAsVersion   = 3
+	cleanupVersion = 5
+)
 
 // unknownOp starts a supervisor's answer to an op it does not know, in
 // every build: how an agent tells a supervisor from before an op.
@@ -113,6 +123,10 @@ type record struct {
 	// logs is how the rank's kept output is copied, for a later
 	// supervisor to take over; nil when it is discarded.
 	logs *logConf
+	// cleanup is run once the rank has ended, before its exit is told
+	// (wireSpec.Cleanup); cleaning: it runs now, as pid cleaning.
+	cleanup  []string
+	cleaning int
 }
 
 // logConf is what a supervisor needs to take over the copying of a live
@@ -184,6 +198,8 @@ type entry struct {
 	// Logs comes with a start's State (and is kept by a later State of
 	// the same start).
 	Logs *logConf `json:"l,omitempty"`
+	// Cleanup comes with a start's State, as Logs does.
+	Cleanup []string `json:"c,omitempty"`
 }
 
 // readJournal returns the records the journal in dir holds, by key.
@@ -205,11 +221,16 @@ func readJournal(dir string) (map[string]*record, error) {
 		case e.Gone:
 			delete(out, e.Key)
 		case e.State != nil:
-			logs := e.Logs
-			if old := out[e.Key]; old != nil && logs == nil && old.State.PID == e.State.PID {
-				logs = old.logs
+			logs, cleanup := e.Logs, e.Cleanup
+			if old := out[e.Key]; old != nil && old.State.PID == e.State.PID {
+				if logs == nil {
+					logs = old.logs
+				}
+				if cleanup == nil {
+					cleanup = old.cleanup
+				}
 			}
-			out[e.Key] = &record{Key: e.Key, State: *e.State, logs: logs}
+			out[e.Key] = &record{Key: e.Key, State: *e.State, logs: logs, cleanup: cleanup}
 		case e.Exit != nil:
 			if r := out[e.Key]; r != nil {
 				r.Exited, r.Exit = true, *e.Exit
@@ -225,7 +246,7 @@ func writeJournal(dir string, recs map[string]*record) (*os.File, int64, error) 
 	var buf bytes.Buffer
 	for _, r := range recs {
 		st := r.State
-		buf.Write(encodeLine(entry{Key: r.Key, State: &st, Logs: r.logs}))
+		buf.Write(encodeLine(entry{Key: r.Key, State: &st, Logs: r.logs, Cleanup: r.cleanup}))
 		if r.Exited {
 			x := r.Exit
 			buf.Write(encodeLine(entry{Key: r.Key, Exit: &x}))
