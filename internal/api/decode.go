@@ -71,6 +71,15 @@ func decodeStrict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		fe, key := yamlFieldError(err)
 		typeErrorInWords(fe, reflect.TypeOf(v), key)
+		if fe.Field == "" {
+			// A value's own decoder (a duration's) knows no field: find it.
+			var doc any
+			if yaml.Unmarshal(data, &doc) == nil {
+				if at := checkScalars(doc, reflect.TypeOf(v), ""); at != nil && at.Field != "" {
+					fe.Field = at.Field
+				}
+			}
+		}
 		return &ValidationError{Fields: []*FieldError{fe}}
 	}
 	var extra any

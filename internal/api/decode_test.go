@@ -29,11 +29,11 @@ func TestDecodeJobSpec(t *testing.T) {
 			name: "json body",
 			in:   `{"ranks": 2, "gpusPerRank": 4, "command": ["x"], "hangTimeout": 30}`,
 			want: &JobSpec{Queue: "default", Ranks: 2, GPUsPerRank: 4, Command: []string{"x"}, MaxRestarts: &three,
-				RestartBackoff: Duration(DefaultRestartBackoff), HangTimeout: Duration(30 * time.Second),
+				RestartBackoff: Duration(DefaultRestartBackoff), HangTimeout: Duration(30 * time.Minute), // a bare number: minutes
 				TerminationGracePeriod: Duration(DefaultGrace)},
 		},
 		{name: "unknown field", in: "ranks: 2\ncommand: [a]\ngpus: 4\n", errHas: []string{"gpus", "unknown field"}, errLine: 3},
-		{name: "unknown nested field", in: "ranks: 2\ncommand: [a]\nresources:\n  memory: 1\n", errHas: []string{"memory", "unknown field"}, errLine: 4},
+		{name: "unknown nested field", in: "ranks: 2\ncommand: [a]\nresources:\n  mem: 1\n", errHas: []string{"mem", "unknown field"}, errLine: 4},
 		{name: "zero ranks", in: "ranks: 0\ncommand: [a]\n", errHas: []string{"spec.ranks", "at least 1"}},
 		{name: "negative gpus", in: "ranks: 1\ngpusPerRank: -2\ncommand: [a]\n", errHas: []string{"spec.gpusPerRank", "at least 1"}},
 		{name: "missing command", in: "ranks: 1\n", errHas: []string{"spec.command", "missing"}},

@@ -22,8 +22,21 @@ var (
 // checkScalars reports the first scalar of doc (a YAML document decoded
 // into any) whose type t would take only by conversion; nil if none. A
 // type with its own unmarshaling (durations, quantities) judges itself.
+var durationType, byteSizeType = reflect.TypeOf(Duration(0)), reflect.TypeOf(ByteSize(0))
+
 func checkScalars(doc any, t reflect.Type, path string) *FieldError {
 	if doc == nil {
+		return nil
+	}
+	if t == durationType || t == byteSizeType {
+		// Its own decoder words the error; this names the field.
+		b, err := json.Marshal(doc)
+		if err == nil {
+			err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(b)
+		}
+		if err != nil {
+			return &FieldError{Field: path, Msg: err.Error()}
+		}
 		return nil
 	}
 	if p := reflect.PointerTo(t); p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler) {

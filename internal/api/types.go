@@ -267,7 +267,9 @@ type ModelRef struct {
 
 // Resources are per-rank limits, enforced through cgroups when available.
 type Resources struct {
-	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// Memory is MemoryBytes with a unit ("64G"); Default moves it there.
+	Memory      ByteSize `json:"memory,omitempty"`
+	MemoryBytes int64    `json:"memoryBytes,omitempty"`
 	CPUMillis   int64 `json:"cpuMillis,omitempty"`
 }
 
@@ -297,6 +299,9 @@ func (s *JobSpec) Default() {
 	}
 	if s.TerminationGracePeriod == 0 {
 		s.TerminationGracePeriod = Duration(DefaultGrace)
+	}
+	if r := s.Resources; r != nil && r.Memory > 0 && r.MemoryBytes == 0 {
+		r.MemoryBytes, r.Memory = int64(r.Memory), 0
 	}
 }
 

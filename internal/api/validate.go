@@ -226,6 +226,9 @@ func (s *JobSpec) Validate() error {
 		if r.MemoryBytes < 0 {
 			fe.Add("spec.resources.memoryBytes", "must not be negative")
 		}
+		if r.Memory != 0 && r.MemoryBytes != 0 && int64(r.Memory) != r.MemoryBytes {
+			fe.Add("spec.resources.memory", "%d bytes, but memoryBytes says %d: give one of them", r.Memory, r.MemoryBytes)
+		}
 		if r.CPUMillis < 0 {
 			fe.Add("spec.resources.cpuMillis", "must not be negative")
 		}

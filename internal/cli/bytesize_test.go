@@ -18,7 +18,7 @@ func TestByteSize(t *testing.T) {
 		{in: "", err: true},
 		{in: "G", err: true},
 		{in: "-1G", err: true},
-		{in: "1.5G", err: true},
+		{in: "1.5G", want: 3 << 29},
 		{in: "1X", err: true},
 		{in: "9000000T", err: true},
 	}
