@@ -270,7 +270,7 @@ type Resources struct {
 	// Memory is MemoryBytes with a unit ("64G"); Default moves it there.
 	Memory      ByteSize `json:"memory,omitempty"`
 	MemoryBytes int64    `json:"memoryBytes,omitempty"`
-	CPUMillis   int64 `json:"cpuMillis,omitempty"`
+	CPUMillis   int64    `json:"cpuMillis,omitempty"`
 }
 
 // Defaults for a JobSpec's optional fields.
