@@ -12,6 +12,10 @@ import (
 )
 
 func main() {
+	if name := cli.SlurmShimName(os.Args[0]); name != "" {
+		// A Slurm job's rank runs srun or scontrol: gangway's stand-ins.
+		os.Exit(cli.Shim(name, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 	stop()

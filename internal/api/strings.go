@@ -27,7 +27,8 @@ const (
 
 // LaunchEnv names the variables gangway sets in a rank's environment
 // (internal/launch computes them): torchrun's, CUDA's device list and MPS
-// share. With LaunchEnvPrefixes (Kubeflow's PET_* aliases and gangway's
+// share. With LaunchEnvPrefixes (Kubeflow's PET_* aliases, Slurm's
+// SLURM_* for jobs with spec.slurm, and gangway's
 // own GANGWAY_*), they are the launch contract, which a spec's env may not
 // override. The node's NCCL settings are not in it: a user may tune NCCL.
 var LaunchEnv = []string{
@@ -36,7 +37,7 @@ var LaunchEnv = []string{
 }
 
 // LaunchEnvPrefixes: see LaunchEnv.
-var LaunchEnvPrefixes = []string{"PET_", "GANGWAY_"}
+var LaunchEnvPrefixes = []string{"PET_", "GANGWAY_", "SLURM_", "SLURMD_"}
 
 // forbiddenEnv are variables no spec may set: each loads code into every
 // process of the rank before its own.

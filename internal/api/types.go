@@ -105,6 +105,11 @@ type JobSpec struct {
 	// Logs bounds what each rank's kept stdout and stderr leave on the
 	// node's disk. Absent: the node's bounds (5 files of 10 MiB).
 	Logs *LogSpec `json:"logs,omitempty"`
+	// Slurm puts gangway's stand-ins for srun and scontrol (show
+	// hostnames) first in the ranks' PATH, for a batch script written for
+	// Slurm: each rank runs the script, and its srun line runs the step's
+	// command in that rank. `gangway submit script.sh` sets it.
+	Slurm bool `json:"slurm,omitempty"`
 	// Array submits one job per index, as Slurm's --array does:
 	// "0-999", "1,3,5-9", "0-15:4", with "%N" to run at most N at once.
 	// Each task gets GANGWAY_ARRAY_TASK_ID; see ParseArray.

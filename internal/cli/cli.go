@@ -46,7 +46,7 @@ func commands() []command {
 		{name: "demo", args: "[--scenario S] [-o json]", summary: "run a 4-node cluster locally, kill a node (or --scenario server-restart: the server; leader-failover: the leading replica of three; gpu-fault: an Xid 79 on a GPU; straggler: a slowed node) mid-training and watch the job recover", run: runDemo},
 		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
-		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
+		{name: "submit", args: "JOB.yaml | SCRIPT.sbatch | --ranks N -- CMD...", summary: "submit a job: a spec, a Slurm batch script (#SBATCH headers, sbatch's options), or a command", run: runSubmit},
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs, nodes, queues or deployments", run: runGet},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
 		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},

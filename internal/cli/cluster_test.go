@@ -36,6 +36,9 @@ import (
 // under `<exe> chaos-rank`).
 func TestMain(m *testing.M) {
 	testenv.QuickRaceExit()
+	if name := SlurmShimName(os.Args[0]); name != "" {
+		os.Exit(Shim(name, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "agent", "supervise", "cg-exec", "container-rank", "container-reap", "train-example", "engine-sim", "server", "chaos-rank", "preflight-rank":

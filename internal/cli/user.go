@@ -26,6 +26,9 @@ func printAs(e *Env, format cmdkit.Format, v any) error {
 }
 
 func runSubmit(ctx context.Context, e *Env, args []string) int {
+	if isSlurmSubmit(args) {
+		return runSubmitSlurm(ctx, e, args)
+	}
 	fs := cmdkit.NewFlags(e.Stderr, "submit", "JOB.yaml | [flags] -- COMMAND [ARGS...]")
 	srv := serverFlag(fs, e)
 	out := cmdkit.OutputFlag(fs)

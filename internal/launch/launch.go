@@ -1,9 +1,10 @@
 // Package launch computes the contract each rank receives: torchrun's
-// variables, Kubeflow's PET_* aliases, CUDA_VISIBLE_DEVICES, NCCL settings
+// variables, Kubeflow's PET_* aliases, Slurm's SLURM_* (spec.slurm),
+// CUDA_VISIBLE_DEVICES, NCCL settings
 // from the node's NICs, gangway's own GANGWAY_* variables, and in per-node
 // mode the node-level arguments of torchrun or DeepSpeed. It is pure.
 //
-// It imports the standard library and internal/api.
+// It imports the standard library, internal/api and internal/slurm.
 package launch
 
 import (
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/slurm"
 )
 
 // Input is what the contract is computed from.
@@ -151,6 +153,9 @@ func Env(in Input) map[string]string {
 			env["GANGWAY_MIG_START"] = itoa(p.MIGStart)
 		}
 	}
+	if in.Job.Spec.Slurm {
+		slurmEnv(env, in, p, local)
+	}
 	if n := in.Nodes[p.Node]; n != nil {
 		for k, v := range n.LaunchEnv {
 			env[k] = v
@@ -226,4 +231,50 @@ func IDBucket(id string, per int64) string {
 		return "other"
 	}
 	return strconv.FormatInt(n/per, 10)
+}
+
+// slurmEnv adds the SLURM_* variables a batch script and the libraries
+// that read them (Lightning, NeMo, submitit) expect of a task, each rank
+// being one: per node (torchrun, per-node), a node's process is its task.
+func slurmEnv(env map[string]string, in Input, p api.RankPlacement, local []api.RankPlacement) {
+	a, j := in.Attempt, in.Job
+	itoa := strconv.Itoa
+	nodes := a.Nodes()
+	procID, localID, tasks, perNode := in.Rank, p.LocalRank, len(a.Placement), len(local)
+	if j.Spec.Launch.PerNode() {
+		procID, localID, tasks, perNode = p.NodeRank, 0, len(nodes), 1
+	}
+	gpus := 0
+	for _, q := range local {
+		gpus += len(q.GPUs)
+	}
+	list := slurm.CompressHosts(nodes)
+	for k, v := range map[string]string{
+		"SLURM_JOB_ID": j.ID, "SLURM_JOBID": j.ID, "SLURM_JOB_NAME": j.Spec.Name,
+		"SLURM_JOB_PARTITION": j.Spec.Queue, "SLURM_CLUSTER_NAME": "gangway",
+		"SLURM_PROCID": itoa(procID), "SLURM_LOCALID": itoa(localID), "SLURM_NODEID": itoa(p.NodeRank),
+		"SLURM_NTASKS": itoa(tasks), "SLURM_NPROCS": itoa(tasks),
+		"SLURM_NNODES": itoa(len(nodes)), "SLURM_JOB_NUM_NODES": itoa(len(nodes)),
+		"SLURM_JOB_NODELIST": list, "SLURM_NODELIST": list, "SLURMD_NODENAME": p.Node,
+		"SLURM_NTASKS_PER_NODE": itoa(perNode), "SLURM_TASKS_PER_NODE": fmt.Sprintf("%d(x%d)", perNode, len(nodes)),
+		"SLURM_GPUS_ON_NODE": itoa(gpus), "SLURM_STEP_ID": "0", "SLURM_RESTART_COUNT": itoa(a.Number - 1),
+		"SLURM_SUBMIT_DIR": j.Spec.WorkingDir,
+	} {
+		env[k] = v
+	}
+	// Where the nodes are, for the stand-in `scontrol show hostnames`.
+	var addrs []string
+	for _, n := range nodes {
+		if nd := in.Nodes[n]; nd != nil && nd.Address != "" {
+			addrs = append(addrs, n+"="+nd.Address)
+		}
+	}
+	env["GANGWAY_SLURM_HOSTS"] = strings.Join(addrs, ",")
+	if r := j.Spec.Resources; r != nil && r.CPUMillis > 0 {
+		env["SLURM_CPUS_PER_TASK"] = itoa(int((r.CPUMillis + 999) / 1000))
+	}
+	if t := j.Array; t != nil {
+		env["SLURM_ARRAY_JOB_ID"], env["SLURM_ARRAY_TASK_ID"] = t.ID, itoa(t.Index)
+		env["SLURM_ARRAY_TASK_COUNT"] = itoa(t.Count)
+	}
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gangway/gangway/internal/api"
@@ -141,13 +142,42 @@ func TestEnvIsTheContract(t *testing.T) {
 	a := testAttempt()
 	a.Placement[2].Milli, a.Placement[3].MIGProfile = 250, "1g.10gb"
 	for _, launch := range []api.LaunchMode{api.LaunchPerRank, api.LaunchPerNode} {
-		j := &api.Job{ID: "12", Spec: api.JobSpec{Launch: launch}, Array: &api.ArrayTask{ID: "10", Index: 1, Count: 2}}
+		j := &api.Job{ID: "12", Spec: api.JobSpec{Launch: launch, Slurm: true, Resources: &api.Resources{CPUMillis: 2000}}, Array: &api.ArrayTask{ID: "10", Index: 1, Count: 2}}
 		for rank := range a.Placement {
 			for k := range Env(Input{Job: j, Attempt: a, Rank: rank, Nodes: testNodes}) {
 				if _, fromNode := testNodes[a.Placement[rank].Node].LaunchEnv[k]; !fromNode && !api.InLaunchContract(k) {
 					t.Errorf("%s rank %d: Env sets %s, which api.LaunchEnv does not name", launch, rank, k)
 				}
 			}
+		}
+	}
+}
+
+// TestSlurmEnv: a job with spec.slurm gets, per rank, the variables a
+// Slurm task has, as Lightning's SLURMEnvironment and scripts read them;
+// a job without it gets none (Lightning would take them over torchrun's).
+func TestSlurmEnv(t *testing.T) {
+	j := &api.Job{ID: "12", Spec: api.JobSpec{Name: "llm", Queue: "gpu", Slurm: true, WorkingDir: "/home/u/p"}}
+	got := Env(Input{Job: j, Attempt: testAttempt(), Rank: 3, Nodes: testNodes})
+	for k, want := range map[string]string{
+		"SLURM_JOB_ID": "12", "SLURM_JOB_NAME": "llm", "SLURM_JOB_PARTITION": "gpu", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
+		"SLURM_NODEID": "1", "SLURM_NTASKS": "4", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "a,b", "SLURMD_NODENAME": "b",
+		"SLURM_NTASKS_PER_NODE": "2", "SLURM_TASKS_PER_NODE": "2(x2)", "SLURM_GPUS_ON_NODE": "2", "SLURM_RESTART_COUNT": "2",
+		"SLURM_SUBMIT_DIR": "/home/u/p",
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+	}
+	j.Spec.Launch = api.LaunchTorchrun
+	got = Env(Input{Job: j, Attempt: testAttempt(), Rank: 2, Nodes: testNodes})
+	if got["SLURM_PROCID"] != "1" || got["SLURM_NTASKS"] != "2" || got["SLURM_LOCALID"] != "0" {
+		t.Errorf("per node: PROCID %s NTASKS %s LOCALID %s; want the node as the task (1, 2, 0)", got["SLURM_PROCID"], got["SLURM_NTASKS"], got["SLURM_LOCALID"])
+	}
+	j.Spec.Slurm = false
+	for k := range Env(Input{Job: j, Attempt: testAttempt(), Rank: 0, Nodes: testNodes}) {
+		if strings.HasPrefix(k, "SLURM") {
+			t.Errorf("%s set for a job without spec.slurm", k)
 		}
 	}
 }

@@ -25,7 +25,7 @@ var tiers = []struct {
 }{
 	{"base", []string{"internal/base/"}, nil},
 	{"api", []string{"internal/api"}, []string{"base"}},
-	{"core", []string{"internal/topology", "internal/hardware", "internal/scheduler", "internal/launch", "internal/planner", "internal/goodput"}, []string{"base", "api"}},
+	{"core", []string{"internal/topology", "internal/hardware", "internal/scheduler", "internal/launch", "internal/planner", "internal/goodput", "internal/slurm"}, []string{"base", "api"}},
 	{"inference", []string{"internal/inference/"}, []string{"base", "api", "core"}},
 	{"controlplane", []string{"internal/controlplane/"}, []string{"base", "api", "core", "inference"}},
 	{"node", []string{"internal/node/"}, []string{"base", "api", "core"}},

@@ -284,6 +284,13 @@ func (a *Agent) start(ctx context.Context, asg api.Assignment) {
 		env = append(env, k+"="+expand(asg.Env[k]))
 	}
 	env = append(env, "GANGWAY_PROGRESS_FILE="+filepath.Join(dir, "progress.jsonl"), "GANGWAY_TASK_DIR="+dir)
+	if asg.Env["SLURM_JOB_ID"] != "" && asg.Container == nil {
+		if p, err := slurmPath(dir, a.cfg.Executable, env); err != nil {
+			a.log.Warn("no srun stand-in for a Slurm job's rank", "task", k, "err", err)
+		} else {
+			env = append(env, "PATH="+p)
+		}
+	}
 	cmd := make([]string, len(asg.Command))
 	for i, c := range asg.Command {
 		cmd[i] = expand(c)
