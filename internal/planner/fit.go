@@ -22,7 +22,8 @@ type FitResult struct {
 // throughput figures (tokens/s per GPU or step time) of the given vectors
 // that ran on it, minimising the mean absolute relative error (ties broken
 // by the largest error) by a grid search refined twice. It is
-// deterministic. Stacks with no vectors keep their values; DeepSpeed, which
+// deterministic. A stack with no vectors takes Megatron-LM's fitted
+// efficiencies (or keeps its own when Megatron-LM has none); DeepSpeed, which
 // one vector cannot pin on two parameters, takes Megatron-LM's fitted
 // network efficiency and fits only its compute efficiency. Values are
 // rounded to three decimals.
@@ -35,12 +36,13 @@ func Fit(vectors []Vector, cat *Catalog, base map[StackKind]Stack) (map[StackKin
 		out[k] = s
 	}
 	var results []FitResult
+	fittedMegatron := false
 	for _, kind := range []StackKind{Megatron, FSDP, DeepSpeed} {
 		var mine []Vector
 		var ids []string
 		for _, v := range vectors {
-			if len(v.Cases) > 0 && v.Cases[0].Cfg != nil {
-				continue // memory-only cases
+			if memoryOnly(v) {
+				continue
 			}
 			k, err := v.inferStack()
 			if err != nil || k != kind {
@@ -50,7 +52,18 @@ func Fit(vectors []Vector, cat *Catalog, base map[StackKind]Stack) (map[StackKin
 			ids = append(ids, v.ID)
 		}
 		if len(mine) == 0 {
+			// No vector of its own: borrow Megatron-LM's fit rather than
+			// keep a value fitted on data that may have been left out.
+			if m := out[Megatron]; kind != Megatron && fittedMegatron {
+				st := out[kind]
+				st.ComputeEfficiency, st.NetworkEfficiency = m.ComputeEfficiency, m.NetworkEfficiency
+				st.FittedOn = append([]string{"(megatron-lm's)"}, m.FittedOn...)
+				out[kind] = st
+			}
 			continue
+		}
+		if kind == Megatron {
+			fittedMegatron = true
 		}
 		st := out[kind]
 		fitNetwork := kind != DeepSpeed

@@ -367,3 +367,21 @@ func TestSearchYAML(t *testing.T) {
 		t.Errorf("tp is not written as an integer:\n%s", out)
 	}
 }
+
+func TestCrossValidate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("refits once per vector")
+	}
+	code, out, stderr := run(t, "--evaluate", devVectorsPath(t), "--cross-validate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"LEAVE-ONE-OUT", "in-sample", "leave-one-out", "not evaluated: D6: memory-only"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, _ := run(t, "--cross-validate"); code != 2 {
+		t.Errorf("--cross-validate alone: exit %d, want 2", code)
+	}
+}
