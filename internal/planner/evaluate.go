@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -83,6 +84,9 @@ type vectorRun struct {
 
 // run turns a vector into a job and layout.
 func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error) {
+	if v.Invalid != "" {
+		return vectorRun{}, errors.New(v.Invalid)
+	}
 	kind, err := v.inferStack()
 	if err != nil {
 		return vectorRun{}, err
@@ -282,7 +286,9 @@ func Evaluate(vectors []Vector, cat *Catalog, stacks map[StackKind]Stack) Report
 	for _, v := range vectors {
 		var res []Result
 		var skipped []Skip
-		if memoryOnly(v) {
+		if memoryOnly(v) && v.Invalid != "" {
+			skipped = []Skip{{ID: v.ID, Reason: v.Invalid}}
+		} else if memoryOnly(v) {
 			res, skipped = evaluateMemoryCases(v, stacks)
 			used[Megatron] = true
 		} else if r, err := v.run(cat, stacks); err != nil {
