@@ -348,17 +348,23 @@ func (v Vector) zeroOf(st StackKind) int {
 	if z := v.Training.ZeROStage.Int(-1); z >= 0 {
 		return z
 	}
-	if st == FSDP {
-		return 3
-	}
-	t := strings.ToLower(v.Training.Optimizer)
+	// FSDP's sharding strategy and ZeRO named in text come before the
+	// FSDP default: a run that shards gradients and optimizer state but
+	// not parameters is ZeRO-2, whatever stack drives it.
+	t := normaliseName(v.Parallel.FSDP + " " + v.Training.Optimizer)
 	switch {
-	case strings.Contains(t, "zero-3") || strings.Contains(t, "zero3"):
-		return 3
-	case strings.Contains(t, "zero-2") || strings.Contains(t, "zero2"):
+	case strings.Contains(t, "shard-grad-op") || strings.Contains(t, "zero-2") || strings.Contains(t, "zero2"):
 		return 2
-	case strings.Contains(t, "zero-1") || strings.Contains(t, "zero1") || strings.Contains(t, "distributed optimizer"):
+	case strings.Contains(t, "no-shard"):
+		return 0
+	case strings.Contains(t, "full-shard") || strings.Contains(t, "hybrid-shard") ||
+		strings.Contains(t, "zero-3") || strings.Contains(t, "zero3"):
+		return 3
+	case strings.Contains(t, "zero-1") || strings.Contains(t, "zero1") || strings.Contains(t, "distributed-optimizer") ||
+		(v.Parallel.DistributedOptimizer != nil && *v.Parallel.DistributedOptimizer):
 		return 1
+	case st == FSDP:
+		return 3
 	}
 	return 0
 }
