@@ -86,7 +86,7 @@ func TestFittedConstants(t *testing.T) {
 		}
 	}
 	for _, r := range res {
-		t.Logf("%s: %d figures, mean abs error %.2f%%", r.Stack, r.Figures, 100*r.MeanAbsError)
+		t.Logf("%+v", r)
 	}
 }
 

@@ -17,7 +17,8 @@ const (
 
 // Stack is what a training stack does, as the planner models it. The two
 // efficiencies are the only numbers fitted to measurements (on the dev
-// vectors, by Fit); everything else is read from the stack's source.
+// vectors, by Fit, one pair shared by every stack); everything else is
+// read from the stack's source.
 type Stack struct {
 	Kind StackKind
 	// ComputeEfficiency is the fraction of the GPU's dense tensor-core peak
@@ -62,26 +63,26 @@ func (s Stack) String() string {
 		s.Kind, s.ComputeEfficiency, s.NetworkEfficiency, strings.Join(s.FittedOn, ","))
 }
 
-// Fitted stack efficiencies. These are the output of Fit on
-// shared/data/planner/dev-vectors.json; TestFittedConstants re-runs the fit
-// and fails when they drift from it. Regenerate with
+// The fitted efficiencies, one pair shared by every stack. These are the
+// output of Fit on shared/data/planner/dev-vectors.json; TestFittedConstants
+// re-runs the fit and fails when they drift from it. Regenerate with
 // `gangway plan --fit dev-vectors.json`.
 const (
-	megatronCompute  = 0.707
-	megatronNetwork  = 0.899
-	deepspeedCompute = 0.623
-	fsdpCompute      = 0.580
-	fsdpNetwork      = 0.228
+	fittedCompute = 0.707
+	fittedNetwork = 0.549
 )
 
-// DefaultStacks returns the stacks with their fitted efficiencies.
+// fittedOn is the dev vectors the shared efficiencies were fitted on.
+var fittedOn = []string{"D1", "D10", "D2", "D3", "D4", "D5", "D7", "D8", "D9"}
+
+// DefaultStacks returns the stacks with the fitted efficiencies.
 func DefaultStacks() map[StackKind]Stack {
 	return map[StackKind]Stack{
 		Megatron: {
 			Kind:              Megatron,
-			ComputeEfficiency: megatronCompute,
-			NetworkEfficiency: megatronNetwork,
-			FittedOn:          []string{"D1", "D2", "D3", "D4", "D5", "D7"},
+			ComputeEfficiency: fittedCompute,
+			NetworkEfficiency: fittedNetwork,
+			FittedOn:          fittedOn,
 			MainGradBytes:     4,
 			GradReduceBytes:   4,
 			FlashAttention:    true,
@@ -89,12 +90,9 @@ func DefaultStacks() map[StackKind]Stack {
 		},
 		DeepSpeed: {
 			Kind:              DeepSpeed,
-			ComputeEfficiency: deepspeedCompute,
-			// DeepSpeed's pipeline engine drives NCCL the way Megatron does;
-			// one dev vector cannot pin two parameters, so it shares
-			// Megatron's network efficiency.
-			NetworkEfficiency: megatronNetwork,
-			FittedOn:          []string{"D8"},
+			ComputeEfficiency: fittedCompute,
+			NetworkEfficiency: fittedNetwork,
+			FittedOn:          fittedOn,
 			MainGradBytes:     4,
 			GradReduceBytes:   4,
 			FlashAttention:    true,
@@ -102,9 +100,9 @@ func DefaultStacks() map[StackKind]Stack {
 		},
 		FSDP: {
 			Kind:              FSDP,
-			ComputeEfficiency: fsdpCompute,
-			NetworkEfficiency: fsdpNetwork,
-			FittedOn:          []string{"D10", "D9"},
+			ComputeEfficiency: fittedCompute,
+			NetworkEfficiency: fittedNetwork,
+			FittedOn:          fittedOn,
 			MainGradBytes:     4,
 			GradReduceBytes:   2,
 			FlashAttention:    true,

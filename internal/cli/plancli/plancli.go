@@ -36,7 +36,7 @@ const usage = `usage:
       predict every vector of a file and compare with its measurement;
       --cross-validate: leave-one-out (fit on all vectors but one, predict it)
   gangway plan --fit VECTORS.json [-o json|table]
-      fit the stacks' efficiencies to development vectors
+      fit the efficiencies every stack shares to development vectors
   gangway plan serve --model M --gpu G --precision bf16|fp8|int8|int4 [flags]
       weights memory, KV-cache capacity and minimum TP for inference
 
@@ -441,7 +441,8 @@ func runFit(ctx context.Context, path string, cat *planner.Catalog, output cmdki
 		return writeAs(w, output, res)
 	}
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %d figures, mean absolute error %.2f%%\n", r.Stack, r.Figures, 100*r.MeanAbsError)
+		fmt.Fprintf(w, "every stack: compute_efficiency=%.3f network_efficiency=%.3f, fitted on %s: %d figures, mean absolute error %.2f%%\n",
+			r.ComputeEfficiency, r.NetworkEfficiency, strings.Join(r.FittedOn, ","), r.Figures, 100*r.MeanAbsError)
 	}
 	return nil
 }
