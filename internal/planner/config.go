@@ -63,10 +63,39 @@ type Config struct {
 	// states (Megatron's distributed optimizer), 2 + gradients, 3 +
 	// parameters (FSDP FULL_SHARD).
 	ZeRO int `json:"zero"`
+	// CP is the context-parallel degree: each sequence is split over CP
+	// GPUs, which exchange attention's keys and values by ring
+	// send/receive (0 or 1: none). Gradients are reduced, and ZeRO
+	// shards, over DP·CP.
+	CP int `json:"cp,omitempty"`
+	// Uneven pipeline splits (Megatron-LM): explicit transformer layers
+	// on the first and last stage (0: from the even split), and the
+	// embedding / loss counted as one layer of the first / last stage
+	// (account_for_embedding_in_pipeline_split,
+	// account_for_loss_in_pipeline_split).
+	FirstStageLayers int  `json:"first_stage_layers,omitempty"`
+	LastStageLayers  int  `json:"last_stage_layers,omitempty"`
+	EmbeddingInSplit bool `json:"embedding_in_split,omitempty"`
+	LossInSplit      bool `json:"loss_in_split,omitempty"`
 }
 
-// GPUs is TP·PP·DP.
-func (c Config) GPUs() int { return c.TP * c.PP * c.DP }
+// GPUs is TP·PP·DP·CP.
+func (c Config) GPUs() int { return c.TP * c.PP * c.DP * c.cp() }
+
+func (c Config) cp() int {
+	if c.CP < 1 {
+		return 1
+	}
+	return c.CP
+}
+
+// dpGroup is the gradient-reduction (and ZeRO sharding) group: DP·CP.
+func (c Config) dpGroup() int { return c.DP * c.cp() }
+
+// uneven reports whether the pipeline split is set explicitly.
+func (c Config) uneven() bool {
+	return c.FirstStageLayers > 0 || c.LastStageLayers > 0 || c.EmbeddingInSplit || c.LossInSplit
+}
 
 func (c Config) vp() int {
 	if c.VP < 1 {
@@ -80,8 +109,15 @@ func (c Config) String() string {
 	if c.SP {
 		sp = "+sp"
 	}
-	return fmt.Sprintf("tp=%d%s pp=%d vp=%d dp=%d mbs=%d recompute=%s zero=%d",
+	s := fmt.Sprintf("tp=%d%s pp=%d vp=%d dp=%d mbs=%d recompute=%s zero=%d",
 		c.TP, sp, c.PP, c.vp(), c.DP, c.MicroBatch, c.Recompute, c.ZeRO)
+	if c.cp() > 1 {
+		s += fmt.Sprintf(" cp=%d", c.CP)
+	}
+	if c.uneven() {
+		s += fmt.Sprintf(" split(first=%d last=%d emb=%v loss=%v)", c.FirstStageLayers, c.LastStageLayers, c.EmbeddingInSplit, c.LossInSplit)
+	}
+	return s
 }
 
 // Job is what is being planned: a model trained on a cluster with a stack.
@@ -123,6 +159,9 @@ func (j Job) overlapDP() bool {
 	}
 	return j.Stack.OverlapDP
 }
+
+// localSeq is the tokens of one sequence on one GPU: Seq/CP.
+func (j Job) localSeq(c Config) int { return max(j.Seq/c.cp(), 1) }
 
 // microBatches is the number of micro-batches per pipeline per step, or 0
 // when the global batch is not given.

@@ -176,7 +176,11 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"valid", Config{TP: 8, PP: 4, VP: 2, DP: 2, MicroBatch: 1}, true},
 		{"tp does not divide heads", Config{TP: 3, PP: 1, DP: 1, MicroBatch: 1}, false},
-		{"interleave needs divisible layers", Config{TP: 8, PP: 4, VP: 3, DP: 2, MicroBatch: 1}, false},
+		{"interleave need not divide the layers", Config{TP: 8, PP: 4, VP: 3, DP: 2, MicroBatch: 1}, true},
+		{"context parallel", Config{TP: 8, PP: 1, DP: 2, CP: 4, MicroBatch: 1}, true},
+		{"cp must divide the sequence", Config{TP: 8, PP: 1, DP: 2, CP: 3, MicroBatch: 1}, false},
+		{"explicit split", Config{TP: 8, PP: 4, DP: 2, MicroBatch: 1, FirstStageLayers: 17, LastStageLayers: 15}, true},
+		{"split over the layers", Config{TP: 8, PP: 4, DP: 2, MicroBatch: 1, FirstStageLayers: 50, LastStageLayers: 40}, false},
 		{"batch not divisible", Config{TP: 8, PP: 1, DP: 3, MicroBatch: 1}, false},
 		{"zero micro-batch", Config{TP: 8, PP: 1, DP: 8, MicroBatch: 0}, false},
 		{"more stages than layers", Config{TP: 1, PP: 81, DP: 1, MicroBatch: 1}, false},
@@ -187,5 +191,58 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// Uneven pipeline splits: Megatron's embedding/loss accounting and
+// explicit first/last stage layer counts; the remaining stages share the
+// rest, the fullest setting the pace.
+func TestStageLayersUneven(t *testing.T) {
+	j := testJob(t, "llama3-70b", "H100", 64, Megatron) // 80 layers
+	for _, tt := range []struct {
+		name string
+		c    Config
+		want stageLayout
+	}{
+		{"even", Config{PP: 4}, stageLayout{first: 20, last: 20, middle: 20, most: 20}},
+		{"embedding and loss as layers", Config{PP: 6, EmbeddingInSplit: true, LossInSplit: true},
+			stageLayout{first: 13, last: 13, middle: 14, most: 14}}, // 82 units / 6 → 14 each
+		{"loss only", Config{PP: 3, LossInSplit: true}, stageLayout{first: 27, last: 26, middle: 27, most: 27}},
+		{"explicit first and last", Config{PP: 4, FirstStageLayers: 18, LastStageLayers: 16},
+			stageLayout{first: 18, last: 16, middle: 23, most: 23}},
+		{"explicit first only", Config{PP: 4, FirstStageLayers: 11}, stageLayout{first: 11, last: 23, middle: 23, most: 23}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.c
+			c.TP, c.DP, c.MicroBatch = 1, 1, 1
+			if got := stageLayers(j, c); got != tt.want {
+				t.Errorf("stageLayers = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Context parallelism divides a layer's per-GPU work and activations by
+// cp and adds only the K/V exchange the attention core does not hide.
+func TestContextParallel(t *testing.T) {
+	j := testJob(t, "llama3-70b", "H100", 64, Megatron)
+	j.Seq = 32768
+	base := Config{TP: 8, PP: 1, DP: 1, MicroBatch: 1, Recompute: RecomputeSelective, SP: true}
+	withCP := base
+	withCP.CP = 4
+	a, b := costOfLayer(j, base), costOfLayer(j, withCP)
+	if r := a.fwdCompute / b.fwdCompute; math.Abs(r-4) > 1e-9 {
+		t.Errorf("compute ratio %.3f, want 4", r)
+	}
+	if b.cpFwd < 0 || b.cpFwd > b.fwdCompute {
+		t.Errorf("exposed K/V exchange %.3g s of a %.3g s layer", b.cpFwd, b.fwdCompute)
+	}
+	ma := ActivationBytesPerLayer(j.Model, 1, j.localSeq(base), 8, true, false, true, RecomputeSelective)
+	mb := ActivationBytesPerLayer(j.Model, 1, j.localSeq(withCP), 8, true, false, true, RecomputeSelective)
+	if r := ma / mb; math.Abs(r-4) > 0.01 {
+		t.Errorf("activation ratio %.3f, want 4", r)
+	}
+	if got := withCP.GPUs(); got != 32 {
+		t.Errorf("GPUs() = %d, want 32", got)
 	}
 }

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -66,8 +67,11 @@ type Report struct {
 	AllWithinTolerance bool    `json:"all_within_tolerance"`
 	// Stacks are the stacks and fitted efficiencies the predictions used.
 	Stacks []string `json:"stacks"`
-	// Skipped lists vectors or figures that could not be evaluated, and why.
-	Skipped []string `json:"skipped,omitempty"`
+	// Evaluated counts the vectors with at least one row.
+	Evaluated int `json:"evaluated"`
+	// NotEvaluated lists every vector, or figure of one, that could not be
+	// evaluated, and why; nothing is skipped silently.
+	NotEvaluated []Skip `json:"not_evaluated"`
 }
 
 // vectorRun is a vector made ready to predict.
@@ -80,6 +84,9 @@ type vectorRun struct {
 
 // run turns a vector into a job and layout.
 func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error) {
+	if v.Invalid != "" {
+		return vectorRun{}, errors.New(v.Invalid)
+	}
 	kind, err := v.inferStack()
 	if err != nil {
 		return vectorRun{}, err
@@ -110,9 +117,12 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	j := Job{Model: m, Cluster: cl, Stack: st, Seq: v.Model.Seq, GlobalBatch: v.Training.GBS.Int(0),
 		Precision: precisionOf(v.Training.Precision), OverlapDP: v.Training.DPOverlap}
 	c := Config{TP: max(v.Parallel.TP, 1), PP: max(v.Parallel.PP, 1), VP: max(v.Parallel.VP, 1),
-		DP: max(v.Parallel.DP, 1), MicroBatch: v.Training.MBS.Int(1), ZeRO: v.zeroOf(kind)}
-	if c.DP == 1 && cl.GPUs > c.TP*c.PP {
-		c.DP = cl.GPUs / (c.TP * c.PP)
+		DP: max(v.Parallel.DP, 1), MicroBatch: v.Training.MBS.Int(1), ZeRO: v.zeroOf(kind),
+		CP: max(v.Parallel.CP, 1), FirstStageLayers: v.Parallel.FirstStageLayers, LastStageLayers: v.Parallel.LastStageLayers,
+		EmbeddingInSplit: v.Parallel.AccountForEmbedding != nil && *v.Parallel.AccountForEmbedding,
+		LossInSplit:      v.Parallel.AccountForLoss != nil && *v.Parallel.AccountForLoss}
+	if mp := c.TP * c.PP * c.cp(); c.DP == 1 && cl.GPUs > mp {
+		c.DP = cl.GPUs / mp
 	}
 	fused := v.fusedAttention(kind, gpu)
 	j.FlashAttention = &fused
@@ -272,27 +282,31 @@ func relErr(pred, meas float64) float64 { return (pred - meas) / meas }
 
 // Evaluate predicts every figure each vector checks and compares it with
 // the measurement. Vectors or figures it cannot interpret are listed in
-// Report.Skipped rather than failing the whole file.
+// Report.NotEvaluated with the reason rather than failing the whole file.
 func Evaluate(vectors []Vector, cat *Catalog, stacks map[StackKind]Stack) Report {
-	rep := Report{AllWithinTolerance: true}
+	rep := Report{AllWithinTolerance: true, NotEvaluated: []Skip{}}
 	used := map[StackKind]bool{}
 	for _, v := range vectors {
-		if len(v.Cases) > 0 && v.Cases[0].Cfg != nil {
-			res, skipped := evaluateMemoryCases(v, stacks)
-			rep.Vectors = append(rep.Vectors, res...)
-			rep.Skipped = append(rep.Skipped, skipped...)
+		var res []Result
+		var skipped []Skip
+		if memoryOnly(v) && v.Invalid != "" {
+			skipped = []Skip{{ID: v.ID, Reason: v.Invalid}}
+		} else if memoryOnly(v) {
+			res, skipped = evaluateMemoryCases(v, stacks)
 			used[Megatron] = true
-			continue
+		} else if r, err := v.run(cat, stacks); err != nil {
+			skipped = []Skip{{ID: v.ID, Reason: err.Error()}}
+		} else {
+			used[r.job.Stack.Kind] = true
+			res, skipped = evaluateRun(v, r)
 		}
-		r, err := v.run(cat, stacks)
-		if err != nil {
-			rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: %v", v.ID, err))
-			continue
+		if len(res) > 0 {
+			rep.Evaluated++
+		} else if len(skipped) == 0 {
+			skipped = []Skip{{ID: v.ID, Reason: "no figure to check"}}
 		}
-		used[r.job.Stack.Kind] = true
-		res, skipped := evaluateRun(v, r)
 		rep.Vectors = append(rep.Vectors, res...)
-		rep.Skipped = append(rep.Skipped, skipped...)
+		rep.NotEvaluated = append(rep.NotEvaluated, skipped...)
 	}
 	var n, nm int
 	for _, r := range rep.Vectors {
@@ -326,9 +340,9 @@ func Evaluate(vectors []Vector, cat *Catalog, stacks map[StackKind]Stack) Report
 
 func withinRel(err, tol float64) bool { return math.Abs(err) <= tol+1e-12 }
 
-func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
+func evaluateRun(v Vector, r vectorRun) ([]Result, []Skip) {
 	var out []Result
-	var skipped []string
+	var skipped []Skip
 	metric := v.Tolerance.Metric
 	if metric == "" {
 		metric = MetricTokensPerGPU
@@ -345,7 +359,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 			Config: c.String(), Stack: e.Stack, Bottleneck: e.Bottleneck}
 	}
 	if _, ok := predicted(Estimate{}, r.job, metric); !ok {
-		return nil, []string{fmt.Sprintf("%s: unknown tolerance metric %q", v.ID, metric)}
+		return nil, []Skip{{ID: v.ID, Reason: fmt.Sprintf("unknown tolerance metric %q", metric)}}
 	}
 	steps := map[string]float64{} // case recompute → predicted step
 	measuredSteps := map[string]float64{}
@@ -371,7 +385,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 			}
 			meas, ok := measuredConverted(metric, rc.job, e, cs.Measured)
 			if !ok {
-				skipped = append(skipped, fmt.Sprintf("%s %s: no measured %s", v.ID, name, metric))
+				skipped = append(skipped, Skip{ID: v.ID, Case: name, Reason: "no measured " + metric})
 				continue
 			}
 			out = append(out, row(name, c, e, meas))
@@ -381,7 +395,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 		steps[string(c.Recompute)] = e.StepSeconds
 		meas, ok := measuredConverted(metric, r.job, e, v.Measured, v.Derived)
 		if !ok {
-			skipped = append(skipped, fmt.Sprintf("%s: no measured %s", v.ID, metric))
+			skipped = append(skipped, Skip{ID: v.ID, Reason: "no measured " + metric})
 		} else {
 			out = append(out, row("", c, e, meas))
 		}
@@ -389,7 +403,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 			if res, ok := memoryRangeRow(v, c, e); ok {
 				out = append(out, res)
 			} else {
-				skipped = append(skipped, fmt.Sprintf("%s: cannot read memory tolerance %q", v.ID, v.Tolerance.Memory))
+				skipped = append(skipped, Skip{ID: v.ID, Case: "peak memory", Reason: fmt.Sprintf("cannot read memory tolerance %q", v.Tolerance.Memory)})
 			}
 		}
 	}
@@ -397,7 +411,7 @@ func evaluateRun(v Vector, r vectorRun) ([]Result, []string) {
 		if res, ok := speedupRow(v, steps); ok {
 			out = append(out, res)
 		} else {
-			skipped = append(skipped, fmt.Sprintf("%s: cannot check %q", v.ID, v.Tolerance.Also))
+			skipped = append(skipped, Skip{ID: v.ID, Reason: fmt.Sprintf("cannot check %q", v.Tolerance.Also)})
 		}
 	}
 	return out, skipped
@@ -463,9 +477,9 @@ func memoryRangeRow(v Vector, c Config, e Estimate) (Result, bool) {
 // evaluateMemoryCases checks Korthikanti et al. 2022 Fig. 1 cases: model
 // states of a stage of transformer layers (Megatron, 18 bytes/param), and
 // first-stage activations with TP only and with SP + selective recompute.
-func evaluateMemoryCases(v Vector, stacks map[StackKind]Stack) ([]Result, []string) {
+func evaluateMemoryCases(v Vector, stacks map[StackKind]Stack) ([]Result, []Skip) {
 	var out []Result
-	var skipped []string
+	var skipped []Skip
 	actTol, stTol := v.Tolerance.ActRel, v.Tolerance.StatesRel
 	if actTol <= 0 {
 		actTol = 0.03
@@ -486,11 +500,11 @@ func evaluateMemoryCases(v Vector, stacks map[StackKind]Stack) ([]Result, []stri
 		j := Job{Model: m, Stack: stacks[Megatron], Seq: cs.Cfg.Seq, FlashAttention: &off}
 		c := Config{TP: max(cs.TP, 1), PP: max(cs.PP, 1), VP: max(cs.VP, 1), DP: 1, MicroBatch: max(cs.MBS, 1)}
 		if err := m.Validate(); err != nil {
-			skipped = append(skipped, fmt.Sprintf("%s %s: %v", v.ID, name, err))
+			skipped = append(skipped, Skip{ID: v.ID, Case: name, Reason: err.Error()})
 			continue
 		}
 		if err := c.Validate(j); err != nil || j.Seq <= 0 {
-			skipped = append(skipped, fmt.Sprintf("%s %s: layout %s or seq %d unusable: %v", v.ID, name, c, j.Seq, err))
+			skipped = append(skipped, Skip{ID: v.ID, Case: name, Reason: fmt.Sprintf("layout %s or seq %d unusable: %v", c, j.Seq, err)})
 			continue
 		}
 		add := func(metric string, pred, meas, tol float64, cfg Config) {

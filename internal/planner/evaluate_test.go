@@ -14,8 +14,8 @@ import (
 func TestDevVectors(t *testing.T) {
 	vs := devVectors(t)
 	rep := Evaluate(vs, DefaultCatalog(), DefaultStacks())
-	if len(rep.Skipped) > 0 {
-		t.Errorf("skipped: %v", rep.Skipped)
+	if len(rep.NotEvaluated) > 0 {
+		t.Errorf("not evaluated: %v", rep.NotEvaluated)
 	}
 	var b strings.Builder
 	for _, r := range rep.Vectors {
@@ -86,7 +86,7 @@ func TestFittedConstants(t *testing.T) {
 		}
 	}
 	for _, r := range res {
-		t.Logf("%s: %d figures, mean abs error %.2f%%", r.Stack, r.Figures, 100*r.MeanAbsError)
+		t.Logf("%+v", r)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestEvaluateConvertsMeasuredFigures(t *testing.T) {
 			v.Tolerance.Metric = tt.metric
 			rep := Evaluate([]Vector{v}, DefaultCatalog(), DefaultStacks())
 			if len(rep.Vectors) != 1 {
-				t.Fatalf("rows %+v, skipped %v", rep.Vectors, rep.Skipped)
+				t.Fatalf("rows %+v, not evaluated %v", rep.Vectors, rep.NotEvaluated)
 			}
 			// Same prediction, same relative error up to the inversion of
 			// step time.

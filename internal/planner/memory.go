@@ -134,6 +134,66 @@ type stageLayout struct {
 // partitioner (DeepSpeed), layers move off the last rank to make room for
 // the output layer, whose cost in layers is logitsInLayers (Megatron-Core's
 // uneven first/last stages do the same).
+// stageLayers is the job's split: the explicit first/last stage counts
+// and Megatron's embedding/loss accounting when the layout sets them (the
+// other stages share the remaining layers, rounded up: the fullest one
+// sets the pace), else layout's.
+func stageLayers(j Job, c Config) stageLayout {
+	L, p := j.Model.Layers, c.PP
+	if p <= 1 || !c.uneven() {
+		return layout(L, p, j.Stack.BalancedPipeline, logitsInLayers(j, c))
+	}
+	first, last := c.FirstStageLayers, c.LastStageLayers
+	if c.EmbeddingInSplit || c.LossInSplit {
+		units := L
+		if c.EmbeddingInSplit {
+			units++
+		}
+		if c.LossInSplit {
+			units++
+		}
+		per := (units + p - 1) / p
+		if first == 0 {
+			first = per
+			if c.EmbeddingInSplit {
+				first--
+			}
+		}
+		if last == 0 {
+			last = per
+			if c.LossInSplit {
+				last--
+			}
+		}
+	}
+	free := p
+	rest := L
+	if first > 0 {
+		free--
+		rest -= first
+	}
+	if last > 0 {
+		free--
+		rest -= last
+	}
+	per := 0
+	if free > 0 && rest > 0 {
+		per = (rest + free - 1) / free
+	}
+	if first == 0 {
+		first = per
+	}
+	if last == 0 {
+		last = per
+	}
+	l := stageLayout{first: first, last: last, most: max(first, last)}
+	if p > 2 {
+		l.middle = per
+		l.most = max(l.most, per)
+	}
+	return l
+}
+
 func layout(layers, p int, balanced bool, logitsInLayers float64) stageLayout {
 	if p <= 1 {
 		return stageLayout{first: layers, last: layers, most: layers}
@@ -222,8 +282,8 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	m := j.Model
 	t, p, v := c.TP, c.PP, c.vp()
 	tf := float64(t)
-	lay := layout(m.Layers, p, j.Stack.BalancedPipeline, logitsInLayers(j, c))
-	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.DP)
+	lay := stageLayers(j, c)
+	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.dpGroup())
 	layerP := float64(m.LayerParams()) / tf
 	embP := float64(m.EmbeddingParams()) / tf
 	outP := float64(m.OutputParams()) / tf
@@ -234,13 +294,14 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	nMicro := j.microBatches(c)
 	dropout := j.dropout()
 	flash := j.flash()
-	perLayer := ActivationBytesPerLayer(m, c.MicroBatch, j.Seq, t, c.SP, dropout, flash, c.Recompute)
+	seq := j.localSeq(c)
+	perLayer := ActivationBytesPerLayer(m, c.MicroBatch, seq, t, c.SP, dropout, flash, c.Recompute)
 	// A recomputed layer's full activations exist while its backward runs.
 	var working float64
 	if c.Recompute == RecomputeFull {
-		working = ActivationBytesPerLayer(m, c.MicroBatch, j.Seq, t, c.SP, dropout, flash, RecomputeNone)
+		working = ActivationBytesPerLayer(m, c.MicroBatch, seq, t, c.SP, dropout, flash, RecomputeNone)
 	}
-	logits := float64(c.MicroBatch) * float64(j.Seq) * float64(m.Vocab) / tf * (2 + 4) // 16-bit logits + fp32 softmax
+	logits := float64(c.MicroBatch) * float64(seq) * float64(m.Vocab) / tf * (2 + 4) // 16-bit logits + fp32 softmax
 
 	build := func(stage string, layers int, params float64, rank int, withLogits bool) MemoryBreakdown {
 		var mb MemoryBreakdown
@@ -279,11 +340,11 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 // embedding and output layer.
 func LayerStatesBytes(j Job, c Config) float64 {
 	m := j.Model
-	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.DP)
+	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.dpGroup())
 	if c.PP <= 1 {
 		return float64(m.Params()) / float64(c.TP) * (w + g + o)
 	}
-	lay := layout(m.Layers, c.PP, j.Stack.BalancedPipeline, logitsInLayers(j, c))
+	lay := stageLayers(j, c)
 	return float64(lay.most) * float64(m.LayerParams()) / float64(c.TP) * (w + g + o)
 }
 
@@ -293,7 +354,7 @@ func LayerStatesBytes(j Job, c Config) float64 {
 func FirstStageLayerActivationBytes(j Job, c Config) float64 {
 	m := j.Model
 	v := c.vp()
-	lay := layout(m.Layers, c.PP, j.Stack.BalancedPipeline, logitsInLayers(j, c))
-	perLayer := ActivationBytesPerLayer(m, c.MicroBatch, j.Seq, c.TP, c.SP, j.dropout(), j.flash(), c.Recompute)
+	lay := stageLayers(j, c)
+	perLayer := ActivationBytesPerLayer(m, c.MicroBatch, j.localSeq(c), c.TP, c.SP, j.dropout(), j.flash(), c.Recompute)
 	return perLayer * float64(lay.first) / float64(v) * float64(inFlightChunks(0, c.PP, v, j.microBatches(c)))
 }

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -18,7 +17,8 @@ const (
 
 // Stack is what a training stack does, as the planner models it. The two
 // efficiencies are the only numbers fitted to measurements (on the dev
-// vectors, by Fit); everything else is read from the stack's source.
+// vectors, by Fit, one pair shared by every stack); everything else is
+// read from the stack's source.
 type Stack struct {
 	Kind StackKind
 	// ComputeEfficiency is the fraction of the GPU's dense tensor-core peak
@@ -63,26 +63,26 @@ func (s Stack) String() string {
 		s.Kind, s.ComputeEfficiency, s.NetworkEfficiency, strings.Join(s.FittedOn, ","))
 }
 
-// Fitted stack efficiencies. These are the output of Fit on
-// shared/data/planner/dev-vectors.json; TestFittedConstants re-runs the fit
-// and fails when they drift from it. Regenerate with
+// The fitted efficiencies, one pair shared by every stack. These are the
+// output of Fit on shared/data/planner/dev-vectors.json; TestFittedConstants
+// re-runs the fit and fails when they drift from it. Regenerate with
 // `gangway plan --fit dev-vectors.json`.
 const (
-	megatronCompute  = 0.707
-	megatronNetwork  = 0.899
-	deepspeedCompute = 0.623
-	fsdpCompute      = 0.580
-	fsdpNetwork      = 0.228
+	fittedCompute = 0.707
+	fittedNetwork = 0.549
 )
 
-// DefaultStacks returns the stacks with their fitted efficiencies.
+// fittedOn is the dev vectors the shared efficiencies were fitted on.
+var fittedOn = []string{"D1", "D10", "D2", "D3", "D4", "D5", "D7", "D8", "D9"}
+
+// DefaultStacks returns the stacks with the fitted efficiencies.
 func DefaultStacks() map[StackKind]Stack {
 	return map[StackKind]Stack{
 		Megatron: {
 			Kind:              Megatron,
-			ComputeEfficiency: megatronCompute,
-			NetworkEfficiency: megatronNetwork,
-			FittedOn:          []string{"D1", "D2", "D3", "D4", "D5", "D7"},
+			ComputeEfficiency: fittedCompute,
+			NetworkEfficiency: fittedNetwork,
+			FittedOn:          fittedOn,
 			MainGradBytes:     4,
 			GradReduceBytes:   4,
 			FlashAttention:    true,
@@ -90,12 +90,9 @@ func DefaultStacks() map[StackKind]Stack {
 		},
 		DeepSpeed: {
 			Kind:              DeepSpeed,
-			ComputeEfficiency: deepspeedCompute,
-			// DeepSpeed's pipeline engine drives NCCL the way Megatron does;
-			// one dev vector cannot pin two parameters, so it shares
-			// Megatron's network efficiency.
-			NetworkEfficiency: megatronNetwork,
-			FittedOn:          []string{"D8"},
+			ComputeEfficiency: fittedCompute,
+			NetworkEfficiency: fittedNetwork,
+			FittedOn:          fittedOn,
 			MainGradBytes:     4,
 			GradReduceBytes:   4,
 			FlashAttention:    true,
@@ -103,9 +100,9 @@ func DefaultStacks() map[StackKind]Stack {
 		},
 		FSDP: {
 			Kind:              FSDP,
-			ComputeEfficiency: fsdpCompute,
-			NetworkEfficiency: fsdpNetwork,
-			FittedOn:          []string{"D10", "D9"},
+			ComputeEfficiency: fittedCompute,
+			NetworkEfficiency: fittedNetwork,
+			FittedOn:          fittedOn,
 			MainGradBytes:     4,
 			GradReduceBytes:   2,
 			FlashAttention:    true,
@@ -116,17 +113,66 @@ func DefaultStacks() map[StackKind]Stack {
 	}
 }
 
-// ParseStackKind accepts the stack names and common spellings.
+// stackNames is the stack vocabulary: each stack's name and the spellings
+// taken for it after normalising (lower case; spaces, '+', '_', '/' and
+// '&' become '-'). Megatron-DeepSpeed (Megatron-LM's model code driven by
+// DeepSpeed's ZeRO and pipeline engine) is the deepspeed stack.
+var stackNames = []struct {
+	kind    StackKind
+	aliases []string
+}{
+	{Megatron, []string{"megatron-lm", "megatron", "megatron-core", "mcore", "nemo", "nemo-megatron",
+		"nvidia-nemo", "megatron-lm-te", "megatron-lm-transformer-engine", "nemo-framework"}},
+	{DeepSpeed, []string{"deepspeed", "ds", "megatron-deepspeed", "deepspeed-megatron", "megatron-ds",
+		"deepspeed-zero", "bigscience-megatron-deepspeed"}},
+	{FSDP, []string{"pytorch-fsdp", "fsdp", "fsdp1", "fsdp2", "torch-fsdp", "pytorch-fsdp2", "llm-foundry",
+		"composer", "mosaicml-composer", "torchtitan", "pytorch-torchtitan"}},
+}
+
+// normaliseName lower-cases a free-text name and joins its words with '-'.
+func normaliseName(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.NewReplacer("+", " ", "_", " ", "/", " ", "&", " ", ",", " ", "(", " ", ")", " ").Replace(s)
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '-' }), "-")
+}
+
+// ParseStackKind reads a stack name through the vocabulary: an exact
+// alias ("Megatron-LM", "NeMo", "DeepSpeed + Megatron", "PyTorch FSDP",
+// "torchtitan"), else free text that names exactly one family (with
+// DeepSpeed and Megatron together meaning Megatron-DeepSpeed). Anything
+// else is an error giving the value and the accepted forms.
 func ParseStackKind(s string) (StackKind, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "megatron", "megatron-lm", "megatron_lm", "nemo":
+	n := normaliseName(s)
+	if n == "" {
 		return Megatron, nil
-	case "deepspeed", "megatron-deepspeed", "ds":
-		return DeepSpeed, nil
-	case "fsdp", "pytorch-fsdp", "torch-fsdp", "llm-foundry", "composer":
-		return FSDP, nil
 	}
-	known := []string{string(Megatron), string(DeepSpeed), string(FSDP)}
-	sort.Strings(known)
-	return "", fmt.Errorf("unknown stack %q (known: %s)", s, strings.Join(known, ", "))
+	for _, st := range stackNames {
+		for _, a := range st.aliases {
+			if n == a {
+				return st.kind, nil
+			}
+		}
+	}
+	has := func(w ...string) bool {
+		for _, x := range w {
+			if strings.Contains(n, x) {
+				return true
+			}
+		}
+		return false
+	}
+	switch ds, mg, fs := has("deepspeed"), has("megatron", "nemo", "mcore"), has("fsdp", "torchtitan", "llm-foundry", "composer"); {
+	case fs && !ds:
+		return FSDP, nil
+	case ds && !fs:
+		return DeepSpeed, nil
+	case mg && !fs:
+		return Megatron, nil
+	}
+	var forms []string
+	for _, st := range stackNames {
+		forms = append(forms, fmt.Sprintf("%s (%s)", st.kind, strings.Join(st.aliases, ", ")))
+	}
+	return "", fmt.Errorf("unknown stack %q; accepted: %s; case, spaces, '+' and '_' do not matter",
+		s, strings.Join(forms, "; "))
 }

@@ -28,6 +28,9 @@ type Vector struct {
 	Tolerance VectorTolerance `json:"tolerance"`
 	// Cases are variants of the run (D4) or separate memory cases (D6).
 	Cases []VectorCase `json:"cases"`
+	// Invalid says why the vector breaks the schema (fields outside it);
+	// such a vector is reported as not evaluated.
+	Invalid string `json:"-"`
 }
 
 // VectorHardware is the cluster a vector ran on.
@@ -73,14 +76,26 @@ type VectorTraining struct {
 
 // VectorParallel is a vector's layout.
 type VectorParallel struct {
-	TP         int    `json:"tp"`
-	PP         int    `json:"pp"`
-	DP         int    `json:"dp"`
-	VP         int    `json:"vp"`
-	SP         *bool  `json:"sp"`
-	ZeRO       Number `json:"zero"`
-	FSDP       string `json:"fsdp"`
-	PPSchedule string `json:"pp_schedule"`
+	TP int   `json:"tp"`
+	PP int   `json:"pp"`
+	DP int   `json:"dp"`
+	VP int   `json:"vp"`
+	SP *bool `json:"sp"`
+	// CP is the context-parallel degree (sequence split over cp GPUs).
+	CP   int    `json:"cp"`
+	ZeRO Number `json:"zero"`
+	// FSDP is the sharding strategy: FULL_SHARD, SHARD_GRAD_OP,
+	// HYBRID_SHARD, NO_SHARD (or "zero-2"-like text).
+	FSDP                 string `json:"fsdp"`
+	DistributedOptimizer *bool  `json:"distributed_optimizer"`
+	PPSchedule           string `json:"pp_schedule"`
+	// Uneven pipeline splits (Megatron-LM): the embedding and/or the loss
+	// counted as a layer of the first/last stage, or explicit layer
+	// counts of the first and last stage.
+	AccountForEmbedding *bool `json:"account_for_embedding_in_pipeline_split"`
+	AccountForLoss      *bool `json:"account_for_loss_in_pipeline_split"`
+	FirstStageLayers    int   `json:"first_stage_layers"`
+	LastStageLayers     int   `json:"last_stage_layers"`
 }
 
 // VectorTolerance says which figure a vector checks and how closely.
@@ -181,9 +196,12 @@ func (n Number) Int(def int) int {
 	return int(n.Value)
 }
 
-// ParseVectors decodes a vector file: a JSON array of vectors. Unknown
-// fields are allowed (the format grows); malformed JSON or a wrongly typed
-// field is an error naming the vector and byte offset.
+// ParseVectors decodes a vector file: a JSON array of vectors. Malformed
+// JSON or a wrongly typed field is an error naming the entry and position.
+// Field aliases (Megatron-LM's argument names, schema.go) are renamed; a
+// vector with fields outside the schema is returned with Invalid naming
+// them, and is reported as not evaluated, so one bad vector does not hide
+// the rest of the file.
 func ParseVectors(data []byte) ([]Vector, error) {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
@@ -191,9 +209,8 @@ func ParseVectors(data []byte) ([]Vector, error) {
 	}
 	out := make([]Vector, 0, len(raws))
 	for i, r := range raws {
-		var v Vector
-		d := json.NewDecoder(bytes.NewReader(r))
-		if err := d.Decode(&v); err != nil {
+		v, err := decodeVector(r)
+		if err != nil {
 			return nil, fmt.Errorf("vectors: entry %d: %w", i, err)
 		}
 		if v.ID == "" {
@@ -250,14 +267,18 @@ func nicBitsPerGPU(text string, gpusPerNode int) float64 {
 // TP/PP, DeepSpeed when the text names DeepSpeed, ZeRO or BigScience, and
 // Megatron-LM for the rest.
 func (v Vector) inferStack() (StackKind, error) {
-	for _, s := range []string{v.Stack, v.Training.Stack} {
-		if s != "" {
-			return ParseStackKind(s)
+	for _, f := range []struct{ name, value string }{{"stack", v.Stack}, {"training.stack", v.Training.Stack}} {
+		if f.value != "" {
+			k, err := ParseStackKind(f.value)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", f.name, err)
+			}
+			return k, nil
 		}
 	}
 	text := strings.ToLower(v.Source + " " + v.Training.Optimizer + " " + v.Parallel.FSDP)
 	switch {
-	case v.Parallel.FSDP != "" || strings.Contains(text, "fsdp") || strings.Contains(text, "llm-foundry") ||
+	case v.Parallel.FSDP != "" || strings.Contains(text, "fsdp") || strings.Contains(text, "llm-foundry") || strings.Contains(text, "torchtitan") ||
 		(v.Parallel.ZeRO.Int(0) == 3 && v.Parallel.TP <= 1 && v.Parallel.PP <= 1):
 		return FSDP, nil
 	case strings.Contains(text, "deepspeed") || strings.Contains(text, "bigscience") ||
@@ -327,17 +348,23 @@ func (v Vector) zeroOf(st StackKind) int {
 	if z := v.Training.ZeROStage.Int(-1); z >= 0 {
 		return z
 	}
-	if st == FSDP {
-		return 3
-	}
-	t := strings.ToLower(v.Training.Optimizer)
+	// FSDP's sharding strategy and ZeRO named in text come before the
+	// FSDP default: a run that shards gradients and optimizer state but
+	// not parameters is ZeRO-2, whatever stack drives it.
+	t := normaliseName(v.Parallel.FSDP + " " + v.Training.Optimizer)
 	switch {
-	case strings.Contains(t, "zero-3") || strings.Contains(t, "zero3"):
-		return 3
-	case strings.Contains(t, "zero-2") || strings.Contains(t, "zero2"):
+	case strings.Contains(t, "shard-grad-op") || strings.Contains(t, "zero-2") || strings.Contains(t, "zero2"):
 		return 2
-	case strings.Contains(t, "zero-1") || strings.Contains(t, "zero1") || strings.Contains(t, "distributed optimizer"):
+	case strings.Contains(t, "no-shard"):
+		return 0
+	case strings.Contains(t, "full-shard") || strings.Contains(t, "hybrid-shard") ||
+		strings.Contains(t, "zero-3") || strings.Contains(t, "zero3"):
+		return 3
+	case strings.Contains(t, "zero-1") || strings.Contains(t, "zero1") || strings.Contains(t, "distributed-optimizer") ||
+		(v.Parallel.DistributedOptimizer != nil && *v.Parallel.DistributedOptimizer):
 		return 1
+	case st == FSDP:
+		return 3
 	}
 	return 0
 }

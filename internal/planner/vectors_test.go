@@ -124,6 +124,7 @@ func FuzzParseVectors(f *testing.F) {
 	f.Add([]byte(`[{"id":"x","hardware":{"gpu":"H100","count":8,"gpus_per_node":8},"model":{"layers":2,"hidden":64,"heads":4,"ffn":256,"vocab":100,"seq":128},"training":{"gbs":8,"mbs":1,"recompute":"none"},"parallel":{"tp":2,"pp":2,"dp":2},"measured":{"step_s":1},"tolerance":{"metric":"step_s","rel":0.1}}]`))
 	f.Add([]byte(`[{"id":"m","cases":[{"model":"x","cfg":{"layers":2,"hidden":64,"heads":4,"ffn":256,"vocab":100,"seq":128},"tp":2,"pp":1,"vp":1,"mbs":1,"params_opt_GiB":1,"act_none_GiB":1,"act_seqsel_GiB":1}]}]`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"id":"u","stack":"DeepSpeed + Megatron","model":{"num_layers":4,"hidden_size":64,"num_attention_heads":4,"ffn":256,"vocab":100,"seq":128,"bogus":1},"parallel":{"context_parallel_size":2,"decoder_first_pipeline_num_layers":1,"pp":2},"hardware":{"gpu":"H100","count":16}}]`))
 	f.Add([]byte(`[{"training":{"mbs":"unknown (assume 2)"}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		vs, err := ParseVectors(data)

@@ -32,10 +32,11 @@ const usage = `usage:
       search TP/PP/VP/DP, micro-batch, recomputation and ZeRO stage
   gangway plan --model M --gpus N --gpu G --seq S --global-batch B --tp T --pp P [--dp D]
       check an explicit layout
-  gangway plan --evaluate VECTORS.json [-o json|table] [--strict]
-      predict every vector of a file and compare with its measurement
+  gangway plan --evaluate VECTORS.json [--cross-validate] [-o json|table] [--strict]
+      predict every vector of a file and compare with its measurement;
+      --cross-validate: leave-one-out (fit on all vectors but one, predict it)
   gangway plan --fit VECTORS.json [-o json|table]
-      fit the stacks' efficiencies to development vectors
+      fit the efficiencies every stack shares to development vectors
   gangway plan serve --model M --gpu G --precision bf16|fp8|int8|int4 [flags]
       weights memory, KV-cache capacity and minimum TP for inference
 
@@ -151,7 +152,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		gpus, seq, gbs, top          int
 		perNode, domain              int
 		tp, pp, dp                   int
-		strict                       bool
+		strict, crossValidate        bool
 	)
 	fs.StringVar(&model, "model", "", "model name from the catalog (e.g. llama3-70b)")
 	fs.StringVar(&gpu, "gpu", "", "GPU name from the catalog (e.g. H100)")
@@ -169,6 +170,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&evaluate, "evaluate", "", "evaluate a vector file (shared/data/planner format)")
 	fs.StringVar(&fit, "fit", "", "fit stack efficiencies to a development vector file")
 	fs.BoolVar(&strict, "strict", false, "with --evaluate: exit 1 when a vector is outside its tolerance")
+	fs.BoolVar(&crossValidate, "cross-validate", false, "with --evaluate: leave-one-out error beside the in-sample one")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -178,6 +180,12 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cat, err := c.loadCatalog()
 	if err != nil {
 		return err
+	}
+	if crossValidate && evaluate == "" {
+		return usagef("--cross-validate needs --evaluate FILE")
+	}
+	if crossValidate {
+		return runCrossValidate(ctx, evaluate, cat, c.output, stdout)
 	}
 	if evaluate != "" {
 		return runEvaluate(ctx, evaluate, cat, c.output, strict, stdout)
@@ -371,8 +379,54 @@ func writeEvaluationTable(w io.Writer, rep planner.Report) error {
 	for _, s := range rep.Stacks {
 		fmt.Fprintf(w, "stack: %s\n", s)
 	}
-	for _, s := range rep.Skipped {
-		fmt.Fprintf(w, "skipped: %s\n", s)
+	fmt.Fprintf(w, "vectors evaluated: %d, not evaluated: %d\n", rep.Evaluated, notEvaluatedVectors(rep.NotEvaluated, rep.Vectors))
+	for _, s := range rep.NotEvaluated {
+		fmt.Fprintf(w, "not evaluated: %s\n", s)
+	}
+	return nil
+}
+
+// notEvaluatedVectors counts the vectors named in skips that have no row
+// at all.
+func notEvaluatedVectors(skips []planner.Skip, rows []planner.Result) int {
+	has := map[string]bool{}
+	for _, r := range rows {
+		has[r.ID] = true
+	}
+	seen := map[string]bool{}
+	n := 0
+	for _, s := range skips {
+		if !has[s.ID] && !seen[s.ID] {
+			seen[s.ID] = true
+			n++
+		}
+	}
+	return n
+}
+
+func runCrossValidate(ctx context.Context, path string, cat *planner.Catalog, output cmdkit.Format, w io.Writer) error {
+	vs, err := readVectors(path)
+	if err != nil {
+		return err
+	}
+	cv := planner.CrossValidate(vs, cat, planner.DefaultStacks())
+	if output != cmdkit.Table {
+		return writeAs(w, output, cv)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCASE\tMETRIC\tMEASURED\tIN-SAMPLE\tERROR\tLEAVE-ONE-OUT\tERROR")
+	for _, r := range cv.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.4g\t%.4g\t%+.1f%%\t%.4g\t%+.1f%%\n",
+			r.ID, r.Case, r.Metric, r.Measured, r.InSample, 100*r.InError, r.HeldOut, 100*r.HeldError)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nmean absolute error over %d figures: in-sample %.2f%%, leave-one-out %.2f%% (max %.2f%%)\n",
+		len(cv.Rows), 100*cv.InSampleMeanAbsError, 100*cv.LOOMeanAbsError, 100*cv.LOOMaxAbsError)
+	fmt.Fprintf(w, "not evaluated: %d\n", len(cv.NotEvaluated))
+	for _, s := range cv.NotEvaluated {
+		fmt.Fprintf(w, "not evaluated: %s\n", s)
 	}
 	return nil
 }
@@ -387,7 +441,8 @@ func runFit(ctx context.Context, path string, cat *planner.Catalog, output cmdki
 		return writeAs(w, output, res)
 	}
 	for _, r := range res {
-		fmt.Fprintf(w, "%s: %d figures, mean absolute error %.2f%%\n", r.Stack, r.Figures, 100*r.MeanAbsError)
+		fmt.Fprintf(w, "every stack: compute_efficiency=%.3f network_efficiency=%.3f, fitted on %s: %d figures, mean absolute error %.2f%%\n",
+			r.ComputeEfficiency, r.NetworkEfficiency, strings.Join(r.FittedOn, ","), r.Figures, 100*r.MeanAbsError)
 	}
 	return nil
 }

@@ -242,13 +242,12 @@ func TestFit(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var res []planner.FitResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 3 {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 {
 		t.Fatalf("fit output %v: %s", err, out)
 	}
-	for _, r := range res {
-		want := planner.DefaultStacks()[r.Stack.Kind]
-		if r.Stack.ComputeEfficiency != want.ComputeEfficiency || r.Stack.NetworkEfficiency != want.NetworkEfficiency {
-			t.Errorf("%s: fit %v/%v, built-in %v/%v", r.Stack.Kind, r.Stack.ComputeEfficiency, r.Stack.NetworkEfficiency,
+	for kind, want := range planner.DefaultStacks() {
+		if res[0].ComputeEfficiency != want.ComputeEfficiency || res[0].NetworkEfficiency != want.NetworkEfficiency {
+			t.Errorf("%s: fit %v/%v, built-in %v/%v", kind, res[0].ComputeEfficiency, res[0].NetworkEfficiency,
 				want.ComputeEfficiency, want.NetworkEfficiency)
 		}
 	}
@@ -365,5 +364,23 @@ func TestSearchYAML(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\s+tp: [0-9]+$`).MatchString(out) {
 		t.Errorf("tp is not written as an integer:\n%s", out)
+	}
+}
+
+func TestCrossValidate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("refits once per vector")
+	}
+	code, out, stderr := run(t, "--evaluate", devVectorsPath(t), "--cross-validate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"LEAVE-ONE-OUT", "in-sample", "leave-one-out", "not evaluated: D6: memory-only"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, _ := run(t, "--cross-validate"); code != 2 {
+		t.Errorf("--cross-validate alone: exit %d, want 2", code)
 	}
 }
