@@ -177,8 +177,18 @@ func decodeVector(raw []byte) (Vector, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return Vector{}, err
 	}
-	if len(unknown) > 0 {
-		v.Invalid = unknownFieldsError(unknown).Error()
+	// A field the model does not read inside a section it computes from
+	// (hardware, model, training, parallel, cases) could change the
+	// answer: the vector is not evaluated. One beside them (a note, a
+	// date, a link) is metadata, and does not stop it.
+	var inSection []string
+	for _, u := range unknown {
+		if strings.ContainsAny(u, ".[") {
+			inSection = append(inSection, u)
+		}
+	}
+	if len(inSection) > 0 {
+		v.Invalid = unknownFieldsError(inSection).Error()
 	}
 	return v, nil
 }

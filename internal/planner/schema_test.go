@@ -45,7 +45,8 @@ func TestVectorSchema(t *testing.T) {
 	vs, err := ParseVectors([]byte(`[
  {"id":"a","model":{"num_layers":32,"hidden_size":4096,"num_attention_heads":32,"num_query_groups":8,"notes":"x"},
   "parallel":{"tensor_model_parallel_size":4,"context_parallel_size":2,"decoder_first_pipeline_num_layers":7}},
- {"id":"b","model":{"layers":2,"experts_per_token":2},"parallel":{"tp":1,"cp_comm":"a2a"},"colour":"red"}
+ {"id":"b","model":{"layers":2,"experts_per_token":2},"parallel":{"tp":1,"cp_comm":"a2a"},"colour":"red"},
+ {"id":"c","model":{"layers":2},"colour":"red","url":"https://example.org/run"}
 ]`))
 	if err != nil {
 		t.Fatal(err)
@@ -55,12 +56,16 @@ func TestVectorSchema(t *testing.T) {
 		t.Errorf("aliases not read: %+v", a)
 	}
 	b := vs[1]
-	for _, want := range []string{"colour", "model.experts_per_token", "parallel.cp_comm", "accepts:"} {
+	for _, want := range []string{"model.experts_per_token", "parallel.cp_comm", "accepts:"} {
 		if !strings.Contains(b.Invalid, want) {
 			t.Errorf("Invalid %q lacks %q", b.Invalid, want)
 		}
 	}
-	rep := Evaluate(vs[1:], DefaultCatalog(), DefaultStacks())
+	// Metadata beside the sections (a colour, a link) stops nothing.
+	if strings.Contains(b.Invalid, "colour") || vs[2].Invalid != "" {
+		t.Errorf("metadata made a vector invalid: %q, %q", b.Invalid, vs[2].Invalid)
+	}
+	rep := Evaluate(vs[1:2], DefaultCatalog(), DefaultStacks())
 	if len(rep.NotEvaluated) != 1 || rep.NotEvaluated[0].Reason != b.Invalid {
 		t.Errorf("invalid vector must be reported as not evaluated: %v", rep.NotEvaluated)
 	}
