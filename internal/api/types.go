@@ -799,14 +799,36 @@ type NIC struct {
 	Rail int `json:"rail"`
 }
 
+// DrainRequest is the body of POST /v1/nodes/{name}/drain (optional: no
+// body is Now).
+type DrainRequest struct {
+	Reason string `json:"reason,omitempty"`
+	// Timeout bounds a graceful drain: gangs still running then are
+	// moved. 0: wait for them however long.
+	Timeout Duration `json:"timeout,omitempty"`
+	// Now moves the node's gangs elsewhere at once.
+	Now bool `json:"now,omitempty"`
+}
+
+// Evicting reports whether a drain moves the node's gangs off it now.
+func (s *NodeStatus) Evicting(now time.Time) bool {
+	return s.Draining && (!s.DrainGraceful || (!s.DrainDeadline.IsZero() && !now.Before(s.DrainDeadline)))
+}
+
 // NodeStatus is written by the control plane.
 type NodeStatus struct {
-	State        NodeState `json:"state"`
-	Cordoned     bool      `json:"cordoned,omitempty"`
-	Draining     bool      `json:"draining,omitempty"`
-	Reason       string    `json:"reason,omitempty"`
-	RegisteredAt time.Time `json:"registeredAt,omitzero"`
-	LostAt       time.Time `json:"lostAt,omitzero"`
+	State    NodeState `json:"state"`
+	Cordoned bool      `json:"cordoned,omitempty"`
+	Draining bool      `json:"draining,omitempty"`
+	// DrainGraceful: the drain lets running gangs finish (until
+	// DrainDeadline, when set), as Slurm's does; otherwise it moves them
+	// at once (drain --now, and drains stored before there was a choice).
+	DrainGraceful bool      `json:"drainGraceful,omitempty"`
+	DrainReason   string    `json:"drainReason,omitempty"`
+	DrainDeadline time.Time `json:"drainDeadline,omitzero"`
+	Reason        string    `json:"reason,omitempty"`
+	RegisteredAt  time.Time `json:"registeredAt,omitzero"`
+	LostAt        time.Time `json:"lostAt,omitzero"`
 	// LastSeenAt is the node's last heartbeat as the leader that declared
 	// it lost heard it; stored with the loss, so that it survives a change
 	// of leader (heartbeats themselves are kept in memory only).

@@ -58,7 +58,7 @@ func commands() []command {
 		{name: "priority", args: "JOB PRIORITY", summary: "change a job's priority", run: runPriority},
 		{name: "cordon", args: "NODE", summary: "stop placing new ranks on a node", run: nodeActionCmd("cordon")},
 		{name: "uncordon", args: "NODE", summary: "allow placing on a node again", run: nodeActionCmd("uncordon")},
-		{name: "drain", args: "NODE", summary: "cordon a node and move its gangs elsewhere", run: nodeActionCmd("drain")},
+		{name: "drain", args: "NODE [--reason R] [--timeout D | --now]", summary: "stop placing on a node and let its gangs finish (as Slurm's drain; --timeout then moves them, --now at once); waits until it is empty", run: runDrain},
 		{name: "node", args: "revoke NODE", summary: "cut a node off: its certificate is refused until it joins again", run: runNode},
 		{name: "token", args: "create|list|revoke", summary: "make, list or revoke users' and agents' (join) tokens", run: runToken},
 		{name: "ca", args: "create DIR", summary: "make a cluster CA for several server replicas to share (--tls-ca, --tls-ca-key)", run: runCA},

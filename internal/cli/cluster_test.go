@@ -539,7 +539,7 @@ func TestDrainMovesGangWithoutUsingRestarts(t *testing.T) {
 		}
 		return false
 	})
-	if _, errOut, code := cl.run("drain", first); code != 0 {
+	if _, errOut, code := cl.run("drain", "--now", first); code != 0 {
 		t.Fatal(errOut)
 	}
 	cl.wait(20*time.Second, "attempt 2 on the other node", func() bool {

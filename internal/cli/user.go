@@ -379,6 +379,9 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 		state := string(n.Status.State)
 		if n.Status.Draining {
 			state += ",Draining"
+			if n.Status.DrainReason != "" {
+				state += "(" + truncate(n.Status.DrainReason, 30) + ")"
+			}
 		} else if n.Status.Cordoned {
 			state += ",Cordoned"
 		}
@@ -641,6 +644,20 @@ func describeNode(w io.Writer, n *api.Node) {
 		fmt.Fprint(w, ", lemon")
 	}
 	fmt.Fprintln(w)
+	if n.Status.Draining {
+		how := "moving its gangs elsewhere"
+		switch {
+		case n.Status.DrainGraceful && !n.Status.DrainDeadline.IsZero():
+			how = "letting its gangs finish until " + n.Status.DrainDeadline.Local().Format(time.DateTime) + ", then moving them"
+		case n.Status.DrainGraceful:
+			how = "letting its gangs finish"
+		}
+		fmt.Fprintf(w, "  Drain:    %s", how)
+		if n.Status.DrainReason != "" {
+			fmt.Fprintf(w, " (%s)", n.Status.DrainReason)
+		}
+		fmt.Fprintln(w)
+	}
 	if n.Status.Reason != "" {
 		fmt.Fprintf(w, "  Reason:   %s\n", n.Status.Reason)
 	}

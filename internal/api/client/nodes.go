@@ -23,3 +23,10 @@ func (c *Client) NodeAction(ctx context.Context, name, action string) (*api.Node
 	var n api.Node
 	return &n, c.post(ctx, "/v1/nodes/"+esc(name)+"/"+esc(action), nil, nil, &n)
 }
+
+// Drain drains a node as req says: cordoned, its gangs let finish (until
+// req.Timeout) or, with req.Now, moved elsewhere at once.
+func (c *Client) Drain(ctx context.Context, name string, req api.DrainRequest) (*api.Node, error) {
+	var n api.Node
+	return &n, c.postJSON(ctx, "/v1/nodes/"+esc(name)+"/drain", req, &n)
+}

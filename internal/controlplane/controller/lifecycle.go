@@ -243,8 +243,11 @@ func (l *lifecycle) running(j *api.Job) decision {
 		switch {
 		case n == nil || n.Status.State == api.NodeLost:
 			outcome, reason = api.OutcomeFailed, fmt.Sprintf("node %s lost", node)
-		case n.Status.Draining:
+		case n.Status.Evicting(l.now):
 			outcome, reason = api.OutcomeInterrupted, fmt.Sprintf("node %s is draining", node)
+			if n.Status.DrainReason != "" {
+				reason += " (" + n.Status.DrainReason + ")"
+			}
 		}
 	}
 	cause := api.Cause("")

@@ -88,6 +88,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		if old != nil {
 			// Keep what operators set.
 			reg.Status.Cordoned, reg.Status.Draining = old.Status.Cordoned, old.Status.Draining
+			reg.Status.DrainGraceful, reg.Status.DrainReason, reg.Status.DrainDeadline = old.Status.DrainGraceful, old.Status.DrainReason, old.Status.DrainDeadline
 			keepHealth(&reg, old)
 			reg.ModRevision = old.ModRevision
 		}

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/store"
@@ -65,10 +68,21 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 	case "uncordon":
 		fn = func(n *api.Node) {
 			n.Status.Cordoned, n.Status.Draining = false, false
+			n.Status.DrainGraceful, n.Status.DrainReason, n.Status.DrainDeadline = false, "", time.Time{}
 			clearHealth(n)
 		}
 	case "drain":
-		fn = func(n *api.Node) { n.Status.Cordoned, n.Status.Draining = true, true }
+		req, ok := drainRequest(w, r)
+		if !ok {
+			return
+		}
+		fn = func(n *api.Node) {
+			n.Status.Cordoned, n.Status.Draining = true, true
+			n.Status.DrainGraceful, n.Status.DrainReason, n.Status.DrainDeadline = !req.Now, req.Reason, time.Time{}
+			if !req.Now && req.Timeout > 0 {
+				n.Status.DrainDeadline = time.Now().Add(req.Timeout.D())
+			}
+		}
 	case "revoke":
 		// Cut off and cordoned: its agent's requests are refused from now,
 		// so it goes lost and its gangs restart elsewhere.
@@ -88,4 +102,28 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("node "+action, "node", n.Name)
 	writeJSON(w, r, http.StatusOK, n)
+}
+
+// drainRequest reads a drain's optional body; none is api.DrainRequest
+// with Now, what POST .../drain did before it took one.
+func drainRequest(w http.ResponseWriter, r *http.Request) (api.DrainRequest, bool) {
+	req := api.DrainRequest{Now: true}
+	b, err := readBody(w, r)
+	if err == nil && len(bytes.TrimSpace(b)) > 0 {
+		req = api.DrainRequest{}
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.DisallowUnknownFields()
+		if derr := d.Decode(&req); derr != nil {
+			err = api.ErrorForField("", "drain request: %s", derr)
+		} else if req.Timeout < 0 {
+			err = api.ErrorForField("timeout", "must not be negative")
+		} else if len(req.Reason) > 256 {
+			err = api.ErrorForField("reason", "%d characters; at most 256", len(req.Reason))
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return req, false
+	}
+	return req, true
 }
