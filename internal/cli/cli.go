@@ -71,7 +71,9 @@ func commands() []command {
 		{name: "gateway", args: "--endpoints URL,... [--policy P]", summary: "run the OpenAI gateway in front of engine replicas", run: wrap(infcli.Gateway)},
 		{name: "bench", args: "KIND [-o json]", summary: "measure: scheduler, e2e (a live cluster), heartbeats (the server under 5,000 agents), inference (gateway, routing), durability (a server killed mid-submission)", run: runBench},
 		{name: "chaos", args: "[--faults N --seed S] [-o json]", summary: "inject agent, network, GPU and control-plane faults into a live cluster (three replicas) and check no job is lost, duplicated or run twice", run: runChaos},
-		{name: "version", summary: "print the version", run: func(ctx context.Context, e *Env, args []string) int {
+		{name: "completion", args: "bash|zsh|fish", summary: "print shell completion: source <(gangway completion bash)", run: runCompletion},
+		{name: "__complete", hidden: true, run: runComplete},
+		{name: "version", summary: "print the version (also --version)", run: func(ctx context.Context, e *Env, args []string) int {
 			fmt.Fprintln(e.Stdout, "gangway", version.Version)
 			return 0
 		}},
@@ -97,6 +99,9 @@ func Main(ctx context.Context, args []string, e *Env) int {
 	}
 	if e.Getwd == nil {
 		e.Getwd = os.Getwd
+	}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		args[0] = "version"
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.Stdout)

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "supervise", "cg-exec", "container-rank", "container-reap", "train-example", "engine-sim", "server", "chaos-rank", "preflight-rank":
+		case "agent", "supervise", "cg-exec", "container-rank", "container-reap", "train-example", "engine-sim", "server", "chaos-rank", "preflight-rank", "__complete":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := Main(ctx, os.Args[1:], &Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()
