@@ -189,11 +189,30 @@ func blockingParams(r *http.Request) (int64, time.Duration, error) {
 // blockingIndex implements ?index=N&wait=D: wait until something under
 // prefix changed after N.
 func (s *Server) blockingIndex(r *http.Request, prefix string) error {
+	return s.block(r, func(ctx context.Context, after int64, wait time.Duration) (int64, error) {
+		return s.st.WaitChange(ctx, prefix, after, wait)
+	})
+}
+
+// blockedIndex implements ?index=N&wait=D for an answer read in several
+// steps: it waits as block does, then returns the store's revision for
+// the caller to answer as its index. Read before the answer, it makes
+// anything that changes while the answer is read wake the next query.
+func (s *Server) blockedIndex(r *http.Request, waitFor func(ctx context.Context, after int64, wait time.Duration) (int64, error)) (int64, error) {
+	if err := s.block(r, waitFor); err != nil {
+		return 0, err
+	}
+	return s.st.Revision(r.Context())
+}
+
+// block implements ?index=N&wait=D with waitFor, one of the store's waits
+// for what the answer is made of to change after N (at most D).
+func (s *Server) block(r *http.Request, waitFor func(ctx context.Context, after int64, wait time.Duration) (int64, error)) error {
 	idx, wait, err := blockingParams(r)
 	if err != nil || idx == 0 {
 		return err
 	}
-	_, err = s.st.WaitChange(r.Context(), prefix, idx, wait)
+	_, err = waitFor(r.Context(), idx, wait)
 	return err
 }
 
