@@ -13,7 +13,8 @@
 // cluster.go the check that the data directory and the store belong to
 // one cluster; config.go the Config; metrics.go the Prometheus series
 // (client_golang) and admin.go the plain-HTTP listeners that serve them
-// with pprof. The wire types are internal/api's; Go callers use
+// with pprof; gateway.go feeds the gateway its replicas and answers its
+// counters. The wire types are internal/api's; Go callers use
 // internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
@@ -77,6 +78,9 @@ type Server struct {
 	catalog *planner.Catalog
 	// scaler sizes autoscaled deployments; set by Run before leading.
 	scaler controller.Scaler
+	// gw is the gateway, which always runs (it serves the OpenAI API
+	// only with Config.Gateway); set by Run before it serves.
+	gw *gateway.Gateway
 
 	mu      sync.Mutex                // guards written, leader and live
 	written map[string]api.RankStatus // last rank status stored, by task key
@@ -318,7 +322,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: gateway: %w", err)
 	}
-	s.scaler = newGatewayScaler(gw)
+	s.scaler, s.gw = newGatewayScaler(gw), gw
 	gctx, gcancel := context.WithCancel(ctx)
 	defer gcancel()
 	wg.Add(1)
