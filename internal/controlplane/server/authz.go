@@ -73,6 +73,8 @@ var routeAccess = map[string]access{
 	"GET /v1/audit":                     admin,
 	"GET /v1/reports/usage":             read,
 	"GET /v1/gateway/stats":             read,
+	"GET /ui/":                          public,
+	"GET /{$}":                          public,
 	"/":                                 authenticated,
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/store"
+	"github.com/gangway/gangway/internal/controlplane/ui"
 )
 
 // maxBody bounds request bodies: well below the store's limit on one
@@ -55,6 +56,13 @@ func (s *Server) routes() *http.ServeMux {
 	s.tokenRoutes(mux)
 	s.reportRoutes(mux)
 	s.gatewayRoutes(mux)
+	// The dashboard's pages are public; the data they show comes from
+	// /v1 with the user's token. A browser at the root is sent to them.
+	dashboard := ui.Handler("/ui/")
+	mux.HandleFunc("GET /ui/", dashboard.ServeHTTP)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

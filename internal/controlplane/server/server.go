@@ -14,8 +14,9 @@
 // one cluster; config.go the Config; metrics.go the Prometheus series
 // (client_golang) and admin.go the plain-HTTP listeners that serve them
 // with pprof; gateway.go feeds the gateway its replicas and answers its
-// counters. The wire types are internal/api's; Go callers use
-// internal/api/client.
+// counters. The web dashboard (internal/controlplane/ui) is mounted at
+// /ui/, public, its data fetched from /v1 with the user's token. The wire
+// types are internal/api's; Go callers use internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
 // OIDC ID token checked by coreos/go-oidc in oidc.go),
@@ -25,7 +26,7 @@
 // It imports api, api/client (the client config it writes for the first
 // admin), base/adminhttp, base/fastjson, base/pki, base/stats, controlplane/audit,
 // controlplane/controller, controlplane/jobarchive, controlplane/ratelimit,
-// controlplane/store, goodput, inference/autoscale, inference/gateway,
+// controlplane/store, controlplane/ui, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
 package server
 
