@@ -278,6 +278,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The login's 401s were the network's, which the page handles; what
 	// follows must log no error at all.
 	b.clean("signing in")
+	// The listener hears the page: a console.error and an exception show.
+	eval[chromedp.Void](b, `console.error('probe'); setTimeout(() => { throw new Error('probe') }, 0)`)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b.mu.Lock()
+		heard := strings.Join(b.problems, "\n")
+		b.mu.Unlock()
+		if strings.Contains(heard, "console.error: \"probe\"") && strings.Contains(heard, "exception: Uncaught Error: probe") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the test does not hear the page's errors; it heard:\n%s", heard)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.mu.Lock()
+	b.problems = nil
+	b.mu.Unlock()
 	eval[chromedp.Void](b, `performance.setResourceTimingBufferSize(100000); window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI)); window.__loaded = performance.timeOrigin`)
 
 	// The topology: three nodes under two leaves, twelve free GPUs.
