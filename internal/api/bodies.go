@@ -44,6 +44,7 @@ type ArrayCancel struct {
 
 // QueueList is GET /v1/queues's body.
 type QueueList struct {
+	Index  int64    `json:"index"`
 	Queues []*Queue `json:"queues"`
 }
 

@@ -213,3 +213,26 @@ func OwnerLabel(deployment string) string { return "deployment/" + deployment }
 func ErrorForField(field, format string, a ...any) error {
 	return &ValidationError{Fields: []*FieldError{{Field: field, Msg: fmt.Sprintf(format, a...)}}}
 }
+
+// GatewayStats is GET /v1/gateway/stats's body: each model's answers
+// through this server's gateway since it started, as counters (a reader
+// takes two and divides their differences for rates and means). Every
+// replica of the server runs a gateway of its own, and each counts what
+// it served.
+type GatewayStats struct {
+	At     time.Time    `json:"at"`
+	Models []ModelStats `json:"models"`
+}
+
+// ModelStats are one served model's counters: answers (of any status),
+// those of 5xx, and the sums of streamed answers' time to first token
+// and time per output token, with their counts.
+type ModelStats struct {
+	Model       string  `json:"model"`
+	Requests    int64   `json:"requests"`
+	Errors      int64   `json:"errors"`
+	TTFTCount   int64   `json:"ttftCount"`
+	TTFTSeconds float64 `json:"ttftSeconds"`
+	TPOTCount   int64   `json:"tpotCount"`
+	TPOTSeconds float64 `json:"tpotSeconds"`
+}

@@ -2,10 +2,32 @@ package server
 
 import (
 	"context"
+	"net/http"
+	"time"
 
+	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/inference/gateway"
 )
+
+func (s *Server) gatewayRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/gateway/stats", s.gatewayStats)
+}
+
+// gatewayStats answers this replica's gateway's counters per model (the
+// dashboard's TTFT, TPOT and requests a second).
+func (s *Server) gatewayStats(w http.ResponseWriter, r *http.Request) {
+	out := api.GatewayStats{At: time.Now().UTC(), Models: []api.ModelStats{}}
+	st, err := s.gw.Stats()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	for _, m := range st {
+		out.Models = append(out.Models, api.ModelStats(m))
+	}
+	writeJSON(w, r, http.StatusOK, out)
+}
 
 // deploymentSource feeds the gateway the ready replicas of every
 // deployment, by served model name, from the server's cache: the gateway

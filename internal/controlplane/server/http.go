@@ -14,6 +14,7 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/store"
+	"github.com/gangway/gangway/internal/controlplane/ui"
 )
 
 // maxBody bounds request bodies: well below the store's limit on one
@@ -54,6 +55,14 @@ func (s *Server) routes() *http.ServeMux {
 	s.deploymentRoutes(mux)
 	s.tokenRoutes(mux)
 	s.reportRoutes(mux)
+	s.gatewayRoutes(mux)
+	// The dashboard's pages are public; the data they show comes from
+	// /v1 with the user's token. A browser at the root is sent to them.
+	dashboard := ui.Handler("/ui/")
+	mux.HandleFunc("GET /ui/", dashboard.ServeHTTP)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -189,11 +198,30 @@ func blockingParams(r *http.Request) (int64, time.Duration, error) {
 // blockingIndex implements ?index=N&wait=D: wait until something under
 // prefix changed after N.
 func (s *Server) blockingIndex(r *http.Request, prefix string) error {
+	return s.block(r, func(ctx context.Context, after int64, wait time.Duration) (int64, error) {
+		return s.st.WaitChange(ctx, prefix, after, wait)
+	})
+}
+
+// blockedIndex implements ?index=N&wait=D for an answer read in several
+// steps: it waits as block does, then returns the store's revision for
+// the caller to answer as its index. Read before the answer, it makes
+// anything that changes while the answer is read wake the next query.
+func (s *Server) blockedIndex(r *http.Request, waitFor func(ctx context.Context, after int64, wait time.Duration) (int64, error)) (int64, error) {
+	if err := s.block(r, waitFor); err != nil {
+		return 0, err
+	}
+	return s.st.Revision(r.Context())
+}
+
+// block implements ?index=N&wait=D with waitFor, one of the store's waits
+// for what the answer is made of to change after N (at most D).
+func (s *Server) block(r *http.Request, waitFor func(ctx context.Context, after int64, wait time.Duration) (int64, error)) error {
 	idx, wait, err := blockingParams(r)
 	if err != nil || idx == 0 {
 		return err
 	}
-	_, err = s.st.WaitChange(r.Context(), prefix, idx, wait)
+	_, err = waitFor(r.Context(), idx, wait)
 	return err
 }
 

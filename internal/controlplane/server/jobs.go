@@ -272,9 +272,21 @@ func (s *Server) findJob(ctx context.Context, id string) (*api.JobDetail, error)
 	return d, nil
 }
 
+// getJob answers a job's detail. ?index=N&wait=D waits for the job or its
+// ranks, checkpoints, progress or stragglers to change after N; the
+// X-Gangway-Index answered is the store's revision before they were read.
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d, err := s.findJob(ctx, r.PathValue("id"))
+	id := r.PathValue("id")
+	rev, err := s.blockedIndex(r, func(ctx context.Context, after int64, wait time.Duration) (int64, error) {
+		return s.st.WaitJobChange(ctx, id, after, wait)
+	})
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	d, err := s.findJob(ctx, id)
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -286,7 +298,6 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, http.StatusOK, d)
 		return
 	}
-	id := d.Job.ID
 	if d.Ranks, err = s.st.RankStatuses(ctx, id); err == nil {
 		if d.Checkpoints, err = s.st.Checkpoints(ctx, id); err == nil {
 			d.Progress, err = s.st.Progress(ctx, id)

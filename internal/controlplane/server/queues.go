@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -77,9 +78,16 @@ func (s *Server) guaranteeWarning(ctx context.Context, spec api.QueueSpec) (stri
 }
 
 // listQueues returns every queue with its usage now; the default queue is
-// listed even when nobody created it.
+// listed even when nobody created it. ?index=N&wait=D waits for a queue
+// or a job to change after N; the index answered is the store's revision
+// before the queues were read.
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	rev, err := s.blockedIndex(r, s.st.WaitQueueChange)
+	if err != nil {
+		writeError(w, statusFor(err), err)
+		return
+	}
 	qs, err := s.st.Queues(ctx)
 	if err != nil {
 		writeError(w, statusFor(err), err)
@@ -116,7 +124,8 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	for _, q := range qs {
 		q.Status.BorrowedGPUs = max(0, q.Status.UsedGPUs-q.Spec.GuaranteeGPUs)
 	}
-	writeJSON(w, r, http.StatusOK, api.QueueList{Queues: qs})
+	w.Header().Set("X-Gangway-Index", strconv.FormatInt(rev, 10))
+	writeJSON(w, r, http.StatusOK, api.QueueList{Index: rev, Queues: qs})
 }
 
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) {

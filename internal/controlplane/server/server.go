@@ -13,8 +13,10 @@
 // cluster.go the check that the data directory and the store belong to
 // one cluster; config.go the Config; metrics.go the Prometheus series
 // (client_golang) and admin.go the plain-HTTP listeners that serve them
-// with pprof. The wire types are internal/api's; Go callers use
-// internal/api/client.
+// with pprof; gateway.go feeds the gateway its replicas and answers its
+// counters. The web dashboard (internal/controlplane/ui) is mounted at
+// /ui/, public, its data fetched from /v1 with the user's token. The wire
+// types are internal/api's; Go callers use internal/api/client.
 //
 // Security is authn.go (who calls: a node certificate, a token, or an
 // OIDC ID token checked by coreos/go-oidc in oidc.go),
@@ -24,7 +26,7 @@
 // It imports api, api/client (the client config it writes for the first
 // admin), base/adminhttp, base/fastjson, base/pki, base/stats, controlplane/audit,
 // controlplane/controller, controlplane/jobarchive, controlplane/ratelimit,
-// controlplane/store, goodput, inference/autoscale, inference/gateway,
+// controlplane/store, controlplane/ui, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
 package server
 
@@ -77,6 +79,9 @@ type Server struct {
 	catalog *planner.Catalog
 	// scaler sizes autoscaled deployments; set by Run before leading.
 	scaler controller.Scaler
+	// gw is the gateway, which always runs (it serves the OpenAI API
+	// only with Config.Gateway); set by Run before it serves.
+	gw *gateway.Gateway
 
 	mu      sync.Mutex                // guards written, leader and live
 	written map[string]api.RankStatus // last rank status stored, by task key
@@ -318,7 +323,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("server: gateway: %w", err)
 	}
-	s.scaler = newGatewayScaler(gw)
+	s.scaler, s.gw = newGatewayScaler(gw), gw
 	gctx, gcancel := context.WithCancel(ctx)
 	defer gcancel()
 	wg.Add(1)

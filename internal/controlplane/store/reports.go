@@ -201,26 +201,5 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 // after, ctx ends, or wait passes. It returns the revision of the change, or
 // after if none happened. A compacted revision is reported as a change.
 func (s *Store) WaitChange(ctx context.Context, prefix string, after int64, wait time.Duration) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	wc := s.c.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(after+1))
-	for {
-		select {
-		case <-ctx.Done():
-			return after, nil
-		case wr, ok := <-wc:
-			if !ok {
-				return after, nil
-			}
-			if wr.CompactRevision > 0 {
-				return wr.CompactRevision, nil
-			}
-			if err := wr.Err(); err != nil {
-				return after, fmt.Errorf("store: watch %s: %w", prefix, err)
-			}
-			if len(wr.Events) > 0 {
-				return wr.Events[len(wr.Events)-1].Kv.ModRevision, nil
-			}
-		}
-	}
+	return s.waitAny(ctx, after, wait, watched{prefix, true})
 }

@@ -360,16 +360,7 @@ func TestGatewayMetricsPerReplica(t *testing.T) {
 	e := startEngine(t)
 	_, gw := startGateway(t, "", e.URL)
 	const n = 3
-	for i := range n {
-		resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions,
-			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":8,"stream":true,"ignore_eos":true}`, i))
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	resp := postJSON(t, context.Background(), gw.URL+openai.PathCompletions, `{"model":"nope","prompt":"x"}`)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-
+	streamAndMiss(t, gw.URL, n)
 	m := seriesOf(t, gw.URL)
 	rep := "model=Qwen3-8B,policy=prefix-affinity,replica=" + e.URL
 	for name, want := range map[string]float64{
@@ -679,4 +670,42 @@ func TestHeaderTimeoutDefaults(t *testing.T) {
 	if s, n := g.headerTimeout(true), g.headerTimeout(false); s != 0 || n != 5*time.Second {
 		t.Errorf("from flags 0 and 5s: streamed %v, not streamed %v; want no bound and 5s", s, n)
 	}
+}
+
+// TestStats: Stats counts each model's answers and its streamed answers'
+// TTFT and TPOT, as the series do.
+func TestStats(t *testing.T) {
+	e := startEngine(t)
+	g, gw := startGateway(t, "", e.URL)
+	const n = 3
+	streamAndMiss(t, gw.URL, n)
+	st, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st[0].Model != "Qwen3-8B" || st[1].Model != "nope" {
+		t.Fatalf("stats %+v; want Qwen3-8B and nope, in that order", st)
+	}
+	q := st[0]
+	if q.Requests != n || q.Errors != 0 || q.TTFTCount != n || q.TPOTCount != n || !(q.TTFTSeconds > 0 && q.TPOTSeconds > 0) {
+		t.Errorf("Qwen3-8B: %+v; want %d answers, each with a TTFT and a TPOT", q, n)
+	}
+	if nope := st[1]; nope.Requests != 1 || nope.TTFTCount != 0 {
+		t.Errorf("nope: %+v; want one answer (its 404) and no latency", nope)
+	}
+}
+
+// streamAndMiss sends the gateway at url n streamed completions for
+// Qwen3-8B, then one for a model nobody serves.
+func streamAndMiss(t *testing.T, url string, n int) {
+	t.Helper()
+	for i := range n {
+		resp := postJSON(t, context.Background(), url+openai.PathCompletions,
+			fmt.Sprintf(`{"model":"Qwen3-8B","prompt":"request %d","max_tokens":8,"stream":true,"ignore_eos":true}`, i))
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp := postJSON(t, context.Background(), url+openai.PathCompletions, `{"model":"nope","prompt":"x"}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 }
