@@ -65,14 +65,27 @@ func needDocker(t *testing.T) *client.Client {
 }
 
 // containersOf lists the containers (running or not) labelled with job id.
-func containersOf(t *testing.T, cli *client.Client, id string) []container.Summary {
+// containersOf lists the containers of job id of cl's cluster: those
+// with its label and a mount under the cluster's directory, since other
+// tests' clusters (other packages' tests run at the same time) number
+// their jobs from 1 too.
+func containersOf(t *testing.T, cli *client.Client, cl *cluster, id string) []container.Summary {
 	t.Helper()
 	l, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", gwcontainer.LabelJob+"="+id))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l
+	var mine []container.Summary
+	for _, c := range l {
+		for _, m := range c.Mounts {
+			if strings.HasPrefix(m.Source, cl.dir+string(os.PathSeparator)) {
+				mine = append(mine, c)
+				break
+			}
+		}
+	}
+	return mine
 }
 
 // TestContainerJobResumesFromItsCheckpoint: a two-rank training job in
@@ -97,7 +110,7 @@ command: [/train, --steps, "400", --checkpoint-every, "10", --step-delay, 20ms]
 		if len(d.Checkpoints) == 0 {
 			return false
 		}
-		for _, c := range containersOf(t, cli, id) {
+		for _, c := range containersOf(t, cli, cl, id) {
 			if c.Labels[gwcontainer.LabelRank] == "0" && c.State == "running" && c.Labels[gwcontainer.LabelAttempt] == "1" {
 				killed = c.ID
 			}
@@ -123,7 +136,7 @@ command: [/train, --steps, "400", --checkpoint-every, "10", --step-delay, 20ms]
 	} else if _, err := os.Stat(d.Checkpoints[len(d.Checkpoints)-1].Path); err != nil {
 		t.Errorf("the newest checkpoint is not on the host: %v", err)
 	}
-	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, id)) == 0 })
+	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, cl, id)) == 0 })
 }
 
 // TestCancelledContainerJobLeavesNoContainer: cancel stops the ranks'
@@ -141,7 +154,7 @@ command: [/rank, sleep]
 `, trainImage))
 	cl.wait(60*time.Second, "two running containers", func() bool {
 		n := 0
-		for _, c := range containersOf(t, cli, id) {
+		for _, c := range containersOf(t, cli, cl, id) {
 			if c.State == "running" {
 				n++
 			}
@@ -152,7 +165,7 @@ command: [/rank, sleep]
 		out, _, _ := cl.run("logs", id, "--rank", "1")
 		return strings.Contains(out, "ready")
 	})
-	for _, c := range containersOf(t, cli, id) {
+	for _, c := range containersOf(t, cli, cl, id) {
 		in, err := cli.ContainerInspect(context.Background(), c.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +185,7 @@ command: [/rank, sleep]
 		t.Fatalf("cancel: %s", errOut)
 	}
 	cl.waitPhase(id, api.JobCancelled, 30*time.Second)
-	if l := containersOf(t, cli, id); len(l) != 0 {
+	if l := containersOf(t, cli, cl, id); len(l) != 0 {
 		t.Fatalf("containers left after the job was cancelled: %+v", l)
 	}
 }

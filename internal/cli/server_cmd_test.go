@@ -150,7 +150,7 @@ func TestServerCommandNamesBadFlags(t *testing.T) {
 		{[]string{"--max-finished-jobs", "-5"}, []string{"--max-finished-jobs", "negative"}},
 		{[]string{"--checkpoint-dir-root", "shared/ckpt"}, []string{"--checkpoint-dir-root", "absolute"}},
 		{[]string{"--job-archive", filepath.Join(bad, "jobs.jsonl")}, []string{"--job-archive", "not a directory"}},
-		{[]string{"--job-archive-max-size", "1X"}, []string{"job-archive-max-size", "such as 1G"}},
+		{[]string{"--job-archive-max-size", "1X"}, []string{"job-archive-max-size", "such as \"64G\""}},
 		{[]string{"--job-archive", filepath.Join(t.TempDir(), "jobs.jsonl"), "--job-archive-keep", "-1"}, []string{"--job-archive-keep", "negative"}},
 		{[]string{"--job-archive-max-size", "1G"}, []string{"--job-archive-max-size", "need --job-archive"}},
 	} {
