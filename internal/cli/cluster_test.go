@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -567,12 +569,37 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo; skipped with -short")
 	}
-	var buf bytes.Buffer
+	var buf syncBuffer
+	// Once the summary is made, the cluster is still up and its
+	// dashboard answers at the URL the demo printed.
+	dashboard := 0
+	report := func(*DemoSummary) {
+		m := regexp.MustCompile(`dashboard: (https://\S+/ui/)#token=\S+`).FindStringSubmatch(buf.String())
+		if m == nil {
+			t.Errorf("the demo printed no dashboard URL")
+			return
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the demo's own CA
+		resp, err := hc.Get(m[1])
+		if err != nil {
+			t.Errorf("dashboard: %v", err)
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		dashboard = resp.StatusCode
+		if !strings.Contains(string(b), "<html") {
+			t.Errorf("dashboard %s: %d %.200s", m[1], resp.StatusCode, b)
+		}
+	}
 	sum, err := demo(context.Background(), demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 160, killAtStep: 60,
-		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second}, &buf, false)
+		stepDelay: 20 * time.Millisecond, timeout: 100 * time.Second, linger: time.Millisecond, report: report}, &buf, false)
 	t.Log(buf.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)
+	}
+	if dashboard != http.StatusOK {
+		t.Errorf("the dashboard answered %d at the end of the demo", dashboard)
 	}
 	if !sum.OK || sum.DetectionS <= 0 || sum.RecoveryS < sum.DetectionS || sum.ResumedFromStep <= 0 || sum.Attempts != 2 {
 		t.Errorf("summary = %+v", sum)
@@ -1100,4 +1127,23 @@ func TestDemoLeaderFailover(t *testing.T) {
 		sum.NewLeader == sum.KilledReplica || sum.LossRelDiff > sum.Tolerance {
 		t.Errorf("summary = %+v", sum)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while another goroutine
+// writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +73,32 @@ type demoConfig struct {
 	// by naming it in slowFile, which the trainer reads every step.
 	straggler bool
 	slowFile  string
+	// linger keeps the cluster, and its dashboard, up this long after
+	// the summary; hold until the context ends (Ctrl-C). report, when
+	// set, prints the summary first.
+	linger time.Duration
+	hold   bool
+	report func(*DemoSummary)
+}
+
+// lingerForDashboard keeps the demo's cluster up after its summary, as
+// cfg says, for the dashboard at ui; outer is the command's context,
+// which Ctrl-C ends.
+func lingerForDashboard(outer context.Context, cfg demoConfig, say func(string, ...any), ui string, sum *DemoSummary) {
+	if cfg.report == nil || (cfg.linger <= 0 && !cfg.hold) {
+		return
+	}
+	cfg.report(sum)
+	if cfg.hold {
+		say("the cluster stays up for the dashboard at %s until Ctrl-C", ui)
+		<-outer.Done()
+		return
+	}
+	say("the dashboard stays up %s more at %s (--keep: until Ctrl-C)", cfg.linger, ui)
+	select {
+	case <-outer.Done():
+	case <-time.After(cfg.linger):
+	}
 }
 
 // demoStragglerWindow is the straggler scenario's --straggler-window: the
@@ -106,7 +134,8 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
 	out := cmdkit.OutputFlag(fs)
 	scenario := fs.String("scenario", demoScenarios[0], "what to show: "+strings.Join(demoScenarios, ", "))
-	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data)")
+	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data) and its cluster up, for the dashboard, until Ctrl-C")
+	linger := fs.Duration("linger", 5*time.Second, "keep the cluster up this long after the summary, for the dashboard (default 5s; 0 with -o json)")
 	downtime := fs.Duration("downtime", 30*time.Second, "server-restart: how long the server stays down")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
@@ -148,9 +177,19 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 	}
 	cfg.gpuFault = *scenario == "gpu-fault"
 	cfg.straggler = *scenario == "straggler"
-	sum, err := demo(ctx, cfg, progress, *keep)
-	if *out != cmdkit.Table || sum != nil {
+	cfg.linger, cfg.hold = *linger, *keep
+	if *out != cmdkit.Table && !flagSet(fs, "linger") {
+		cfg.linger = 0 // a program reads the summary: do not keep it waiting
+	}
+	printed := false
+	report := func(sum *DemoSummary) {
 		_ = cmdkit.Print(e.Stdout, *out, sum, func(w io.Writer) error { printSummary(w, sum); return nil })
+		printed = true
+	}
+	cfg.report = report
+	sum, err := demo(ctx, cfg, progress, *keep)
+	if !printed && (*out != cmdkit.Table || sum != nil) {
+		report(sum)
 	}
 	if err != nil {
 		fmt.Fprintf(e.Stderr, "gangway demo: FAILED: %v\n", err)
@@ -198,6 +237,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 	defer run.close()
 	start, say, exe, dir := run.start, run.say, run.exe, run.dir
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
@@ -240,6 +280,10 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 	say("control plane up at %s (embedded etcd in %s; TLS with a CA made at start, admin token in %s)",
 		url, filepath.Join(dir, "server"), filepath.Join(dir, "server", server.AdminConfigFile))
+	// The token in the fragment signs the browser in; the fragment never
+	// reaches the server. The CA is the demo's own: the browser warns.
+	ui := url + "/ui/#token=" + neturl.QueryEscape(admin.Token)
+	say("dashboard: %s (the browser will warn: the demo's CA is %s)", ui, admin.CAFile)
 	jt, err := c.CreateToken(ctx, &api.TokenRequest{Kind: api.TokenJoin, Uses: cfg.nodes, TTL: api.Duration(10 * time.Minute), Description: "demo agents"})
 	if err != nil {
 		return nil, fmt.Errorf("join token: %w", err)
@@ -440,11 +484,14 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 		problems = append(problems, fmt.Sprintf("final loss %.12g differs from the reference %.12g by %.3g (tolerance %.0g)",
 			sum.FinalLoss, sum.ReferenceFinalLoss, sum.LossRelDiff, sum.Tolerance))
 	}
+	var failed error
 	if len(problems) > 0 {
-		return sum, errors.New(strings.Join(problems, "; "))
+		failed = errors.New(strings.Join(problems, "; "))
+	} else {
+		sum.OK = true
 	}
-	sum.OK = true
-	return sum, nil
+	lingerForDashboard(outer, cfg, say, ui, sum)
+	return sum, failed
 }
 
 // startDemoAgents starts cfg.nodes agents, node-1 to node-N, as processes
@@ -677,4 +724,11 @@ func (o demoOutcome) problems() []error {
 		p = append(p, fmt.Errorf("final loss %.12g differs from the reference %.12g by %.3g (tolerance %.0g)", o.final, o.ref, o.relDiff, o.toler))
 	}
 	return p
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -416,6 +417,19 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the CSP refused: %s", got)
 	}
 	b.clean("using the dashboard")
+
+	// A link with the token in its fragment (gangway demo prints one)
+	// signs a new tab in, and the token leaves the address bar.
+	eval[chromedp.Void](b, `sessionStorage.clear()`)
+	b.do("open a link with the token", chromedp.Navigate(cl.url+"/ui/?from=link#token="+url.QueryEscape(cl.admin.Token)))
+	b.until(10*time.Second, "signed in from the link", `sessionStorage.getItem('gangway.token') !== null && location.hash === '#/cluster'`)
+	if got := eval[string](b, "sessionStorage.getItem('gangway.token')"); got != cl.admin.Token {
+		t.Errorf("the link's token in sessionStorage is %q", got)
+	}
+	b.until(10*time.Second, "the user named after the link", `document.getElementById('who').textContent.includes('(admin)')`)
+	if got := eval[string](b, "location.href"); strings.Contains(got, cl.admin.Token) {
+		t.Errorf("the token stayed in the address bar: %s", got)
+	}
 	t.Logf("the dashboard's browser test took %s", time.Since(start).Round(100*time.Millisecond))
 }
 

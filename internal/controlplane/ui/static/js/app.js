@@ -128,6 +128,13 @@ function setupTip() {
   }
 }
 
+// A link with the token in its fragment (gangway demo prints one):
+// kept in this tab, then taken out of the address bar and history. The
+// fragment never reaches the server.
+if (location.hash.startsWith('#token=')) {
+  auth.set(decodeURIComponent(location.hash.slice('#token='.length)));
+  history.replaceState(null, '', location.pathname + '#/cluster');
+}
 setupLogin();
 setupTip();
 window.addEventListener('hashchange', route);
