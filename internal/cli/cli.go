@@ -50,7 +50,7 @@ func commands() []command {
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs, nodes, queues or deployments", run: runGet},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
 		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
-		{name: "cancel", args: "ID", summary: "stop a job for good", run: runCancel},
+		{name: "cancel", args: "ID... | --user U | --name N", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state", run: runCancel},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},
 		{name: "delete", args: "deployment NAME", summary: "stop a deployment's replicas and remove it", run: runDelete},

@@ -710,37 +710,6 @@ func describeNode(w io.Writer, n *api.Node) {
 	}
 }
 
-func runCancel(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "cancel", "ID")
-	srv := serverFlag(fs, e)
-	array := fs.Bool("array", false, "cancel every task of the array job ID belongs to")
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return 2
-	}
-	c, err := srv.client()
-	if err != nil {
-		return fail(e, err)
-	}
-	if *array {
-		a, err := c.CancelArray(ctx, pos[0])
-		if err != nil {
-			return fail(e, err)
-		}
-		fmt.Fprintf(e.Stdout, "array %s: cancel requested for %d jobs (%d had already finished)\n", a.ArrayID, a.Cancelled, a.Done)
-		return 0
-	}
-	if _, err := c.Cancel(ctx, pos[0]); err != nil {
-		return fail(e, err)
-	}
-	fmt.Fprintf(e.Stdout, "job %s: cancel requested\n", pos[0])
-	return 0
-}
-
 func nodeActionCmd(action string) func(ctx context.Context, e *Env, args []string) int {
 	return func(ctx context.Context, e *Env, args []string) int {
 		fs := cmdkit.NewFlags(e.Stderr, action, "NODE")
