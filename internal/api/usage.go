@@ -90,7 +90,7 @@ const maxSinceDays = 36500
 // takes, and wraps ErrInvalid.
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	bad := func() (time.Time, error) {
-		return time.Time{}, ErrorForField("--since", "%q is not a duration (e.g. 24h, 7d) or a date (2026-12-01)", s)
+		return time.Time{}, ErrorForField("--since", "%q is not a time: want how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09:00:00Z) or a date (2026-12-01)", s)
 	}
 	if s == "" || strings.TrimSpace(s) != s {
 		return bad()

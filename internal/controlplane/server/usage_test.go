@@ -119,7 +119,7 @@ func TestUsageReport(t *testing.T) {
 	}{
 		{"alice asks for bob's", alice, client.UsageQuery{User: "bob"}, http.StatusForbidden, "alice may see only their own usage"},
 		{"bad by", e.admin, client.UsageQuery{By: "team"}, http.StatusBadRequest, `by: "team" is not one of queue, user, job`},
-		{"bad since", e.admin, client.UsageQuery{Since: "7x"}, http.StatusBadRequest, `since: "7x" is not a duration (e.g. 24h, 7d) or a date (2026-12-01)`},
+		{"bad since", e.admin, client.UsageQuery{Since: "7x"}, http.StatusBadRequest, `since: "7x" is not a time: want how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09:00:00Z) or a date (2026-12-01)`},
 		{"anonymous", e.anon(), client.UsageQuery{}, http.StatusUnauthorized, "no credentials"},
 	}
 	for _, c := range refused {
