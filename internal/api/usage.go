@@ -66,6 +66,15 @@ type UsageRow struct {
 	// meanwhile, so it is not in GPUHours: it is what the gang went
 	// without, not what the cluster spent.
 	RestartBackoffGangHours float64 `json:"restartBackoffGangHours,omitempty"`
+	// PendingHours is the wall time jobs waited to be placed for the
+	// first time (from submission to their first attempt, or until now
+	// for one still waiting), in job-hours: not GPU-hours, nor times the
+	// GPUs asked for. The waits between attempts are the restart backoff.
+	PendingHours float64 `json:"pendingHours,omitempty"`
+	// Restarts counts the attempts after a job's first that began in the
+	// window: restarts after failures, and moves after a preemption, a
+	// drain or a lost node.
+	Restarts int `json:"restarts,omitempty"`
 	// Goodput is UsefulGPUHours over the GPU-hours settled (useful plus
 	// lost); 0 when none are.
 	Goodput float64 `json:"goodput"`

@@ -25,6 +25,10 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	now := time.Now()
+	if err := onlyParams(r, "by", "since", "user", "archived"); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	var fe api.FieldErrors
 	by, err := api.ParseUsageBy(q.Get("by"))
 	if err != nil {

@@ -129,6 +129,14 @@ func TestUsageReport(t *testing.T) {
 			t.Errorf("%s: %v; want %d saying %q", c.name, err, c.status, c.says)
 		}
 	}
+	// A misspelt parameter is refused, not ignored into a report of
+	// everything.
+	err = e.admin.Get(e.ctx, "/v1/reports/usage?by=user&sinse=7d", &api.UsageReport{})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != "sinse" ||
+		!strings.Contains(err.Error(), "unknown query parameter: GET /v1/reports/usage takes by, since, user, archived") {
+		t.Errorf("?sinse=7d: %v; want a 400 naming sinse and what the report takes", err)
+	}
 }
 
 // equalHours compares GPU-hours to a millionth (the report's rounding).
