@@ -26,6 +26,9 @@ type ErrorBody struct {
 type JobList struct {
 	Index int64  `json:"index"`
 	Jobs  []*Job `json:"jobs"`
+	// Warnings say what the list may lack (all=1 on a server that keeps
+	// no job archive).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // NodeList is GET /v1/nodes's body.
