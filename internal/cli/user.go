@@ -376,17 +376,9 @@ func printJobs(w io.Writer, jobs []*api.Job) {
 
 func printNodes(w io.Writer, nodes []*api.Node) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
+	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tUSED\tFREE\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
 	for _, n := range nodes {
-		state := string(n.Status.State)
-		if n.Status.Draining {
-			state += ",Draining"
-		} else if n.Status.Cordoned {
-			state += ",Cordoned"
-		}
-		if n.Status.Fault != "" {
-			state += ",Faulty"
-		}
+		state := nodeState(n)
 		model := "-"
 		if len(n.GPUs) > 0 {
 			model = n.GPUs[0].Model
@@ -395,9 +387,24 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 		if out := len(n.GPUs) - inService(n); out > 0 && n.Status.Fault == "" {
 			gpus = fmt.Sprintf("%d (%d out)", len(n.GPUs), out)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, model, n.Address, age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, n.Status.UsedGPUs, n.Status.FreeGPUs, model, n.Address,
+			age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
 	}
 	tw.Flush()
+}
+
+// nodeState is a node's state with what keeps ranks off it: Ready,Cordoned.
+func nodeState(n *api.Node) string {
+	state := string(n.Status.State)
+	if n.Status.Draining {
+		state += ",Draining"
+	} else if n.Status.Cordoned {
+		state += ",Cordoned"
+	}
+	if n.Status.Fault != "" {
+		state += ",Faulty"
+	}
+	return state
 }
 
 // inService counts the node's GPUs new ranks may use.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/server"
+	"github.com/gangway/gangway/internal/node/agent"
 )
 
 // runUntil runs a gangway command against the cluster until ctx ends,
@@ -150,5 +151,122 @@ func TestReadmeGetJobsAll(t *testing.T) {
 		if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 2 || jobs[1].ID != old || jobs[1].Spec.Name != "old" {
 			t.Errorf("%s -o json: exit %d, %s%s; want the two jobs, the archived last", cmdline, code, out, errOut)
 		}
+	}
+}
+
+// topNodes and topJobs are `gangway top nodes|jobs -o json`.
+func (cl *cluster) topNodes() map[string]nodeTop {
+	cl.t.Helper()
+	out, errOut, code := cl.run("top", "nodes", "-o", "json")
+	var rows []nodeTop
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
+		cl.t.Fatalf("top nodes -o json: exit %d: %s%s", code, out, errOut)
+	}
+	m := map[string]nodeTop{}
+	for _, r := range rows {
+		m[r.Name] = r
+	}
+	return m
+}
+
+func (cl *cluster) topJobs() map[string]api.JobTop {
+	cl.t.Helper()
+	out, errOut, code := cl.run("top", "jobs", "-o", "json")
+	var rows []api.JobTop
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
+		cl.t.Fatalf("top jobs -o json: exit %d: %s%s", code, out, errOut)
+	}
+	m := map[string]api.JobTop{}
+	for _, r := range rows {
+		m[r.ID] = r
+	}
+	return m
+}
+
+// cells are the fields of the line of a table that begins with first.
+func cells(table, first string) []string {
+	for _, line := range strings.Split(table, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == first {
+			return f
+		}
+	}
+	return nil
+}
+
+// TestReadmeGetNodesAndTop runs the README's `gangway get nodes` and
+// `gangway top nodes|jobs` on a node of two fake GPUs, whose readings
+// follow load: idle, then one GPU held by a rank that reports progress,
+// then idle again once it is cancelled. The used and free counts, the
+// utilisation and the job's step, loss and token rate follow.
+func TestReadmeGetNodesAndTop(t *testing.T) {
+	readme := map[string][]string{}
+	for _, l := range [][]string{readmeLines(t, "gangway get nodes")[0], readmeLines(t, "gangway top nodes")[0], readmeLines(t, "gangway top jobs")[0]} {
+		readme[strings.Join(l[:3], " ")] = l[1:]
+	}
+	cl := startCluster(t, 0, 0)
+	cl.adjustAgent = func(c *agent.Config) { c.GPUMetricsInterval = 50 * time.Millisecond }
+	cl.startAgent("n1", 2)
+	cl.waitNodes(1)
+	run := func(name string) string {
+		t.Helper()
+		out, errOut, code := cl.run(readme[name]...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errOut)
+		}
+		t.Logf("%s\n%s", name, out)
+		return out
+	}
+
+	cl.wait(30*time.Second, "readings of both idle GPUs", func() bool { n := cl.topNodes()["n1"]; return n.Sampled == 2 })
+	idle := cl.topNodes()["n1"]
+	if idle.UsedGPUs != 0 || idle.UtilPercent != 0 || idle.GPUs != 2 || idle.MemUsedMiB != 1024 || idle.PowerW <= 0 {
+		t.Errorf("idle node: %+v; want 0 of 2 GPUs used, 0%% utilisation, 512 MiB used on each, some power", idle)
+	}
+	if c := cells(run("gangway get nodes"), "n1"); len(c) < 5 || c[2] != "2" || c[3] != "0" || c[4] != "2" {
+		t.Errorf("get nodes, idle: n1's cells %q; want 2 GPUs, 0 used, 2 free", c)
+	}
+	if c := cells(run("gangway top nodes"), "n1"); len(c) < 4 || c[2] != "0/2" || c[3] != "0%" {
+		t.Errorf("top nodes, idle: n1's cells %q; want 0/2 GPUs used, 0%%", c)
+	}
+
+	// Two progress lines a second apart, 2,000 tokens between them.
+	id := cl.submitYAML(`name: busy
+ranks: 1
+gpusPerRank: 1
+command: ["sh", "-c", "echo '{\"step\":1,\"loss\":0.75,\"tokens\":1000,\"time\":\"2026-12-01T09:00:00Z\"}' >> $GANGWAY_PROGRESS_FILE; echo '{\"step\":2,\"loss\":0.5,\"tokens\":3000,\"time\":\"2026-12-01T09:00:01Z\"}' >> $GANGWAY_PROGRESS_FILE; exec sleep 300"]
+`)
+	cl.waitPhase(id, api.JobRunning, 30*time.Second)
+	cl.wait(30*time.Second, "the job's GPU to read busy and its progress to come", func() bool {
+		j, ok := cl.topJobs()[id]
+		return ok && j.Sampled == 1 && j.UtilPercent > 0 && j.Step == 2
+	})
+	job := cl.topJobs()[id]
+	if job.UtilPercent < 90 || job.MemUsedMiB < 40000 || job.Loss == nil || *job.Loss != 0.5 || job.TokensPerSec != 2000 || job.GPUs != 1 || job.Name != "busy" {
+		t.Errorf("top jobs: %+v; want the busy fake GPU (over 90%%, three quarters of 80 GB), step 2, loss 0.5, 2000 tokens/s", job)
+	}
+	busy := cl.topNodes()["n1"]
+	if busy.UsedGPUs != 1 || busy.UtilPercent <= idle.UtilPercent || busy.MemUsedMiB <= idle.MemUsedMiB || busy.PowerW <= idle.PowerW || busy.MaxTempC <= idle.MaxTempC {
+		t.Errorf("busy node: %+v; want 1 GPU used and more utilisation, memory, power and heat than idle (%+v)", busy, idle)
+	}
+	if c := cells(run("gangway get nodes"), "n1"); len(c) < 5 || c[3] != "1" || c[4] != "1" {
+		t.Errorf("get nodes, busy: n1's cells %q; want 1 used, 1 free", c)
+	}
+	if c := cells(run("gangway top nodes"), "n1"); len(c) < 4 || c[2] != "1/2" || c[3] == "0%" {
+		t.Errorf("top nodes, busy: n1's cells %q; want 1/2 GPUs used, some utilisation", c)
+	}
+	if c := cells(run("gangway top jobs"), id); len(c) < 11 || c[1] != "busy" || c[4] != "1" || c[5] != "n1" || c[9] != "2" || c[10] != "0.5" || c[11] != "2000" {
+		t.Errorf("top jobs: %s's cells %q; want busy on 1 GPU of n1, step 2, loss 0.5, 2000 tokens/s", id, c)
+	}
+
+	if _, errOut, code := cl.run("cancel", id); code != 0 {
+		t.Fatalf("cancel: %s", errOut)
+	}
+	cl.waitPhase(id, api.JobCancelled, 30*time.Second)
+	cl.wait(30*time.Second, "the GPU to read idle again", func() bool { return cl.topNodes()["n1"].UtilPercent == 0 })
+	if n := cl.topNodes()["n1"]; n.UsedGPUs != 0 {
+		t.Errorf("after the job: %+v; want no GPU used", n)
+	}
+	if jobs := cl.topJobs(); len(jobs) != 0 {
+		t.Errorf("top jobs after the job: %+v; want none running", jobs)
 	}
 }
