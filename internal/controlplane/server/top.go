@@ -49,11 +49,16 @@ func (g *gpuReadings) get(node string) *api.GPUTelemetry {
 }
 
 // heldGPUs is, per node, the indices of the GPUs the ranks of attempts not
-// yet ended hold, from the live jobs.
+// yet ended hold, from the live jobs: the cache once it holds what the
+// store had when asked or, when it cannot (a store in trouble), as it is:
+// a node list that could be read does not fail for the cache's lag.
 func (s *Server) heldGPUs(ctx context.Context) (map[string]map[int]bool, error) {
 	jobs, _, err := s.liveJobs(ctx)
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		jobs = s.cache.LiveJobs()
 	}
 	held := map[string]map[int]bool{}
 	for _, j := range jobs {
