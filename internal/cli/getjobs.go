@@ -151,7 +151,8 @@ func historyRows(jobs []*api.Job, now time.Time, csv bool) [][]string {
 	return rows
 }
 
-// jobName is a job's name, with its index in its array as Slurm's 12_7.
+// jobName is a job's name, with its index in its array in brackets
+// (Slurm writes the task of array 12 at index 7 as 12_7).
 func jobName(j *api.Job) string {
 	name := j.Spec.Name
 	if t := j.Array; t != nil {
