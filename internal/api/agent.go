@@ -74,6 +74,75 @@ type Heartbeat struct {
 	// changed status since the last answered heartbeat (and in the first
 	// after registering); nil means "as before".
 	Health []HealthCheck `json:"health,omitempty"`
+	// Telemetry is the GPUs' newest readings, sent when the agent has
+	// read them since its last answered heartbeat (every
+	// --gpu-metrics-interval); nil means "none newer".
+	Telemetry *GPUTelemetry `json:"telemetry,omitempty"`
+}
+
+// GPUTelemetry is a node's GPUs' readings at one time: what `gangway top`
+// shows. The agent's /metrics has more, in dcgm-exporter's names.
+type GPUTelemetry struct {
+	At   time.Time   `json:"at"`
+	GPUs []GPUSample `json:"gpus"`
+}
+
+// GPUSample is one GPU's readings. A reading the device does not give is
+// -1.
+type GPUSample struct {
+	Index int `json:"index"`
+	// UtilPercent is the GPU's utilisation, 0–100 (DCGM_FI_DEV_GPU_UTIL).
+	UtilPercent float64 `json:"util"`
+	// MemUsedMiB is its frame buffer in use (DCGM_FI_DEV_FB_USED).
+	MemUsedMiB float64 `json:"memUsedMiB"`
+	TempC      float64 `json:"tempC"`
+	PowerW     float64 `json:"powerW"`
+}
+
+// GPUSummary adds up the readings of several GPUs: how many gave any
+// (Sampled), their mean utilisation, the memory they use and the power
+// they draw together, and the hottest one's temperature; -1 where none
+// gave that reading. Start from NewGPUSummary.
+type GPUSummary struct {
+	Sampled                                   int
+	UtilPercent, MemUsedMiB, MaxTempC, PowerW float64
+	utilSum                                   float64
+	utilN                                     int
+}
+
+// NewGPUSummary is the summary of no readings.
+func NewGPUSummary() GPUSummary {
+	return GPUSummary{UtilPercent: -1, MemUsedMiB: -1, MaxTempC: -1, PowerW: -1}
+}
+
+// Add counts g in.
+func (s *GPUSummary) Add(g *GPUSample) {
+	s.Sampled++
+	if g.UtilPercent >= 0 {
+		s.utilSum += g.UtilPercent
+		s.utilN++
+		s.UtilPercent = s.utilSum / float64(s.utilN)
+	}
+	if g.MemUsedMiB >= 0 {
+		s.MemUsedMiB = max(s.MemUsedMiB, 0) + g.MemUsedMiB
+	}
+	if g.PowerW >= 0 {
+		s.PowerW = max(s.PowerW, 0) + g.PowerW
+	}
+	s.MaxTempC = max(s.MaxTempC, g.TempC)
+}
+
+// Sample is the node's reading of GPU index, nil when it has none.
+func (t *GPUTelemetry) Sample(index int) *GPUSample {
+	if t == nil {
+		return nil
+	}
+	for i := range t.GPUs {
+		if t.GPUs[i].Index == index {
+			return &t.GPUs[i]
+		}
+	}
+	return nil
 }
 
 // CheckpointReport says a rank's agent saw a committed checkpoint.

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // This file holds the /v1 bodies that are not a resource themselves: the
 // lists, the error every failed request returns, and answers to actions.
 
@@ -26,6 +28,41 @@ type ErrorBody struct {
 type JobList struct {
 	Index int64  `json:"index"`
 	Jobs  []*Job `json:"jobs"`
+	// Warnings say what the list may lack (all=1 on a server that keeps
+	// no job archive).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// JobTopList is GET /v1/top/jobs's body: the running jobs, in ID order.
+type JobTopList struct {
+	Jobs []JobTop `json:"jobs"`
+}
+
+// JobTop is one running job as `gangway top jobs` shows it: the newest
+// readings of its GPUs, as their nodes' heartbeats brought them, and its
+// attempt's newest progress.
+type JobTop struct {
+	ID      string   `json:"id"`
+	Name    string   `json:"name,omitempty"`
+	User    string   `json:"user,omitempty"`
+	Queue   string   `json:"queue"`
+	Attempt int      `json:"attempt"`
+	Nodes   []string `json:"nodes"`
+	// GPUs is what the job asks for (fractions for time-shared and MIG
+	// ranks); Sampled how many of the GPUs it holds have a reading.
+	GPUs    float64 `json:"gpus"`
+	Sampled int     `json:"sampled"`
+	// UtilPercent is the mean utilisation of the sampled GPUs, -1 with
+	// none; MemUsedMiB their frame buffer in use, added up.
+	UtilPercent float64 `json:"utilPercent"`
+	MemUsedMiB  float64 `json:"memUsedMiB"`
+	// Step, Loss and ProgressAt are the attempt's newest progress line
+	// (none yet: Step 0, ProgressAt zero); TokensPerSec the rate over its
+	// recent lines (TokenRate), 0 when unknown.
+	Step         int64     `json:"step"`
+	Loss         *float64  `json:"loss,omitempty"`
+	ProgressAt   time.Time `json:"progressAt,omitzero"`
+	TokensPerSec float64   `json:"tokensPerSec"`
 }
 
 // NodeList is GET /v1/nodes's body.

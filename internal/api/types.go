@@ -604,6 +604,39 @@ func (p *Progress) TimingOnly() bool {
 	return p.Rank != 0 && p.Loss == nil && p.Tokens == 0 && !p.Final
 }
 
+// maxRateLines bounds the progress lines TokenRate measures over: the
+// recent rate, not the attempt's average.
+const maxRateLines = 10
+
+// TokenRate is tokens a second over the newest of lines (oldest first)
+// that attempt's ranks wrote with a token count: at most the last
+// maxRateLines of the rank that wrote the newest. 0 when there are not
+// two such lines apart in time.
+func TokenRate(lines []Progress, attempt int) float64 {
+	var last *Progress
+	n := 0
+	first := -1
+	for i := len(lines) - 1; i >= 0 && n < maxRateLines; i-- {
+		p := &lines[i]
+		if p.Attempt != attempt || p.Tokens <= 0 || p.Time.IsZero() || (last != nil && p.Rank != last.Rank) {
+			continue
+		}
+		if last == nil {
+			last = p
+		}
+		first, n = i, n+1
+	}
+	if n < 2 {
+		return 0
+	}
+	f := &lines[first]
+	dt := last.Time.Sub(f.Time).Seconds()
+	if dt <= 0 || last.Tokens < f.Tokens {
+		return 0
+	}
+	return float64(last.Tokens-f.Tokens) / dt
+}
+
 // Straggler is a rank whose own work per step stayed well behind its
 // gang's median for the straggler window.
 type Straggler struct {
@@ -867,6 +900,17 @@ type NodeStatus struct {
 	// kept out of gangs that span several nodes until an operator
 	// uncordons it.
 	Lemon bool `json:"lemon,omitempty"`
+	// UsedGPUs and FreeGPUs are filled in by the API from the jobs, never
+	// stored: the GPUs ranks of an attempt not yet ended hold (a GPU
+	// time-shared or cut into MIG instances counts once), and those in
+	// service no rank holds, on a node that takes new ranks (0 on one
+	// cordoned, draining, faulty or lost).
+	UsedGPUs int `json:"usedGPUs,omitempty"`
+	FreeGPUs int `json:"freeGPUs,omitempty"`
+	// Telemetry is the GPUs' newest readings as the node's heartbeats
+	// brought them to the server answering; filled in by the API from its
+	// memory, never stored. nil: none heard since that server started.
+	Telemetry *GPUTelemetry `json:"telemetry,omitempty"`
 }
 
 // MaxFaultHistory bounds NodeStatus.Faults.

@@ -66,6 +66,15 @@ type UsageRow struct {
 	// meanwhile, so it is not in GPUHours: it is what the gang went
 	// without, not what the cluster spent.
 	RestartBackoffGangHours float64 `json:"restartBackoffGangHours,omitempty"`
+	// PendingHours is the wall time jobs waited to be placed for the
+	// first time (from submission to their first attempt, or until now
+	// for one still waiting), in job-hours: not GPU-hours, nor times the
+	// GPUs asked for. The waits between attempts are the restart backoff.
+	PendingHours float64 `json:"pendingHours,omitempty"`
+	// Restarts counts the attempts after a job's first that began in the
+	// window: restarts after failures, and moves after a preemption, a
+	// drain or a lost node.
+	Restarts int `json:"restarts,omitempty"`
 	// Goodput is UsefulGPUHours over the GPU-hours settled (useful plus
 	// lost); 0 when none are.
 	Goodput float64 `json:"goodput"`
@@ -90,7 +99,7 @@ const maxSinceDays = 36500
 // takes, and wraps ErrInvalid.
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	bad := func() (time.Time, error) {
-		return time.Time{}, ErrorForField("--since", "%q is not a duration (e.g. 24h, 7d) or a date (2026-12-01)", s)
+		return time.Time{}, ErrorForField("--since", "%q is not a time: want how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09:00:00Z) or a date (2026-12-01)", s)
 	}
 	if s == "" || strings.TrimSpace(s) != s {
 		return bad()

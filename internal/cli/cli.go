@@ -1,6 +1,6 @@
 // Package cli implements gangway's commands: the server, the agent, the
-// user commands (submit, get, describe, logs, cancel, cordon, drain) and the
-// demo. Main is the whole program, callable from tests. The user commands
+// user commands (submit, get, top, describe, logs, cancel, cordon, drain,
+// report) and the demo. Main is the whole program, callable from tests. The user commands
 // reach the server through internal/api/client.
 //
 // It imports any gangway package (it is the top of the tree); nothing
@@ -47,7 +47,8 @@ func commands() []command {
 		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
 		{name: "submit", args: "JOB.yaml | SCRIPT.sbatch | --ranks N -- CMD...", summary: "submit a job: a spec, a Slurm batch script (#SBATCH headers, sbatch's options), or a command", run: runSubmit},
-		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs, nodes, queues or deployments", run: runGet},
+		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs (--watch: follow them; --all --since 7d: finished ones too, as sacct), nodes (GPUs used and free), queues or deployments", run: runGet},
+		{name: "top", args: "nodes|jobs", summary: "GPU use now: per node (GPUs used, utilisation, memory, temperature, power) or per running job (its GPUs' utilisation, step, loss, tokens/s)", run: runTop},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
 		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
 		{name: "cancel", args: "ID... | --user U | --name N", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state", run: runCancel},
@@ -63,7 +64,7 @@ func commands() []command {
 		{name: "token", args: "create|list|revoke", summary: "make, list or revoke users' and agents' (join) tokens", run: runToken},
 		{name: "ca", args: "create DIR", summary: "make a cluster CA for several server replicas to share (--tls-ca, --tls-ca-key)", run: runCA},
 		{name: "whoami", summary: "say who the server takes you for, and the account your jobs run as", run: runWhoami},
-		{name: "report", args: "usage [--by B] [--since 7d]", summary: "GPU-hours by queue, user or job: useful, and lost by cause (node lost, GPU fault, hang, preemption, user error, …)", run: runReport},
+		{name: "report", args: "usage [--by B] [--since 7d]", summary: "GPU-hours by queue, user or job: useful, and lost by cause (node lost, GPU fault, hang, preemption, user error, …), restarts and pending time", run: runReport},
 		{name: "audit", args: "[--who U] [--since D]", summary: "show the newest mutating requests: who, what, from where, result", run: runAudit},
 		{name: "plan", args: "--model M --gpus N --gpu G", summary: "choose TP/PP/DP and predict memory, step time and MFU", run: wrap(plancli.Main)},
 		{name: "simulate", args: "--trace FILE [--policy P ...]", summary: "replay a cluster trace through the real scheduler in virtual time", run: wrap(simcli.Main)},
@@ -137,7 +138,8 @@ Commands:
 	fmt.Fprint(w, `
 User commands take --server URL, --token and --ca-file (default: $GANGWAY_SERVER,
 $GANGWAY_TOKEN, $GANGWAY_CA_FILE, else the client config ~/.config/gangway/config
-that "gangway server" writes on its first start) and -o table|json|yaml.
+that "gangway server" writes on its first start) and -o table|json|yaml
+(get jobs and report usage also -o csv).
 Run "gangway COMMAND -h" for a command's flags.
 `)
 }

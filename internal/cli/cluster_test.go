@@ -275,14 +275,19 @@ func (cl *cluster) wait(timeout time.Duration, what string, cond func() bool) {
 // run runs a gangway command against the cluster.
 func (cl *cluster) run(args ...string) (stdout, stderr string, code int) {
 	var o, e bytes.Buffer
-	env := &Env{Stdout: &o, Stderr: &e, Getenv: func(k string) string {
+	code = Main(context.Background(), args, cl.env(&o, &e))
+	return o.String(), e.String(), code
+}
+
+// env is the environment of a command run against the cluster: the
+// admin's client config, nothing else.
+func (cl *cluster) env(stdout, stderr io.Writer) *Env {
+	return &Env{Stdout: stdout, Stderr: stderr, Getenv: func(k string) string {
 		if k == "GANGWAY_CONFIG" {
 			return cl.config
 		}
 		return ""
 	}}
-	code = Main(context.Background(), args, env)
-	return o.String(), e.String(), code
 }
 
 func (cl *cluster) submitYAML(spec string) string {

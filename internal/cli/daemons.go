@@ -277,7 +277,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	taskRetention := fs.Duration("task-retention", 7*24*time.Hour, "remove a finished rank's directory (its logs and progress) this long after it last changed (0 keeps them)")
 	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at /metrics in plain HTTP here: each GPU in dcgm-exporter's names and labels with the rank using it, and the ranks' progress (e.g. :9400; default: none)")
 	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port logged at start (\"\": none)")
-	gpuMetricsInterval := fs.Duration("gpu-metrics-interval", agent.DefaultGPUMetricsInterval, "how often the metrics read the GPUs (NVML, or the fake GPUs)")
+	gpuMetricsInterval := fs.Duration("gpu-metrics-interval", agent.DefaultGPUMetricsInterval, "how often the agent reads the GPUs (NVML, or the fake GPUs) for its metrics and for gangway top")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code

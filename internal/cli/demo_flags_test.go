@@ -17,7 +17,8 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 	}{
 		{"unknown scenario", []string{"demo", "--scenario", "meteor"}, `--scenario "meteor": want one of node-loss, server-restart`},
 		{"unknown format", []string{"demo", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
-		{"a user command's unknown format", []string{"get", "jobs", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
+		{"a user command's unknown format", []string{"describe", "job", "1", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
+		{"a listing's unknown format", []string{"get", "jobs", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json, yaml or csv`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

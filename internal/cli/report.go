@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,14 +19,14 @@ import (
 // runReport prints a report; `usage` is the one there is.
 func runReport(ctx context.Context, e *Env, args []string) int {
 	if len(args) == 0 || args[0] != "usage" {
-		fmt.Fprintln(e.Stderr, "Usage: gangway report usage [--by queue|user|job] [--since 7d] [--user NAME] [--archived] [-o table|json|yaml]")
+		fmt.Fprintln(e.Stderr, "Usage: gangway report usage [--by queue|user|job] [--since 7d] [--user NAME] [--archived] [-o table|json|yaml|csv]")
 		return 2
 	}
 	fs := cmdkit.NewFlags(e.Stderr, "report usage", "[--by queue|user|job] [--since 7d] [--user NAME] [--archived]")
 	srv := serverFlag(fs, e)
-	out := cmdkit.OutputFlag(fs)
+	out := cmdkit.OutputFlagCSV(fs)
 	by := fs.String("by", "queue", "group rows by queue, user or job")
-	since := fs.String("since", "", "start of the window: how long ago (24h, 7d) or a date (2026-12-01) or an RFC 3339 time (default: all the history the server holds)")
+	since := fs.String("since", "", "start of the window: "+sinceForms+" (default: all the history the server holds)")
 	user := fs.String("user", "", "only this user's jobs (a user sees only their own anyway)")
 	archived := fs.Bool("archived", false, "add the jobs retention moved to the server's --job-archive")
 	if code, ok := cmdkit.ParseNoArgs(fs, args[1:]); !ok {
@@ -47,8 +48,14 @@ func runReport(ctx context.Context, e *Env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
+	if *out == cmdkit.CSV {
+		return exitOn(e, usageCSV(e.Stdout, rep))
+	}
 	return exitOn(e, cmdkit.Print(e.Stdout, *out, rep, func(w io.Writer) error { return printUsage(w, rep) }))
 }
+
+// sinceForms is what a --since takes (api.ParseSince), for flag help.
+const sinceForms = "how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09:00:00Z) or a date (2026-12-01)"
 
 // causeOrder is the order of the lost-work columns: the cluster's faults,
 // then the scheduler's doing, then the job's own.
@@ -57,7 +64,8 @@ var causeOrder = []api.Cause{api.CauseNodeLost, api.CauseFenced, api.CauseGPUFau
 
 // printUsage writes a usage report as a table: a row per key and a TOTAL,
 // GPU-hours, useful ones, goodput, then a column per cause any row lost
-// work to, running and restart backoff where there are any.
+// work to, running where there is any, restarts, restart backoff where
+// there is any, and pending time.
 func printUsage(w io.Writer, rep api.UsageReport) error {
 	from := "the first attempt"
 	if !rep.Since.IsZero() {
@@ -93,9 +101,11 @@ func printUsage(w io.Writer, rep api.UsageReport) error {
 	if running {
 		head = append(head, "RUNNING")
 	}
+	head = append(head, "RESTARTS")
 	if backoff {
 		head = append(head, "RESTART-BACKOFF*")
 	}
+	head = append(head, "PENDING-H")
 	table := [][]string{head}
 	for _, r := range rows {
 		goodput := "-"
@@ -109,9 +119,11 @@ func printUsage(w io.Writer, rep api.UsageReport) error {
 		if running {
 			cells = append(cells, hrs(r.RunningGPUHours))
 		}
+		cells = append(cells, count(r.Restarts))
 		if backoff {
 			cells = append(cells, hrs(r.RestartBackoffGangHours))
 		}
+		cells = append(cells, hrs(r.PendingHours))
 		table = append(table, cells)
 	}
 	if _, err := io.WriteString(w, alignColumns(table)); err != nil {
@@ -121,6 +133,58 @@ func printUsage(w io.Writer, rep api.UsageReport) error {
 		fmt.Fprintln(w, "* gang-hours, not GPU-hours: the wait between an attempt's end and the next one's start, times the GPUs asked for")
 	}
 	return nil
+}
+
+// usageCSV writes a usage report as CSV: a row per key (no TOTAL: -o json
+// has it), in columns that do not depend on the figures: every cause this
+// CLI knows has its lost_ column, and a cause it does not know yet gets
+// one after all the others.
+func usageCSV(w io.Writer, rep api.UsageReport) error {
+	causes := slices.Clone(causeOrder)
+	var unknown []api.Cause
+	for _, r := range rep.Rows {
+		for c := range r.LostGPUHours {
+			if !slices.Contains(causes, c) && !slices.Contains(unknown, c) {
+				unknown = append(unknown, c)
+			}
+		}
+	}
+	slices.Sort(unknown)
+	lost := func(cs []api.Cause) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, "lost_"+strings.ReplaceAll(string(c), "-", "_")+"_gpu_hours")
+		}
+		return out
+	}
+	head := []string{string(rep.By), "jobs", "gpu_hours", "useful_gpu_hours", "goodput"}
+	head = append(head, lost(causes)...)
+	head = append(head, "running_gpu_hours", "restarts", "restart_backoff_gang_hours", "pending_hours")
+	head = append(head, lost(unknown)...)
+	rows := make([][]string, 0, len(rep.Rows))
+	for _, r := range rep.Rows {
+		cells := []string{r.Key, strconv.Itoa(r.Jobs), num(r.GPUHours), num(r.UsefulGPUHours), num(r.Goodput)}
+		for _, c := range causes {
+			cells = append(cells, num(r.LostGPUHours[c]))
+		}
+		cells = append(cells, num(r.RunningGPUHours), strconv.Itoa(r.Restarts), num(r.RestartBackoffGangHours), num(r.PendingHours))
+		for _, c := range unknown {
+			cells = append(cells, num(r.LostGPUHours[c]))
+		}
+		rows = append(rows, cells)
+	}
+	return cmdkit.WriteCSV(w, head, rows)
+}
+
+// num writes a figure in full, as CSV readers want it.
+func num(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+// count writes a count, "-" for none.
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 // alignColumns lays rows out in columns two spaces apart: the first

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
-	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
@@ -229,11 +228,15 @@ func exitOn(e *Env, err error) int {
 func runGet(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
 	srv := serverFlag(fs, e)
-	out := cmdkit.OutputFlag(fs)
+	out := cmdkit.OutputFlagCSV(fs)
 	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
 	limit := fs.Int("limit", 0, "jobs: only the newest N")
 	user := fs.String("user", "", "jobs: only this user's")
 	me := fs.Bool("me", false, "jobs: only mine")
+	all := fs.Bool("all", false, "jobs: finished ones too, also those retention moved to the server's --job-archive, newest first, with sacct's columns")
+	since := fs.String("since", "", sinceHelp)
+	watch := fs.Bool("watch", false, "jobs: print the list, then a line for each job that changes, until Ctrl-C (kubectl get -w)")
+	fs.BoolVar(watch, "w", false, "short for --watch")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
@@ -242,12 +245,18 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway get: --limit %d: want a positive number\n", *limit)
 		return 2
 	}
-	if (*live || *limit > 0 || *user != "" || *me) && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job")) {
-		fmt.Fprintln(e.Stderr, "gangway get: --live, --limit, --user and --me apply to the job list (gangway get jobs)")
+	jobList := len(pos) == 1 && (pos[0] == "jobs" || pos[0] == "job")
+	if (*live || *limit > 0 || *user != "" || *me || *all || *since != "" || *watch) && !jobList {
+		fmt.Fprintln(e.Stderr, "gangway get: --live, --limit, --user, --me, --all, --since and --watch apply to the job list (gangway get jobs)")
 		return 2
 	}
-	if *me && *user != "" {
-		fmt.Fprintln(e.Stderr, "gangway get: give --user or --me, not both")
+	if *out == cmdkit.CSV && (len(pos) == 0 || (pos[0] != "jobs" && pos[0] != "job")) {
+		fmt.Fprintln(e.Stderr, "gangway get: -o csv writes jobs (gangway get jobs); use -o json or -o yaml")
+		return 2
+	}
+	asked := jobsAsked{out: *out, live: *live, all: *all, watch: *watch, me: *me, limit: *limit, user: *user, since: *since}
+	if err := checkJobsFlags(&asked); err != nil {
+		fmt.Fprintf(e.Stderr, "gangway get: %v\n", err)
 		return 2
 	}
 	c, err := srv.client()
@@ -265,27 +274,16 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			if err != nil {
 				return fail(e, err)
 			}
-			if *out != "table" {
-				return exitOn(e, printAs(e, *out, d.Job))
+			switch *out {
+			case cmdkit.CSV:
+				return exitOn(e, jobsCSV(e.Stdout, []*api.Job{&d.Job}, time.Now()))
+			case cmdkit.Table:
+				printJobs(e.Stdout, []*api.Job{&d.Job})
+				return 0
 			}
-			printJobs(e.Stdout, []*api.Job{&d.Job})
-			return 0
+			return exitOn(e, printAs(e, *out, d.Job))
 		}
-		if *me {
-			w, err := c.WhoAmI(ctx)
-			if err != nil {
-				return fail(e, err)
-			}
-			*user = w.Name
-		}
-		l, err := c.Jobs(ctx, client.JobQuery{Live: *live, Limit: *limit, User: *user})
-		if err != nil {
-			return fail(e, err)
-		}
-		if *out != "table" {
-			return exitOn(e, printAs(e, *out, l.Jobs))
-		}
-		printJobs(e.Stdout, l.Jobs)
+		return getJobs(ctx, e, c, asked)
 	case "nodes", "node":
 		return getKind(ctx, e, *out, pos, c.Node, func() ([]*api.Node, error) {
 			l, err := c.Nodes(ctx)
@@ -353,41 +351,37 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// jobsHead are the columns of `get jobs`, as squeue's.
+var jobsHead = []string{"ID", "NAME", "USER", "QUEUE", "PHASE", "RANKS", "GPUS", "ATTEMPT", "NODES", "AGE", "REASON"}
+
+// jobAgeCol is the AGE column of jobsHead, which changes by itself.
+const jobAgeCol = 9
+
+// jobRow is a job in jobsHead's columns.
+func jobRow(j *api.Job) []string {
+	att, nodes := "-", "-"
+	if a := j.Status.Current(); a != nil {
+		att = strconv.Itoa(a.Number)
+		nodes = strings.Join(a.Nodes(), ",")
+	}
+	return []string{j.ID, dash(jobName(j)), dash(j.Spec.User), j.Spec.Queue, string(j.Status.Phase),
+		strconv.Itoa(j.Spec.Ranks), strconv.Itoa(j.Spec.GPUs()), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70)}
+}
+
 func printJobs(w io.Writer, jobs []*api.Job) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tUSER\tQUEUE\tPHASE\tRANKS\tGPUS\tATTEMPT\tNODES\tAGE\tREASON")
+	fmt.Fprintln(tw, strings.Join(jobsHead, "\t"))
 	for _, j := range jobs {
-		att, nodes := "-", "-"
-		if a := j.Status.Current(); a != nil {
-			att = strconv.Itoa(a.Number)
-			nodes = strings.Join(a.Nodes(), ",")
-		}
-		name := dash(j.Spec.Name)
-		if t := j.Array; t != nil {
-			name += "[" + strconv.Itoa(t.Index) + "]" // task index, as Slurm's 12_7
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", j.ID, name, dash(j.Spec.User), j.Spec.Queue, j.Status.Phase,
-			j.Spec.Ranks, j.Spec.GPUs(), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70))
+		fmt.Fprintln(tw, strings.Join(jobRow(j), "\t"))
 	}
 	tw.Flush()
 }
 
 func printNodes(w io.Writer, nodes []*api.Node) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
+	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tUSED\tFREE\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
 	for _, n := range nodes {
-		state := string(n.Status.State)
-		if n.Status.Draining {
-			state += ",Draining"
-			if n.Status.DrainReason != "" {
-				state += "(" + truncate(n.Status.DrainReason, 30) + ")"
-			}
-		} else if n.Status.Cordoned {
-			state += ",Cordoned"
-		}
-		if n.Status.Fault != "" {
-			state += ",Faulty"
-		}
+		state := nodeState(n)
 		model := "-"
 		if len(n.GPUs) > 0 {
 			model = n.GPUs[0].Model
@@ -396,9 +390,27 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 		if out := len(n.GPUs) - inService(n); out > 0 && n.Status.Fault == "" {
 			gpus = fmt.Sprintf("%d (%d out)", len(n.GPUs), out)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, model, n.Address, age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, n.Status.UsedGPUs, n.Status.FreeGPUs, model, n.Address,
+			age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
 	}
 	tw.Flush()
+}
+
+// nodeState is a node's state with what keeps ranks off it: Ready,Cordoned.
+func nodeState(n *api.Node) string {
+	state := string(n.Status.State)
+	if n.Status.Draining {
+		state += ",Draining"
+		if n.Status.DrainReason != "" {
+			state += "(" + truncate(n.Status.DrainReason, 30) + ")"
+		}
+	} else if n.Status.Cordoned {
+		state += ",Cordoned"
+	}
+	if n.Status.Fault != "" {
+		state += ",Faulty"
+	}
+	return state
 }
 
 // inService counts the node's GPUs new ranks may use.

@@ -23,6 +23,10 @@
 //     restart backoff: no GPU is held, so it counts in gang-hours (wall
 //     time times the GPUs asked for), apart from the GPU-hours.
 //
+// Per job (Waits), apart from the GPU time: the wall time from its
+// submission to its first attempt is pending time, in job-hours; each
+// attempt after the first that began in the window is a restart.
+//
 // It imports the standard library and internal/api.
 package goodput
 
@@ -142,6 +146,32 @@ func Attempts(j *api.Job, o Options) []Span {
 	return out
 }
 
+// Waits is how long j waited within o's window before its first attempt,
+// in seconds (from its submission to that attempt's creation; to now, or
+// to its end, for a job never placed), and how many of its attempts after
+// the first began in the window. A job with no submission time (written
+// by hand) has no pending time.
+func Waits(j *api.Job, o Options) (pending float64, restarts int) {
+	until := o.until()
+	as := j.Status.Attempts
+	if !j.SubmittedAt.IsZero() {
+		end := o.Now
+		switch {
+		case len(as) > 0:
+			end = as[0].CreatedAt
+		case j.Status.Phase.Final():
+			end = j.Status.FinishedAt // zero, unknown: no wait
+		}
+		pending = overlap(j.SubmittedAt, end, o.Since, until)
+	}
+	for i := 1; i < len(as); i++ {
+		if c := as[i].CreatedAt; !c.Before(o.Since) && c.Before(until) {
+			restarts++
+		}
+	}
+	return pending, restarts
+}
+
 // resumed is when the newest checkpoint of attempt i of j that work
 // resumed from was committed: one a later attempt was told to resume from
 // or, for the last attempt of a job that will run again, latest (the
@@ -189,12 +219,14 @@ func overlap(a, b, since, until time.Time) float64 {
 	return b.Sub(a).Seconds()
 }
 
-// Tally adds up GPU-seconds by class (gang-seconds for Backoff) for one
-// row. The zero value is ready to use.
+// Tally adds up GPU-seconds by class (gang-seconds for Backoff, job-seconds
+// for Pending) and restarts for one row. The zero value is ready to use.
 type Tally struct {
 	Jobs                     int
 	Useful, Running, Backoff float64
 	Lost                     map[api.Cause]float64
+	Pending                  float64
+	Restarts                 int
 }
 
 // AddLost charges s GPU-seconds to cause.
@@ -222,12 +254,26 @@ func (t *Tally) Add(spans []Span) {
 	}
 }
 
+// AddJob adds one job: its spans, the seconds it waited to be first
+// placed and its restarts (Waits), counting the job once if there is any
+// of them.
+func (t *Tally) AddJob(spans []Span, pending float64, restarts int) {
+	t.Add(spans)
+	if len(spans) == 0 && (pending > 0 || restarts > 0) {
+		t.Jobs++ // it only waited within the window
+	}
+	t.Pending += pending
+	t.Restarts += restarts
+}
+
 // merge adds u to t.
 func (t *Tally) merge(u *Tally) {
 	t.Jobs += u.Jobs
 	t.Useful += u.Useful
 	t.Running += u.Running
 	t.Backoff += u.Backoff
+	t.Pending += u.Pending
+	t.Restarts += u.Restarts
 	for c, v := range u.Lost {
 		t.AddLost(c, v)
 	}
@@ -236,7 +282,7 @@ func (t *Tally) merge(u *Tally) {
 // Row is the tally in hours, under key.
 func (t *Tally) Row(key string) api.UsageRow {
 	r := api.UsageRow{Key: key, Jobs: t.Jobs, UsefulGPUHours: hours(t.Useful), RunningGPUHours: hours(t.Running),
-		RestartBackoffGangHours: hours(t.Backoff)}
+		RestartBackoffGangHours: hours(t.Backoff), PendingHours: hours(t.Pending), Restarts: t.Restarts}
 	var lost float64
 	for c, v := range t.Lost {
 		if r.LostGPUHours == nil {
@@ -270,13 +316,15 @@ func Key(j *api.Job, by api.UsageBy) string {
 }
 
 // Report accounts for jobs over o's window, a row per key with any GPU
-// time or backoff in it, the most GPU-hours first, and their total.
+// time, backoff, pending time or restart in it, the most GPU-hours first,
+// and their total.
 func Report(jobs []*api.Job, o Options) api.UsageReport {
 	by := cmp.Or(o.By, api.UsageByQueue)
 	tallies := map[string]*Tally{}
 	for _, j := range jobs {
 		spans := Attempts(j, o)
-		if len(spans) == 0 {
+		pending, restarts := Waits(j, o)
+		if len(spans) == 0 && pending == 0 && restarts == 0 {
 			continue
 		}
 		k := Key(j, by)
@@ -285,7 +333,7 @@ func Report(jobs []*api.Job, o Options) api.UsageReport {
 			t = &Tally{}
 			tallies[k] = t
 		}
-		t.Add(spans)
+		t.AddJob(spans, pending, restarts)
 	}
 	rep := api.UsageReport{Since: o.Since, Until: o.until(), By: by, Rows: []api.UsageRow{}}
 	var total Tally

@@ -163,14 +163,17 @@ func TestAttempts(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	now := at(600)
+	submitted := func(j *api.Job, m float64) *api.Job { j.SubmittedAt = at(m); return j }
 	jobs := []*api.Job{
 		job("1", "research", "alice", api.JobSucceeded, ended(1, 0, 60, api.OutcomeSucceeded, api.CauseSucceeded)),
 		job("2", "research", "bob", api.JobSucceeded,
 			ended(1, 0, 60, api.OutcomeFailed, api.CauseNodeLost),
 			resumeFrom(ended(2, 66, 120, api.OutcomeSucceeded, api.CauseSucceeded), ck(1, 30))),
-		job("3", "prod", "alice", api.JobRunning, api.Attempt{Number: 1, Phase: api.AttemptRunning, CreatedAt: at(569), RunningAt: at(570)}),
+		submitted(job("3", "prod", "alice", api.JobRunning, api.Attempt{Number: 1, Phase: api.AttemptRunning, CreatedAt: at(569), RunningAt: at(570)}), 500),
 		job("4", "prod", "bob", api.JobFailed, ended(1, 0, 15, api.OutcomeFailed, api.CauseUserError)),
 		job("5", "prod", "carol", api.JobSucceeded, ended(1, -100, -40, api.OutcomeSucceeded, api.CauseSucceeded)), // before the window
+		submitted(job("6", "prod", "carol", api.JobPending), 590),                                                  // waiting still
+		submitted(job("7", "prod", "carol", api.JobCancelled), -60),                                                // cancelled waiting, before the window
 	}
 	row := func(key string, jobs int, useful, running, backoff float64, lost map[api.Cause]float64) api.UsageRow {
 		r := api.UsageRow{Key: key, Jobs: jobs, UsefulGPUHours: useful, RunningGPUHours: running, RestartBackoffGangHours: backoff, LostGPUHours: lost}
@@ -184,25 +187,31 @@ func TestReport(t *testing.T) {
 		}
 		return r
 	}
+	waits := func(r api.UsageRow, pendingMinutes float64, restarts int) api.UsageRow {
+		r.PendingHours, r.Restarts = round(pendingMinutes/60), restarts
+		return r
+	}
 	h := func(minutes float64) float64 { return round(minutes * 8 / 60) } // GPU-hours of an 8-GPU gang
-	total := row("TOTAL", 4, h(60+30+54), h(30), h(5), map[api.Cause]float64{api.CauseNodeLost: h(30), api.CauseUserError: h(15)})
+	total := waits(row("TOTAL", 5, h(60+30+54), h(30), h(5), map[api.Cause]float64{api.CauseNodeLost: h(30), api.CauseUserError: h(15)}), 69+10, 1)
 	tests := []struct {
 		by   api.UsageBy
 		want []api.UsageRow
 	}{
 		{api.UsageByQueue, []api.UsageRow{
-			row("research", 2, h(60+30+54), 0, h(5), map[api.Cause]float64{api.CauseNodeLost: h(30)}),
-			row("prod", 2, 0, h(30), 0, map[api.Cause]float64{api.CauseUserError: h(15)}),
+			waits(row("research", 2, h(60+30+54), 0, h(5), map[api.Cause]float64{api.CauseNodeLost: h(30)}), 0, 1),
+			waits(row("prod", 3, 0, h(30), 0, map[api.Cause]float64{api.CauseUserError: h(15)}), 69+10, 0),
 		}},
 		{api.UsageByUser, []api.UsageRow{
-			row("bob", 2, h(30+54), 0, h(5), map[api.Cause]float64{api.CauseNodeLost: h(30), api.CauseUserError: h(15)}),
-			row("alice", 2, h(60), h(30), 0, nil),
+			waits(row("bob", 2, h(30+54), 0, h(5), map[api.Cause]float64{api.CauseNodeLost: h(30), api.CauseUserError: h(15)}), 0, 1),
+			waits(row("alice", 2, h(60), h(30), 0, nil), 69, 0),
+			waits(row("carol", 1, 0, 0, 0, nil), 10, 0),
 		}},
 		{api.UsageByJob, []api.UsageRow{
-			row("2", 1, h(30+54), 0, h(5), map[api.Cause]float64{api.CauseNodeLost: h(30)}),
+			waits(row("2", 1, h(30+54), 0, h(5), map[api.Cause]float64{api.CauseNodeLost: h(30)}), 0, 1),
 			row("1", 1, h(60), 0, 0, nil),
-			row("3", 1, 0, h(30), 0, nil),
+			waits(row("3", 1, 0, h(30), 0, nil), 69, 0),
 			row("4", 1, 0, 0, 0, map[api.Cause]float64{api.CauseUserError: h(15)}),
+			waits(row("6", 1, 0, 0, 0, nil), 10, 0),
 		}},
 	}
 	for _, tt := range tests {
@@ -216,5 +225,40 @@ func TestReport(t *testing.T) {
 	}
 	if got := Report(nil, Options{Now: now}); got.By != api.UsageByQueue || got.Rows == nil || got.Total.Key != "TOTAL" {
 		t.Errorf("empty report: %+v; want by queue, no rows (an empty list), a TOTAL row", got)
+	}
+}
+
+func TestWaits(t *testing.T) {
+	now := at(600)
+	sub := func(m float64, phase api.JobPhase, as ...api.Attempt) *api.Job {
+		j := job("1", "a", "alice", phase, as...)
+		j.SubmittedAt = at(m)
+		return j
+	}
+	cancelled := sub(10, api.JobCancelled)
+	cancelled.Status.FinishedAt = at(40)
+	for _, tt := range []struct {
+		name     string
+		job      *api.Job
+		since    time.Time
+		pending  float64 // minutes
+		restarts int
+	}{
+		{"placed after 5 minutes", sub(0, api.JobSucceeded, ended(1, 6, 60, api.OutcomeSucceeded, api.CauseSucceeded)), time.Time{}, 5, 0},
+		{"the window cuts the wait", sub(0, api.JobSucceeded, ended(1, 31, 60, api.OutcomeSucceeded, api.CauseSucceeded)), at(20), 10, 0},
+		{"waiting still", sub(590, api.JobPending), time.Time{}, 10, 0},
+		{"cancelled waiting", cancelled, time.Time{}, 30, 0},
+		{"two restarts, one before the window", sub(0, api.JobSucceeded,
+			ended(1, 1, 10, api.OutcomeFailed, api.CauseNodeLost),
+			ended(2, 12, 20, api.OutcomeFailed, api.CauseGPUFault),
+			ended(3, 31, 60, api.OutcomeSucceeded, api.CauseSucceeded)), at(25), 0, 1},
+		{"no submission time: no wait known", job("1", "a", "alice", api.JobPending), time.Time{}, 0, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, r := Waits(tt.job, Options{Since: tt.since, Now: now})
+			if p != tt.pending*60 || r != tt.restarts {
+				t.Errorf("Waits = %gs, %d restarts; want %gs, %d", p, r, tt.pending*60, tt.restarts)
+			}
+		})
 	}
 }

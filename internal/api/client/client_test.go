@@ -96,6 +96,7 @@ func TestRequestPaths(t *testing.T) {
 		}, "GET /v1/agent/assignments?node=n-1&index=9&wait=10s&delta=1"},
 		{"first poll", func() error { _, err := c.Assignments(ctx, AssignmentQuery{Node: "n-1"}); return err }, "GET /v1/agent/assignments?node=n-1"},
 		{"blocking jobs", func() error { _, err := c.Jobs(ctx, JobQuery{Index: 3, Wait: time.Second}); return err }, "GET /v1/jobs?index=3&wait=1s"},
+		{"finished jobs", func() error { _, err := c.Jobs(ctx, JobQuery{All: true, Since: "7d", Limit: 10}); return err }, "GET /v1/jobs?all=true&limit=10&since=7d"},
 		{"array cancel", func() error { _, err := c.CancelArray(ctx, "12"); return err }, "POST /v1/jobs/12/cancel?array=1"},
 		{"escaped id", func() error { _, err := c.Job(ctx, "a/b"); return err }, "GET /v1/jobs/a%2Fb"},
 		{"scale", func() error { _, err := c.Scale(ctx, "web", 3); return err }, "POST /v1/deployments/web/scale?replicas=3"},

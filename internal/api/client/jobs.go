@@ -87,6 +87,13 @@ type JobQuery struct {
 	Limit int
 	// User, if set, keeps only that user's jobs (of those listed).
 	User string
+	// Since keeps only the jobs not finished or finished since then: a
+	// duration ago ("7d", "12h") or a time (RFC 3339, or a date), as
+	// api.ParseSince reads it on the server's clock. "": no bound.
+	Since string
+	// All adds the finished jobs retention moved to the server's job
+	// archive, and lists newest first.
+	All bool
 	// Index > 0 makes it a blocking query: the answer waits until jobs
 	// changed after store revision Index, or Wait (the server's default
 	// when 0) ends.
@@ -94,7 +101,7 @@ type JobQuery struct {
 	Wait  time.Duration
 }
 
-// Jobs lists jobs, oldest first.
+// Jobs lists jobs, oldest first (with All, newest first).
 func (c *Client) Jobs(ctx context.Context, q JobQuery) (api.JobList, error) {
 	v := url.Values{}
 	if q.Live {
@@ -105,6 +112,12 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) (api.JobList, error) {
 	}
 	if q.User != "" {
 		v.Set("user", q.User)
+	}
+	if q.Since != "" {
+		v.Set("since", q.Since)
+	}
+	if q.All {
+		v.Set("all", "true")
 	}
 	r := &request{method: http.MethodGet, path: "/v1/jobs"}
 	if q.Index > 0 {

@@ -44,3 +44,14 @@ func (c *Client) Usage(ctx context.Context, q UsageQuery) (api.UsageReport, erro
 	var r api.UsageReport
 	return r, c.Get(ctx, path, &r)
 }
+
+// TopJobs lists the running jobs (user's only, unless "") with the newest
+// readings of their GPUs and their newest progress.
+func (c *Client) TopJobs(ctx context.Context, user string) (api.JobTopList, error) {
+	path := "/v1/top/jobs"
+	if user != "" {
+		path += "?" + url.Values{"user": {user}}.Encode()
+	}
+	var l api.JobTopList
+	return l, c.Get(ctx, path, &l)
+}

@@ -2,13 +2,15 @@
 // its command line: one output vocabulary (-o table|json|yaml) and its
 // printer, and flag sets that print usage one way and accept flags after
 // positional arguments. YAML output is the JSON output re-spelled: the
-// same field names in the same order, integers as integers.
+// same field names in the same order, integers as integers. Commands whose
+// output is one table also take -o csv (OutputFlagCSV, WriteCSV).
 //
 // It imports the standard library and github.com/goccy/go-yaml.
 package cmdkit
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -27,6 +29,10 @@ const (
 	Table Format = "table"
 	JSON  Format = "json"
 	YAML  Format = "yaml"
+	// CSV is one table as comma-separated values (RFC 4180): a header row
+	// of fixed column names, then a row per item. Only the commands that
+	// ask for it with OutputFlagCSV take it.
+	CSV Format = "csv"
 )
 
 // errFormat says which formats there are.
@@ -70,6 +76,47 @@ func OutputFlag(fs *flag.FlagSet) *Format {
 	return &f
 }
 
+// OutputFlagCSV is OutputFlag for a command whose output is one table: -o
+// also takes csv.
+func OutputFlagCSV(fs *flag.FlagSet) *Format {
+	f := Table
+	fs.Var(csvFormat{&f}, "o", "output format: table, json, yaml or csv")
+	return &f
+}
+
+// csvFormat is a Format flag that also takes csv.
+type csvFormat struct{ f *Format }
+
+func (c csvFormat) String() string {
+	if c.f == nil {
+		return ""
+	}
+	return string(*c.f)
+}
+
+func (c csvFormat) Set(s string) error {
+	if strings.EqualFold(s, string(CSV)) {
+		*c.f = CSV
+		return nil
+	}
+	if c.f.Set(s) != nil {
+		return errors.New("want table, json, yaml or csv")
+	}
+	return nil
+}
+
+// WriteCSV writes header and then rows as CSV with encoding/csv.
+func WriteCSV(w io.Writer, header []string, rows [][]string) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(header); err != nil {
+		return err
+	}
+	if err := cw.WriteAll(rows); err != nil { // flushes
+		return err
+	}
+	return cw.Error()
+}
+
 // Print writes v to w in format f; table calls the command's own table
 // writer (nil: the format is refused for this command).
 func Print(w io.Writer, f Format, v any, table func(io.Writer) error) error {
@@ -90,6 +137,8 @@ func Print(w io.Writer, f Format, v any, table func(io.Writer) error) error {
 			return errors.New("this command has no table output: use -o json or -o yaml")
 		}
 		return table(w)
+	case CSV:
+		return errors.New("this command has no CSV output: use -o json or -o yaml")
 	}
 	return fmt.Errorf("unknown output format %q", f)
 }

@@ -104,6 +104,52 @@ func TestOutputFlag(t *testing.T) {
 	}
 }
 
+func TestOutputFlagCSV(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want Format
+	}{{"csv", CSV}, {"CSV", CSV}, {"json", JSON}, {"text", Table}} {
+		fs := NewFlags(io.Discard, "get", "jobs")
+		o := OutputFlagCSV(fs)
+		if _, err := Parse(fs, []string{"-o", tc.arg}); err != nil || *o != tc.want {
+			t.Errorf("-o %s: %q, %v; want %q", tc.arg, *o, err, tc.want)
+		}
+	}
+	var stderr bytes.Buffer
+	fs := NewFlags(&stderr, "get", "jobs")
+	OutputFlagCSV(fs)
+	if _, err := Parse(fs, []string{"-o", "xml"}); err == nil {
+		t.Fatal("-o xml accepted")
+	}
+	if !strings.Contains(stderr.String(), `invalid value "xml" for flag -o: want table, json, yaml or csv`) {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+	fs = NewFlags(&stderr, "get", "jobs")
+	OutputFlagCSV(fs)
+	stderr.Reset()
+	fs.PrintDefaults()
+	if !strings.Contains(stderr.String(), "(default table)") {
+		t.Errorf("usage does not show the default:\n%s", stderr.String())
+	}
+}
+
+// TestWriteCSV: a header, then the rows, quoted where a field needs it,
+// as encoding/csv reads them back.
+func TestWriteCSV(t *testing.T) {
+	var b bytes.Buffer
+	rows := [][]string{{"7", "train, big", `say "hi"`}, {"8", "", "two\nlines"}}
+	if err := WriteCSV(&b, []string{"ID", "NAME", "REASON"}, rows); err != nil {
+		t.Fatal(err)
+	}
+	want := "ID,NAME,REASON\n7,\"train, big\",\"say \"\"hi\"\"\"\n8,,\"two\nlines\"\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+	if err := Print(&b, CSV, rows, nil); err == nil || !strings.Contains(err.Error(), "no CSV output") {
+		t.Errorf("Print csv: %v; want an error saying there is no CSV output", err)
+	}
+}
+
 func TestPrint(t *testing.T) {
 	v := map[string]int{"a": 1}
 	var b bytes.Buffer

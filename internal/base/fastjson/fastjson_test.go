@@ -36,7 +36,7 @@ func sampleHeartbeat() *api.Heartbeat {
 		{JobID: "7", Attempt: 1, Rank: 0, Node: "n3", State: api.RankRunning, PID: 4242, StartedAt: t0},
 		{JobID: "8", Attempt: 2, Rank: 1, Node: "n3", State: api.RankExited, ExitCode: 137, Signal: "SIGKILL",
 			Message: "killed: \"oom\"\n", StartedAt: t0, FinishedAt: t0.Add(time.Hour)},
-	}}
+	}, Telemetry: &api.GPUTelemetry{At: t0, GPUs: []api.GPUSample{{Index: 0, UtilPercent: 97, MemUsedMiB: 61440.5, TempC: 71, PowerW: -1}}}}
 }
 
 func sampleAssignments() *api.AssignmentList {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 )
@@ -130,7 +131,13 @@ func (a *Archive) forgetLocked(s *segment) {
 // Jobs returns every job the archive holds, the last record of each, in
 // the order of their first records. A damaged line is an error naming its
 // file and line; a torn last line, being written, is skipped.
-func (a *Archive) Jobs() ([]*api.Job, error) {
+func (a *Archive) Jobs() ([]*api.Job, error) { return a.JobsSince(time.Time{}) }
+
+// JobsSince is Jobs without reading the files last written before since
+// (zero: it reads them all): a job is archived after it finished, so every
+// job such a file holds finished before since. It may still return jobs
+// that finished earlier, which the caller filters out.
+func (a *Archive) JobsSince(since time.Time) ([]*api.Job, error) {
 	a.mu.Lock()
 	if err := a.loadLocked(); err != nil {
 		a.mu.Unlock()
@@ -156,6 +163,10 @@ func (a *Archive) Jobs() ([]*api.Job, error) {
 				o.f.Close()
 			}
 			return nil, fmt.Errorf("job archive: %w", err)
+		}
+		if fi, err := f.Stat(); err == nil && !since.IsZero() && fi.ModTime().Before(since) {
+			f.Close()
+			continue
 		}
 		files = append(files, open{f, a.name(s), s.size})
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/google/go-cmp/cmp"
@@ -176,6 +177,47 @@ func TestRotation(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"3:Succeeded", "4:Succeeded", "5:Succeeded", "6:Succeeded", "7:Succeeded", "1:Failed"}, ids); diff != "" {
 			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// TestJobsSinceSkipsOldFiles: a file last written before the time asked
+// for is not read; the files written since are, whole.
+func TestJobsSinceSkipsOldFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.jsonl")
+	rec := int64(len(line(t, detail("1", api.JobSucceeded))))
+	a := New(Config{Path: path, MaxBytes: 2 * rec})
+	for i := 1; i <= 5; i++ {
+		if err := a.Append([]api.JobDetail{detail(fmt.Sprint(i), api.JobSucceeded)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// jobs.jsonl.2 holds 1 and 2, .1 3 and 4, jobs.jsonl 5.
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for name, at := range map[string]time.Time{path + ".2": t0, path + ".1": t0.Add(time.Hour), path: t0.Add(2 * time.Hour)} {
+		if err := os.Chtimes(name, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		since time.Time
+		want  []string
+	}{
+		{time.Time{}, []string{"1", "2", "3", "4", "5"}},
+		{t0.Add(30 * time.Minute), []string{"3", "4", "5"}},
+		{t0.Add(time.Hour), []string{"3", "4", "5"}},
+		{t0.Add(3 * time.Hour), nil},
+	} {
+		jobs, err := a.JobsSince(tc.since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, j := range jobs {
+			ids = append(ids, j.ID)
+		}
+		if diff := cmp.Diff(tc.want, ids); diff != "" {
+			t.Errorf("JobsSince(%s) (-want +got):\n%s", tc.since, diff)
 		}
 	}
 }

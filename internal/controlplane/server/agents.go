@@ -132,6 +132,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Errorf("heartbeat for node %s: %w", hb.Node, err))
 		return
 	}
+	if hb.Telemetry != nil {
+		s.readings.put(hb.Node, hb.Telemetry) // here too on a replica that forwards it: its top sees the agents speaking to it
+	}
 	if s.forwarded(w, r, b, hb.Node) {
 		return
 	}

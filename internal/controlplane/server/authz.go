@@ -75,6 +75,7 @@ var routeAccess = map[string]access{
 	"GET /v1/gateway/stats":             read,
 	"GET /ui/":                          public,
 	"GET /{$}":                          public,
+	"GET /v1/top/jobs":                  read,
 	"/":                                 authenticated,
 }
 

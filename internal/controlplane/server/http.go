@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +57,7 @@ func (s *Server) routes() *http.ServeMux {
 	s.deploymentRoutes(mux)
 	s.tokenRoutes(mux)
 	s.reportRoutes(mux)
+	s.topRoutes(mux)
 	s.gatewayRoutes(mux)
 	// The dashboard's pages are public; the data they show comes from
 	// /v1 with the user's token. A browser at the root is sent to them.
@@ -172,6 +175,20 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// onlyParams refuses the query parameters the endpoint does not take,
+// naming each and what it takes, so that a typo (?sinse=7d) is not
+// ignored into an answer to another question. pretty is taken everywhere.
+func onlyParams(r *http.Request, takes ...string) error {
+	var fe api.FieldErrors
+	q := r.URL.Query()
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if k != "pretty" && !slices.Contains(takes, k) {
+			fe.Add(k, "unknown query parameter: %s %s takes %s", r.Method, r.URL.Path, strings.Join(takes, ", "))
+		}
+	}
+	return fe.Err()
 }
 
 // blockingParams reads ?index=N&wait=D (index 0 when absent: answer at

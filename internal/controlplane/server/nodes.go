@@ -18,12 +18,21 @@ func (s *Server) nodeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/nodes/{name}/{action}", s.nodeAction)
 }
 
+// listNodes lists the nodes with their last heartbeat, their GPUs in use
+// and free, and their GPUs' newest readings.
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r, "index", "wait"); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	if err := s.blockingIndex(r, store.NodesPrefix); err != nil {
 		writeError(w, statusFor(err), err)
 		return
 	}
 	nodes, rev, err := s.st.Nodes(r.Context())
+	if err == nil {
+		err = s.fillUse(r.Context(), nodes)
+	}
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -51,6 +60,9 @@ func (s *Server) fillHeartbeat(n *api.Node) {
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 	n, err := s.st.Node(r.Context(), r.PathValue("name"))
+	if err == nil {
+		err = s.fillUse(r.Context(), []*api.Node{n})
+	}
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return

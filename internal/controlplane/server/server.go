@@ -68,6 +68,8 @@ type Server struct {
 	pool  witnessPool
 
 	strag *stragglers // the running gangs' work per rank
+	// readings are the GPUs' newest telemetry, by node (top.go).
+	readings gpuReadings
 
 	// Set once Run has opened the store; read by handlers.
 	st *store.Store

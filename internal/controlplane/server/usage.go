@@ -25,6 +25,10 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	now := time.Now()
+	if err := onlyParams(r, "by", "since", "user", "archived"); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	var fe api.FieldErrors
 	by, err := api.ParseUsageBy(q.Get("by"))
 	if err != nil {
@@ -63,7 +67,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request) {
 		}
 		user = wh.Name
 	}
-	jobs, latest, err := s.usageJobs(ctx, archived)
+	jobs, latest, err := s.usageJobs(ctx, archived, since)
 	if err != nil {
 		writeError(w, statusFor(err), err)
 		return
@@ -91,9 +95,10 @@ func fieldMsg(err error) string {
 }
 
 // usageJobs is every job the store holds and, with archived, every one
-// the job archive holds that the store no longer does; and the newest
-// checkpoint of each job between attempts (the one it resumes from).
-func (s *Server) usageJobs(ctx context.Context, archived bool) ([]*api.Job, map[string]*api.Checkpoint, error) {
+// the job archive holds that the store no longer does (of those that may
+// have run since since); and the newest checkpoint of each job between
+// attempts (the one it resumes from).
+func (s *Server) usageJobs(ctx context.Context, archived bool, since time.Time) ([]*api.Job, map[string]*api.Checkpoint, error) {
 	jobs, _, err := s.st.Jobs(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -111,21 +116,8 @@ func (s *Server) usageJobs(ctx context.Context, archived bool) ([]*api.Job, map[
 			latest[j.ID] = ck
 		}
 	}
-	if !archived {
-		return jobs, latest, nil
+	if archived {
+		jobs, err = s.withArchived(jobs, since)
 	}
-	stored := make(map[string]bool, len(jobs))
-	for _, j := range jobs {
-		stored[j.ID] = true
-	}
-	old, err := s.archive.Jobs()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, j := range old {
-		if !stored[j.ID] {
-			jobs = append(jobs, j)
-		}
-	}
-	return jobs, latest, nil
+	return jobs, latest, err
 }

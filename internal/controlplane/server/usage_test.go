@@ -119,7 +119,7 @@ func TestUsageReport(t *testing.T) {
 	}{
 		{"alice asks for bob's", alice, client.UsageQuery{User: "bob"}, http.StatusForbidden, "alice may see only their own usage"},
 		{"bad by", e.admin, client.UsageQuery{By: "team"}, http.StatusBadRequest, `by: "team" is not one of queue, user, job`},
-		{"bad since", e.admin, client.UsageQuery{Since: "7x"}, http.StatusBadRequest, `since: "7x" is not a duration (e.g. 24h, 7d) or a date (2026-12-01)`},
+		{"bad since", e.admin, client.UsageQuery{Since: "7x"}, http.StatusBadRequest, `since: "7x" is not a time: want how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09:00:00Z) or a date (2026-12-01)`},
 		{"anonymous", e.anon(), client.UsageQuery{}, http.StatusUnauthorized, "no credentials"},
 	}
 	for _, c := range refused {
@@ -128,6 +128,14 @@ func TestUsageReport(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Status != c.status || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v; want %d saying %q", c.name, err, c.status, c.says)
 		}
+	}
+	// A misspelt parameter is refused, not ignored into a report of
+	// everything.
+	err = e.admin.Get(e.ctx, "/v1/reports/usage?by=user&sinse=7d", &api.UsageReport{})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != "sinse" ||
+		!strings.Contains(err.Error(), "unknown query parameter: GET /v1/reports/usage takes by, since, user, archived") {
+		t.Errorf("?sinse=7d: %v; want a 400 naming sinse and what the report takes", err)
 	}
 }
 

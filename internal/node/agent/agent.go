@@ -5,8 +5,9 @@
 // server for the lease the server gave it, and re-attaches to its ranks after
 // a restart.
 //
-// metrics.go serves the node's GPUs (in dcgm-exporter's names) and its
-// ranks' progress as Prometheus metrics.
+// metrics.go reads the node's GPUs and serves them (in dcgm-exporter's
+// names) and its ranks' progress as Prometheus metrics; heartbeats carry
+// each new reading in short, for `gangway top`.
 //
 // It imports api, api/client (its one way to the server), base/adminhttp
 // (the metrics and pprof listeners), base/pki (its node certificate,
@@ -94,7 +95,9 @@ type Config struct {
 	// MetricsListen, if set, serves /metrics (GPUs in dcgm-exporter's
 	// names, ranks' progress) in plain HTTP there; DebugListen, if set,
 	// /metrics and pprof (metrics.go). GPUMetricsInterval is how often
-	// the GPUs are read; default DefaultGPUMetricsInterval.
+	// the GPUs are read (for the metrics, and for the heartbeats, which
+	// carry each new reading in short for `gangway top`); default
+	// DefaultGPUMetricsInterval.
 	MetricsListen, DebugListen string
 	GPUMetricsInterval         time.Duration
 	Log                        *slog.Logger
@@ -165,6 +168,9 @@ type Agent struct {
 	// registration healthReg: a new registration is sent the report again.
 	healthSent []api.HealthCheck
 	healthReg  int
+	// telemetrySent is when the GPU readings an answered heartbeat carried
+	// last were read: newer ones go in the next heartbeat.
+	telemetrySent time.Time
 
 	gm gpuMetrics // the metrics' GPU readings and listeners (metrics.go)
 	// realGPUs: the GPUs are NVML's, and gpuUUID names them by index, for
@@ -753,6 +759,9 @@ func (a *Agent) snapshotReport() api.Heartbeat {
 		hb.Ranks = append(hb.Ranks, a.tasks[k].status)
 	}
 	hb.Witnesses = witnessNames(a.witnesses)
+	if t := a.gm.telemetry(); t != nil && t.At.After(a.telemetrySent) {
+		hb.Telemetry = t
+	}
 	hb.Checkpoints = append(hb.Checkpoints, a.pendingCk...)
 	hb.Progress = append(hb.Progress, a.pendingPr...)
 	if a.cfg.Health != nil {
@@ -795,6 +804,9 @@ func (a *Agent) reportedLocked(hb api.Heartbeat, resp api.HeartbeatResponse) tim
 		a.log.Info("the server answers again after an outage; ranks kept")
 	}
 	d := a.grantLocked(hb.SentAt.Add(a.lease.FenceAfter.D()))
+	if hb.Telemetry != nil {
+		a.telemetrySent = hb.Telemetry.At // heard, even when not stored: readings are not
+	}
 	if resp.Unstored {
 		// Heard, not stored: keep every report for the next beat.
 		return d

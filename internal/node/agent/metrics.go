@@ -20,12 +20,40 @@ import (
 const DefaultGPUMetricsInterval = 10 * time.Second
 
 // gpuMetrics is the newest telemetry of the node's GPUs, read by
-// sampleLoop and reported by the collector at scrape time.
+// sampleLoop, reported by the collector at scrape time and, in short, by
+// heartbeats (for `gangway top`).
 type gpuMetrics struct {
-	mu      sync.Mutex // guards latest
+	mu      sync.Mutex // guards latest, at and the addresses
 	latest  []gpu.Telemetry
-	metrics net.Addr // where --metrics-listen serves; set by Run before serving
-	debug   net.Addr // where --debug-listen serves
+	at      time.Time // when latest was read
+	metrics net.Addr  // where --metrics-listen serves; set by Run before serving
+	debug   net.Addr  // where --debug-listen serves
+}
+
+// telemetry is the newest readings in a heartbeat's terms, nil before the
+// first.
+func (g *gpuMetrics) telemetry() *api.GPUTelemetry {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.at.IsZero() {
+		return nil
+	}
+	t := &api.GPUTelemetry{At: g.at, GPUs: make([]api.GPUSample, len(g.latest))}
+	for i := range g.latest {
+		r := &g.latest[i]
+		t.GPUs[i] = api.GPUSample{Index: r.Index, UtilPercent: reading(r.UtilPercent), MemUsedMiB: reading(r.FBUsedMiB),
+			TempC: reading(r.TempC), PowerW: reading(r.PowerW)}
+	}
+	return t
+}
+
+// reading is v, or -1 for a reading the device does not give (NaN),
+// which JSON cannot carry.
+func reading(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return -1
+	}
+	return v
 }
 
 // MetricsAddr is where the agent serves /metrics (--metrics-listen), nil
@@ -199,7 +227,7 @@ func (a *Agent) sampleLoop(ctx context.Context, s gpu.Sampler) {
 		}
 		if err == nil {
 			a.gm.mu.Lock()
-			a.gm.latest = readings
+			a.gm.latest, a.gm.at = readings, time.Now()
 			a.gm.mu.Unlock()
 		}
 		select {
@@ -211,7 +239,8 @@ func (a *Agent) sampleLoop(ctx context.Context, s gpu.Sampler) {
 }
 
 // serveMetrics opens the admin listeners the configuration asks for and
-// serves them, with the GPU sampling, in wg's goroutines until ctx ends.
+// serves them, and reads the GPUs (for them and for heartbeats) when they
+// can be read, in wg's goroutines until ctx ends.
 func (a *Agent) serveMetrics(ctx context.Context, wg *sync.WaitGroup) error {
 	reg := adminhttp.NewRegistry()
 	reg.MustRegister(a)
@@ -246,7 +275,7 @@ func (a *Agent) serveMetrics(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 		}()
 	}
-	if sm, ok := a.cfg.GPUs.(gpu.Sampler); ok && len(open) > 0 {
+	if sm, ok := a.cfg.GPUs.(gpu.Sampler); ok {
 		wg.Add(1)
 		go func() { defer wg.Done(); a.sampleLoop(ctx, sm) }()
 	}

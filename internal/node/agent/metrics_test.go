@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/node/gpu"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -90,5 +92,44 @@ func TestMetricsLabelGPUsWithTheirRankAndReportProgress(t *testing.T) {
 		if !ok || v < c.min || v > c.max {
 			t.Errorf("%s%v = %g (found: %v); want %g..%g", c.name, c.labels, v, ok, c.min, c.max)
 		}
+	}
+}
+
+// TestHeartbeatsCarryEachNewReadingOnce: a reading goes in heartbeats
+// until one that carried it is answered, then not again until the GPUs
+// are read anew; a reading the device does not give travels as -1.
+func TestHeartbeatsCarryEachNewReadingOnce(t *testing.T) {
+	a, err := New(Config{Server: "https://127.0.0.1:1", Name: "n1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb := a.snapshotReport(); hb.Telemetry != nil {
+		t.Fatalf("telemetry %+v before any reading", hb.Telemetry)
+	}
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	read := func(at time.Time, util float64) {
+		a.gm.mu.Lock()
+		a.gm.latest = []gpu.Telemetry{{Index: 0, UtilPercent: util, FBUsedMiB: 512, TempC: 33, PowerW: math.NaN()}}
+		a.gm.at = at
+		a.gm.mu.Unlock()
+	}
+	read(t0, 0)
+	hb := a.snapshotReport()
+	want := &api.GPUTelemetry{At: t0, GPUs: []api.GPUSample{{Index: 0, UtilPercent: 0, MemUsedMiB: 512, TempC: 33, PowerW: -1}}}
+	if diff := cmp.Diff(want, hb.Telemetry); diff != "" {
+		t.Fatalf("first heartbeat's telemetry (-want +got):\n%s", diff)
+	}
+	if again := a.snapshotReport(); again.Telemetry == nil {
+		t.Fatal("a reading no answered heartbeat carried is not sent again")
+	}
+	a.mu.Lock()
+	a.reportedLocked(hb, api.HeartbeatResponse{Unstored: true}) // heard, if not stored
+	a.mu.Unlock()
+	if hb := a.snapshotReport(); hb.Telemetry != nil {
+		t.Errorf("the same reading sent again: %+v", hb.Telemetry)
+	}
+	read(t0.Add(10*time.Second), 95)
+	if hb := a.snapshotReport(); hb.Telemetry == nil || hb.Telemetry.GPUs[0].UtilPercent != 95 {
+		t.Errorf("a new reading: heartbeat telemetry %+v; want it, at 95%%", hb.Telemetry)
 	}
 }
