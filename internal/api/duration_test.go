@@ -78,3 +78,46 @@ func FuzzParseDuration(f *testing.F) {
 		}
 	})
 }
+
+func TestParseDependency(t *testing.T) {
+	got, err := ParseDependency("afterok:12:13,afterany:14,singleton")
+	if err != nil || len(got) != 3 || got[0].Kind != DepAfterOK || len(got[0].Jobs) != 2 || got[2].Kind != DepSingleton {
+		t.Fatalf("%+v, %v", got, err)
+	}
+	for _, bad := range []string{"afterok", "afterok:", "afterok:x", "after:1?after:2", "before:1", "singleton:3", "afterok:1,,afterany:2"} {
+		if _, err := ParseDependency(bad); err == nil {
+			t.Errorf("ParseDependency(%q) accepted", bad)
+		}
+	}
+	for _, tc := range []struct {
+		kind    string
+		phase   JobPhase
+		started bool
+		want    DependencyState
+	}{
+		{DepAfter, JobPending, false, DepWaiting}, {DepAfter, JobRunning, true, DepMet},
+		{DepAfterAny, JobRunning, true, DepWaiting}, {DepAfterAny, JobFailed, true, DepMet},
+		{DepAfterOK, JobSucceeded, true, DepMet}, {DepAfterOK, JobCancelled, false, DepNever},
+		{DepAfterNotOK, JobFailed, true, DepMet}, {DepAfterNotOK, JobSucceeded, true, DepNever},
+	} {
+		if got := (Dependency{Kind: tc.kind}).Holds(tc.phase, tc.started); got != tc.want {
+			t.Errorf("%s on %s: %v, want %v", tc.kind, tc.phase, got, tc.want)
+		}
+	}
+}
+
+func FuzzParseDependency(f *testing.F) {
+	f.Add("afterok:12:13,afterany:14")
+	f.Add("singleton")
+	f.Fuzz(func(t *testing.T, s string) {
+		deps, err := ParseDependency(s)
+		if err != nil {
+			return
+		}
+		for _, d := range deps {
+			if d.Kind != DepSingleton && len(d.Jobs) == 0 {
+				t.Fatalf("%q: %s names no job", s, d.Kind)
+			}
+		}
+	})
+}

@@ -105,6 +105,12 @@ type JobSpec struct {
 	// Logs bounds what each rank's kept stdout and stderr leave on the
 	// node's disk. Absent: the node's bounds (5 files of 10 MiB).
 	Logs *LogSpec `json:"logs,omitempty"`
+	// Dependency holds the job back until other jobs have started,
+	// ended or succeeded, in Slurm's syntax: "afterok:12:13",
+	// "afterany:14,afterok:15", "singleton" (ParseDependency). A job whose
+	// dependency can no longer hold (afterok on a job that failed) is
+	// cancelled, saying why, as Slurm's kill_invalid_depend does.
+	Dependency string `json:"dependency,omitempty"`
 	// Slurm puts gangway's stand-ins for srun and scontrol (show
 	// hostnames) first in the ranks' PATH, for a batch script written for
 	// Slurm: each rank runs the script, and its srun line runs the step's

@@ -233,6 +233,9 @@ func (s *JobSpec) Validate() error {
 			fe.Add("spec.resources.cpuMillis", "must not be negative")
 		}
 	}
+	if _, err := ParseDependency(s.Dependency); err != nil {
+		fe.Add("spec.dependency", "%s", err)
+	}
 	s.Logs.validate(&fe)
 	s.validateContainer(&fe)
 	return fe.Err()

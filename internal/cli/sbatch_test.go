@@ -58,7 +58,8 @@ srun --label --kill-on-bad-exit=1 -n 4 /bin/sh -c 'echo "task $SLURM_PROCID of $
 		args []string
 		want string
 	}{
-		{[]string{"--dependency=afterok:1", "--wrap", "true"}, "--dependency=afterok:1"},
+		{[]string{"--dependency=afterok:99999", "--wrap", "true"}, "job 99999 does not exist"},
+		{[]string{"--dependency=afterok:1?afterok:2", "--wrap", "true"}, "--dependency"},
 		{[]string{"-N", "3", "-n", "4", "--wrap", "true"}, "does not divide"},
 		{[]string{"--time", "soon", "--wrap", "true"}, "--time"},
 	} {
@@ -106,4 +107,42 @@ func TestReadmeSlurmScript(t *testing.T) {
 	if err := spec.Validate(); err != nil || spec.Ranks != 8 || spec.RanksPerNode != 4 || spec.GPUsPerRank != 1 || spec.TimeLimit.D() != 24*time.Hour {
 		t.Errorf("spec %+v: %v", spec, err)
 	}
+}
+
+// Dependencies as Slurm's: a job waits, saying for what, until the jobs
+// it names succeed; one whose dependency can no longer hold is cancelled,
+// saying why; one on a job that already failed is refused.
+func TestSubmitDependencies(t *testing.T) {
+	cl := startCluster(t, 1, 4)
+	submit := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cl.run(append([]string{"submit", "--parsable"}, args...)...)
+		if code != 0 {
+			t.Fatalf("submit %q: %d %s", args, code, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	first := submit("-J", "first", "--wrap", "sleep 2")
+	then := submit("-J", "then", "--dependency", "afterok:"+first, "--wrap", "true")
+	cl.wait(10*time.Second, "the dependent job to say what it waits for", func() bool {
+		d := cl.detail(then)
+		return d.Job.Status.Phase == api.JobPending && strings.Contains(d.Job.Status.Reason, "waits for job "+first+" to succeed")
+	})
+	cl.waitPhase(first, api.JobSucceeded, 20*time.Second)
+	d := cl.waitPhase(then, api.JobSucceeded, 20*time.Second)
+	if a := d.Job.Status.Attempts[0]; a.CreatedAt.Before(cl.detail(first).Job.Status.FinishedAt) {
+		t.Errorf("job %s started at %s, before job %s ended", then, a.CreatedAt, first)
+	}
+
+	failing := submit("-J", "failing", "--no-requeue", "--wrap", "sleep 2; exit 1")
+	doomed := submit("-J", "doomed", "--dependency", "afterok:"+failing, "--wrap", "true")
+	d = cl.waitPhase(doomed, api.JobCancelled, 30*time.Second)
+	if !strings.Contains(d.Job.Status.Reason, "can no longer hold") || len(d.Job.Status.Attempts) != 0 {
+		t.Errorf("doomed job: %s after %d attempts", d.Job.Status.Reason, len(d.Job.Status.Attempts))
+	}
+	if _, errOut, code := cl.run("submit", "--dependency", "afterok:"+failing, "--wrap", "true"); code == 0 || !strings.Contains(errOut, "can never hold") {
+		t.Errorf("a dependency on a failed job: %d %q; want it refused", code, errOut)
+	}
+	after := submit("--dependency", "afternotok:"+failing, "--wrap", "true")
+	cl.waitPhase(after, api.JobSucceeded, 20*time.Second)
 }

@@ -146,7 +146,8 @@ func TestParseArgsAndSpecErrors(t *testing.T) {
 	}{
 		{Options{Wrap: "x", Nodes: 3, Tasks: 4}, "does not divide"},
 		{Options{Wrap: "x", Nodes: 2, TasksPerNode: 4, GPUsPerNode: 6}, "do not divide"},
-		{Options{Wrap: "x", Dependency: "afterok:12"}, "--dependency=afterok:12"},
+		{Options{Wrap: "x", Dependency: "afterok:12?afterok:13"}, "--dependency"},
+		{Options{Wrap: "x", Dependency: "aftersome:12"}, "--dependency"},
 		{Options{Wrap: "x", Time: "soon"}, "--time"},
 		{Options{Wrap: "x", Constraint: "a100|h100"}, "--constraint"},
 		{Options{}, "nothing to run"},

@@ -154,7 +154,10 @@ func Spec(o *Options, script *Script, name string, args []string) (*api.JobSpec,
 		notes = append(notes, "--exclusive: gangway never shares a GPU unless a job asks for part of one (gpuMilli)")
 	}
 	if o.Dependency != "" {
-		return nil, nil, fmt.Errorf("--dependency=%s: gangway does not order jobs by dependency yet; submit this one when the other ends (gangway submit --wait)", o.Dependency)
+		if _, err := api.ParseDependency(o.Dependency); err != nil {
+			return nil, nil, fmt.Errorf("--dependency: %w", err)
+		}
+		spec.Dependency = o.Dependency
 	}
 	if o.Hold {
 		return nil, nil, fmt.Errorf("--hold: gangway cannot hold a job yet")

@@ -329,6 +329,12 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 			if j.Status.NotBefore.After(p.now) {
 				continue
 			}
+			if j.Spec.Dependency != "" && len(j.Status.Attempts) == 0 {
+				if why, never := p.dependency(j); why != "" {
+					p.heldByDependency(j, why, never)
+					continue
+				}
+			}
 			if t := j.Array; t != nil && t.Limit > 0 {
 				if room[t.ID] <= 0 {
 					p.mu.Lock()

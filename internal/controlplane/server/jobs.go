@@ -82,6 +82,9 @@ func (s *Server) admitJob(ctx context.Context, wh *api.Who, spec *api.JobSpec) (
 	if err := admitSize(spec); err != nil {
 		return http.StatusUnprocessableEntity, err
 	}
+	if err := s.admitDependency(ctx, spec); err != nil {
+		return admitStatus(err), err
+	}
 	if err := s.admitUser(ctx, wh, spec); err != nil {
 		return admitStatus(err), err
 	}

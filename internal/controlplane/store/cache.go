@@ -194,7 +194,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			if at.IsZero() { // written before finish times were kept
 				at = j.SubmittedAt
 			}
-			c.finished[id] = FinishedJob{ID: id, FinishedAt: at, ModRevision: modRev}
+			c.finished[id] = FinishedJob{ID: id, FinishedAt: at, ModRevision: modRev, Phase: j.Status.Phase, Started: len(j.Status.Attempts) > 0}
 		} else {
 			delete(c.finished, id)
 		}
@@ -492,6 +492,14 @@ func (c *Cache) LiveJobs() []*api.Job {
 	c.mu.Unlock()
 	SortJobs(out)
 	return out
+}
+
+// Finished returns a finished job the store still holds, if it does.
+func (c *Cache) Finished(id string) (FinishedJob, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.finished[id]
+	return f, ok
 }
 
 // FinishedJobs lists the finished jobs the store holds, in no order.

@@ -18,6 +18,10 @@ type FinishedJob struct {
 	ID          string
 	FinishedAt  time.Time
 	ModRevision int64
+	// Phase is how it ended and Started whether it ran an attempt, for
+	// the jobs that depend on it.
+	Phase   api.JobPhase
+	Started bool
 }
 
 // deleteChunk is how many jobs one deletion transaction carries: each is
