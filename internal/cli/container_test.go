@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,8 +79,7 @@ func containersOf(t *testing.T, cli *client.Client, id string) []container.Summa
 
 // TestContainerJobResumesFromItsCheckpoint: a two-rank training job in
 // containers checkpoints into the bind-mounted directory; its rank 0's
-// container, killed through the engine, ends the attempt with its exit
-// code; the next attempt resumes from the checkpoint and succeeds; no
+// container, killed through the engine, ends the attempt; the next attempt resumes from the checkpoint and succeeds; no
 // container of the job is left.
 func TestContainerJobResumesFromItsCheckpoint(t *testing.T) {
 	cli := needDocker(t)
@@ -109,8 +110,12 @@ command: [/train, --steps, "400", --checkpoint-every, "10", --step-delay, 20ms]
 	}
 	d := cl.waitPhase(id, api.JobSucceeded, 90*time.Second)
 	atts := d.Job.Status.Attempts
-	if len(atts) < 2 || !strings.Contains(atts[0].Reason, "rank 0 on n1 exited with code 137") {
-		t.Fatalf("attempts = %+v; want a first ended by rank 0's exit 137", atts)
+	// Rank 1 sees its peer go within milliseconds, and its shim may end
+	// first (rank 0's has the engine's kill to wait out): either exit
+	// may be the first the attempt hears of.
+	if len(atts) < 2 || !strings.Contains(atts[0].Reason, "rank 0 on n1 exited with code 137") &&
+		!strings.Contains(atts[0].Reason, "rank 1 on n1 exited with code 1: train-example: rank 1") {
+		t.Fatalf("attempts = %+v; want a first ended by rank 0's exit 137 or rank 1's losing it", atts)
 	}
 	out, errOut, code := cl.run("logs", id, "--rank", "1", "--attempt", "2")
 	if code != 0 || !strings.Contains(out, "resumed from step") {
@@ -174,5 +179,56 @@ command: [/rank, sleep]
 	cl.waitPhase(id, api.JobCancelled, 30*time.Second)
 	if l := containersOf(t, cli, id); len(l) != 0 {
 		t.Fatalf("containers left after the job was cancelled: %+v", l)
+	}
+}
+
+// TestDemoDocker runs `gangway demo --driver docker -o json`, shrunk: the
+// demo makes its image from this executable, its ranks run in containers,
+// a node dies with its containers, the gang resumes elsewhere from its
+// checkpoint and ends with the reference's final loss; no container of
+// the demo is left.
+func TestDemoDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo; skipped with -short")
+	}
+	cli := needDocker(t)
+	saved := demoShape
+	t.Cleanup(func() { demoShape = saved })
+	demoShape = demoConfig{nodes: 3, gpus: 4, ranks: 4, perNode: 2, steps: 160, killAtStep: 60,
+		stepDelay: 20 * time.Millisecond, timeout: 150 * time.Second}
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"demo", "--driver", "docker", "-o", "json"}, &Env{Stdout: &stdout, Stderr: &stderr, Getenv: os.Getenv})
+	t.Log(stderr.String())
+	if code != 0 {
+		t.Fatalf("demo --driver docker exited %d:\n%s", code, stdout.String())
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("summary %q: %v", stdout.String(), err)
+	}
+	for _, k := range []string{"fault", "detection_s", "recovery_s", "resumed_from_step", "killed_at_step", "final_loss",
+		"reference_final_loss", "loss_rel_diff", "tolerance", "killed_node", "attempts", "restarts", "total_s", "ok"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary lacks %q: %s", k, stdout.String())
+		}
+	}
+	if sum["driver"] != "docker" || sum["ok"] != true || sum["attempts"] != 2.0 || sum["resumed_from_step"].(float64) <= 0 {
+		t.Errorf("summary = %s; want driver docker, ok, 2 attempts, a resume", stdout.String())
+	}
+	if sum["final_loss"] != sum["reference_final_loss"] {
+		t.Errorf("final loss %v, reference %v: want equal", sum["final_loss"], sum["reference_final_loss"])
+	}
+	if !strings.Contains(stderr.String(), "in a Docker container of image gangway-demo:") {
+		t.Errorf("the demo's progress does not say its ranks ran in containers:\n%s", stderr.String())
+	}
+	l, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", gwcontainer.LabelNode))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range l {
+		if strings.HasPrefix(c.Image, "gangway-demo:") {
+			t.Errorf("container %v of the demo left behind (%s)", c.Names, c.State)
+		}
 	}
 }

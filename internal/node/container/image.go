@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/image"
 )
 
@@ -70,4 +71,23 @@ func Available(ctx context.Context) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// HasImage reports whether the node's engine holds image ref.
+func HasImage(ctx context.Context, ref string) (bool, error) {
+	cli, err := engine()
+	if err != nil {
+		return false, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	switch _, err := cli.ImageInspect(ctx, ref); {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("look up image %s: %w", ref, err)
+	}
 }
