@@ -66,6 +66,15 @@ func needDocker(t *testing.T) *client.Client {
 	return cli
 }
 
+// containerJob starts a cluster of one node with two GPUs and submits
+// spec there, its "IMAGE" replaced by trainImage.
+func containerJob(t *testing.T, spec string) (*client.Client, *cluster, string) {
+	t.Helper()
+	cli := needDocker(t)
+	cl := startCluster(t, 1, 2)
+	return cli, cl, cl.submitYAML(strings.ReplaceAll(spec, "IMAGE", trainImage))
+}
+
 // containersOf lists the containers (running or not) labelled with job id.
 func containersOf(t *testing.T, cli *client.Client, id string) []container.Summary {
 	t.Helper()
@@ -82,16 +91,14 @@ func containersOf(t *testing.T, cli *client.Client, id string) []container.Summa
 // container, killed through the engine, ends the attempt; the next attempt resumes from the checkpoint and succeeds; no
 // container of the job is left.
 func TestContainerJobResumesFromItsCheckpoint(t *testing.T) {
-	cli := needDocker(t)
-	cl := startCluster(t, 1, 2)
-	id := cl.submitYAML(fmt.Sprintf(`
+	cli, cl, id := containerJob(t, `
 name: boxed
 ranks: 2
-image: %s
+image: IMAGE
 imagePullPolicy: Never
 restartBackoff: 100ms
 command: [/train, --steps, "400", --checkpoint-every, "10", --step-delay, 20ms]
-`, trainImage))
+`)
 	var killed string
 	cl.wait(60*time.Second, "a checkpoint, then rank 0's container", func() bool {
 		d := cl.detail(id)
@@ -135,15 +142,13 @@ command: [/train, --steps, "400", --checkpoint-every, "10", --step-delay, 20ms]
 // containers through their shims and the supervisor's reap, and the
 // ranks' environment is the launch contract's.
 func TestCancelledContainerJobLeavesNoContainer(t *testing.T) {
-	cli := needDocker(t)
-	cl := startCluster(t, 1, 2)
-	id := cl.submitYAML(fmt.Sprintf(`
+	cli, cl, id := containerJob(t, `
 name: boxed-env
 ranks: 2
-image: %s
+image: IMAGE
 terminationGracePeriod: 1s
 command: [/rank, sleep]
-`, trainImage))
+`)
 	cl.wait(60*time.Second, "two running containers", func() bool {
 		n := 0
 		for _, c := range containersOf(t, cli, id) {
@@ -231,4 +236,64 @@ func TestDemoDocker(t *testing.T) {
 			t.Errorf("container %v of the demo left behind (%s)", c.Names, c.State)
 		}
 	}
+}
+
+// TestAgentRestartKeepsContainerRanksAndSweepsStrays: an agent stopped
+// while a container job trains leaves its ranks running; the agent that
+// starts next re-attaches to them, reports their exits (the job succeeds
+// in its first attempt), and removes, at its start, a container labelled
+// for its instance whose rank its supervisor does not know (as a shim and
+// supervisor killed together leave one) while keeping the job's.
+func TestAgentRestartKeepsContainerRanksAndSweepsStrays(t *testing.T) {
+	cli, cl, id := containerJob(t, `
+name: boxed-restart
+ranks: 2
+image: IMAGE
+imagePullPolicy: Never
+command: [/train, --steps, "250", --checkpoint-every, "0", --step-delay, 20ms]
+`)
+	running := func() int {
+		n := 0
+		for _, c := range containersOf(t, cli, id) {
+			if c.State == "running" {
+				n++
+			}
+		}
+		return n
+	}
+	cl.wait(60*time.Second, "two running containers", func() bool { return running() == 2 })
+	cl.stopAgent("n1")
+
+	b, err := os.ReadFile(filepath.Join(cl.agentDir("n1"), "instance-id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance := strings.TrimSpace(string(b))
+	ctx := context.Background()
+	stray := gwcontainer.NameFor(instance, "gone.1.0")
+	created, err := cli.ContainerCreate(ctx, &container.Config{Image: trainImage, Entrypoint: []string{"/rank", "sleep"},
+		Labels: map[string]string{gwcontainer.LabelJob: "gone", gwcontainer.LabelAttempt: "1", gwcontainer.LabelRank: "0",
+			gwcontainer.LabelTask: "gone.1.0", gwcontainer.LabelNode: "n1", gwcontainer.LabelInstance: instance}},
+		&container.HostConfig{NetworkMode: "host"}, nil, nil, stray)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true}) })
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := running(); n != 2 {
+		t.Fatalf("%d of the job's containers running with its agent stopped; want 2", n)
+	}
+
+	cl.startAgent("n1", 2)
+	cl.wait(20*time.Second, "the stray container removed", func() bool {
+		_, err := cli.ContainerInspect(ctx, created.ID)
+		return err != nil
+	})
+	d := cl.waitPhase(id, api.JobSucceeded, 60*time.Second)
+	if n := len(d.Job.Status.Attempts); n != 1 {
+		t.Errorf("%d attempts; want the first to run on through the agent's restart: %+v", n, d.Job.Status.Attempts)
+	}
+	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, id)) == 0 })
 }

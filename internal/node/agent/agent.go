@@ -326,6 +326,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	a.adopt(ctx)
+	a.sweepContainers(ctx)
 
 	srv := &http.Server{Handler: peersOrServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}
