@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/node/agent"
 	gwcontainer "github.com/gangway/gangway/internal/node/container"
 )
 
@@ -33,7 +35,7 @@ var (
 // otherwise builds trainImage once, from a tar: no registry is reached.
 func needDocker(t *testing.T) *client.Client {
 	t.Helper()
-	if why := gwcontainer.Available(context.Background()); why != "" {
+	if why := gwcontainer.Available(context.Background(), ""); why != "" {
 		t.Skip(why)
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -296,4 +298,42 @@ command: [/train, --steps, "250", --checkpoint-every, "0", --step-delay, 20ms]
 		t.Errorf("%d attempts; want the first to run on through the agent's restart: %+v", n, d.Job.Status.Attempts)
 	}
 	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, id)) == 0 })
+}
+
+// TestEngineDownIsTheNodesFault: a node whose Docker engine does not
+// answer cannot start a container rank; the attempt ends as the node's
+// fault (node-fault, no restart used), not the user's, and the job runs
+// on another node.
+func TestEngineDownIsTheNodesFault(t *testing.T) {
+	needDocker(t)
+	cl := startClusterWith(t, 0, 0, nil)
+	cl.adjustAgent = func(c *agent.Config) {
+		if c.Name == "n1" {
+			c.DockerHost = "unix://" + filepath.Join(cl.dir, "no-docker.sock")
+		}
+	}
+	cl.startAgent("n1", 2)
+	cl.waitNodes(1)
+	id := cl.submitYAML(strings.ReplaceAll(`
+name: boxed-elsewhere
+ranks: 1
+image: IMAGE
+imagePullPolicy: Never
+maxRestarts: 0
+command: [/train, --steps, "20", --step-delay, 0s]
+`, "IMAGE", trainImage))
+	cl.wait(30*time.Second, "attempt 1 ended", func() bool {
+		as := cl.detail(id).Job.Status.Attempts
+		return len(as) > 0 && as[0].Phase == api.AttemptEnded
+	})
+	cl.startAgent("n2", 2)
+	d := cl.waitPhase(id, api.JobSucceeded, 60*time.Second)
+	as := d.Job.Status.Attempts
+	if len(as) != 2 || as[0].Cause != api.CauseNodeFault || as[0].Charged || d.Job.Status.Restarts != 0 ||
+		!strings.Contains(as[0].Reason, "does not answer") || as[1].Placement[0].Node != "n2" {
+		t.Errorf("attempts = %+v, restarts %d; want the first a node-fault on n1 that used up no restart, the second on n2", as, d.Job.Status.Restarts)
+	}
+	if !slices.Contains(d.Job.Status.Avoid, "n1") {
+		t.Errorf("avoid = %v; want n1", d.Job.Status.Avoid)
+	}
 }

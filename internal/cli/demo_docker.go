@@ -31,7 +31,7 @@ const demoInImage = "/gangway"
 // named after the executable's digest, so an unchanged gangway makes it
 // once. Without an engine the error says what to start.
 func demoImage(ctx context.Context, exe string, say func(string, ...any)) (string, error) {
-	if why := gwcontainer.Available(ctx); why != "" {
+	if why := gwcontainer.Available(ctx, ""); why != "" {
 		return "", fmt.Errorf("--driver docker needs a Docker engine on this machine: %s; start one (`sudo systemctl start docker`, or `sudo dockerd &`) or run the demo without --driver docker", why)
 	}
 	f, err := os.Open(exe)
@@ -80,6 +80,6 @@ func sweepContainers(dir string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, _ := gwcontainer.Sweep(ctx, strings.TrimSpace(string(b)), nil)
+	l, _ := gwcontainer.Sweep(ctx, "", strings.TrimSpace(string(b)), nil)
 	return len(l)
 }

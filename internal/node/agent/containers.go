@@ -41,6 +41,7 @@ func (a *Agent) containerize(spec *driver.Spec, asg *api.Assignment, rankEnv []s
 		Mounts:     mounts(asg.CheckpointD, spec.Dir, spec.StateDir),
 		GPUs:       uuids,
 		Node:       a.cfg.Name,
+		Engine:     a.cfg.DockerHost,
 		Labels: map[string]string{
 			container.LabelJob: asg.JobID, container.LabelAttempt: strconv.Itoa(asg.Attempt),
 			container.LabelRank: strconv.Itoa(asg.Rank), container.LabelTask: k,
@@ -58,6 +59,9 @@ func (a *Agent) containerize(spec *driver.Spec, asg *api.Assignment, rankEnv []s
 	}
 	spec.Command = []string{a.cfg.Executable, "container-rank", "--spec", path}
 	spec.Cleanup = []string{a.cfg.Executable, "container-reap", "--name", c.Name}
+	if c.Engine != "" {
+		spec.Cleanup = append(spec.Cleanup, "--host", c.Engine)
+	}
 	spec.MemoryBytes, spec.CPUMillis, spec.RunAs = 0, 0, nil
 	return nil
 }
@@ -109,7 +113,7 @@ const sweepTimeout = 15 * time.Second
 func (a *Agent) sweepContainers(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
-	if why := container.Available(ctx); why != "" {
+	if why := container.Available(ctx, a.cfg.DockerHost); why != "" {
 		a.log.Debug("no container sweep", "reason", why)
 		return
 	}
@@ -119,7 +123,7 @@ func (a *Agent) sweepContainers(ctx context.Context) {
 		known[k] = true
 	}
 	a.mu.Unlock()
-	gone, err := container.Sweep(ctx, a.instance, func(task string) bool { return known[task] })
+	gone, err := container.Sweep(ctx, a.cfg.DockerHost, a.instance, func(task string) bool { return known[task] })
 	for _, c := range gone {
 		a.log.Warn("removed a container of a rank the supervisor does not know", "container", c.Name, "task", c.Task, "state", c.State)
 	}

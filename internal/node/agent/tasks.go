@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/node/container"
 	"github.com/gangway/gangway/internal/node/driver"
 )
 
@@ -366,6 +367,11 @@ func (a *Agent) await(t *task) {
 	t.status.FinishedAt = time.Now()
 	if e.Code == 127 && e.Message != "" {
 		t.status.State = api.RankFailedStart
+		// A container rank's shim says when its node was at fault; its
+		// words then come before the cleanup's, which met the same.
+		if msg, ok := container.NodeFault(t.dir); ok {
+			t.status.NodeFault, t.status.Message = true, msg
+		}
 	}
 	switch {
 	case tail != "" && t.status.State == api.RankExited && t.fence == "" && !t.stopped:

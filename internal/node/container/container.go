@@ -64,6 +64,9 @@ type Spec struct {
 	GPUs []string `json:"gpus,omitempty"`
 	// Node names the node in messages.
 	Node string `json:"node"`
+	// Engine is the Docker engine's address; "": $DOCKER_HOST, else its
+	// default socket.
+	Engine string `json:"engine,omitempty"`
 }
 
 // Labels every container of gangway's carries.

@@ -15,14 +15,14 @@ type Leftover struct {
 	State string // the engine's word: "running", "exited", "created"
 }
 
-// Sweep force-removes the containers of the agent instance instance
+// Sweep force-removes, in the engine at host ("": the default), the containers of the agent instance instance
 // (labelled LabelInstance) whose task keep does not claim (nil: every
 // one), and returns them: at an agent's start, the containers of ranks its
 // supervisor no longer knows (a shim and supervisor killed together leave
 // theirs behind), and in the demo, a node's containers dying with it. It
 // returns what it removed before an error, with the error.
-func Sweep(ctx context.Context, instance string, keep func(task string) bool) ([]Leftover, error) {
-	cli, err := engine()
+func Sweep(ctx context.Context, host, instance string, keep func(task string) bool) ([]Leftover, error) {
+	cli, err := engine(host)
 	if err != nil {
 		return nil, fmt.Errorf("sweep containers: %w", err)
 	}
