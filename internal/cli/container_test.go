@@ -337,3 +337,69 @@ command: [/train, --steps, "20", --step-delay, 0s]
 		t.Errorf("avoid = %v; want n1", d.Job.Status.Avoid)
 	}
 }
+
+// TestPreemptedContainerJobCheckpointsAndResumes: the checkpoint signal of
+// a preemption reaches the trainer inside the container (through the shim
+// and the engine), which checkpoints and stops; the job resumes from that
+// checkpoint once the higher-priority job is done, and no container of it
+// is left.
+func TestPreemptedContainerJobCheckpointsAndResumes(t *testing.T) {
+	cli, cl, low := containerJob(t, `
+name: low-boxed
+priority: 0
+ranks: 2
+image: IMAGE
+imagePullPolicy: Never
+checkpointSignal: SIGUSR1
+preemptionGracePeriod: 20s
+restartBackoff: 100ms
+command: [/train, --steps, "200", --checkpoint-every, "0", --step-delay, 20ms]
+`)
+	cl.wait(60*time.Second, "the boxed trainer making progress", func() bool {
+		d := cl.detail(low)
+		return d.Progress != nil && d.Progress.Latest.Step >= 20
+	})
+	high := cl.submitYAML("name: high\npriority: 10\nranks: 2\ncommand: [sh, -c, 'sleep 1']\n")
+	cl.waitPhase(high, api.JobSucceeded, 60*time.Second)
+	ld := cl.waitPhase(low, api.JobSucceeded, 90*time.Second)
+	atts := ld.Job.Status.Attempts
+	if len(atts) != 2 || atts[0].Outcome != api.OutcomePreempted || !strings.Contains(atts[0].Reason, "after checkpointing") {
+		t.Fatalf("low's attempts: %+v; want the first preempted after its checkpoint", atts)
+	}
+	if atts[1].ResumeFrom == nil || atts[1].ResumeFrom.Step < 20 || ld.Job.Status.Restarts != 0 {
+		t.Errorf("attempt 2 resumed from %+v with %d restarts used; want the SIGUSR1 checkpoint and none", atts[1].ResumeFrom, ld.Job.Status.Restarts)
+	}
+	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, low)) == 0 })
+}
+
+// TestLogsFollowsContainerRank: `gangway logs -f` follows a container
+// rank's output as it comes (the shim copies the container's to the
+// supervisor's pipes) and ends with the rank, having printed every line
+// once.
+func TestLogsFollowsContainerRank(t *testing.T) {
+	_, cl, id := containerJob(t, `
+name: boxed-logs
+ranks: 1
+image: IMAGE
+imagePullPolicy: Never
+command: [/train, --steps, "100", --checkpoint-every, "0", --log-every, "10", --step-delay, 30ms]
+`)
+	cl.wait(60*time.Second, "the rank running", func() bool {
+		d := cl.detail(id)
+		return len(d.Ranks) > 0 && d.Ranks[0].State == api.RankRunning
+	})
+	followed := cl.runAsync("logs", id, "--rank", "0", "-f")
+	var r runResult
+	select {
+	case r = <-followed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("gangway logs -f did not end with the container rank")
+	}
+	all, _, _ := cl.run("logs", id, "--rank", "0")
+	if r.code != 0 || r.out != all || strings.Count(all, "\n") < 5 {
+		t.Errorf("logs -f: code %d, stderr %q, stdout:\n%s\nwant the rank's whole log:\n%s", r.code, r.errOut, r.out, all)
+	}
+	if d := cl.detail(id); d.Job.Status.Phase != api.JobSucceeded {
+		t.Errorf("job %s; want Succeeded", d.Job.Status.Phase)
+	}
+}
