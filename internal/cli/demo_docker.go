@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,46 +24,22 @@ const demoInImage = "/gangway"
 
 // demoImage makes the demo's image in this machine's Docker engine, from a
 // root filesystem holding this executable (exe) and the shared libraries
-// it needs: nothing is pulled and no registry is reached. The image is
-// named after the executable's digest, so an unchanged gangway makes it
-// once. Without an engine the error says what to start.
+// it needs (container.ProgramImage): nothing is pulled and no registry is
+// reached; an unchanged gangway makes it once. Without an engine the error
+// says what to start.
 func demoImage(ctx context.Context, exe string, say func(string, ...any)) (string, error) {
 	if why := gwcontainer.Available(ctx, ""); why != "" {
 		return "", fmt.Errorf("--driver docker needs a Docker engine on this machine: %s; start one (`sudo systemctl start docker`, or `sudo dockerd &`) or run the demo without --driver docker", why)
 	}
-	f, err := os.Open(exe)
+	ref, made, err := gwcontainer.ProgramImage(ctx, exe, demoInImage, "gangway-demo")
 	if err != nil {
 		return "", fmt.Errorf("demo image: %w", err)
 	}
-	h := sha256.New()
-	_, err = io.Copy(h, f)
-	f.Close()
-	if err != nil {
-		return "", fmt.Errorf("demo image: %w", err)
-	}
-	ref := "gangway-demo:" + hex.EncodeToString(h.Sum(nil))[:12]
-	if ok, err := gwcontainer.HasImage(ctx, ref); err != nil {
-		return "", fmt.Errorf("demo image: %w", err)
-	} else if ok {
+	if made {
+		say("made image %s in the Docker engine from this gangway and the libraries it links (nothing pulled)", ref)
+	} else {
 		say("image %s already in the Docker engine (this gangway, made earlier)", ref)
-		return ref, nil
 	}
-	files, err := gwcontainer.ProgramFiles(exe, demoInImage)
-	if err != nil {
-		return "", err
-	}
-	if err := gwcontainer.ImportImage(ctx, ref, files); err != nil {
-		return "", err
-	}
-	names := make([]string, 0, len(files))
-	for _, f := range files[1:] {
-		names = append(names, "/"+f.Name)
-	}
-	libs := "a static binary"
-	if len(names) > 0 {
-		libs = "with " + strings.Join(names, ", ")
-	}
-	say("made image %s in the Docker engine from this gangway (%s; nothing pulled)", ref, libs)
 	return ref, nil
 }
 

@@ -1,7 +1,10 @@
 package container
 
 import (
+	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -34,6 +37,30 @@ func ProgramFiles(path, as string) ([]File, error) {
 		files = append(files, File{Name: strings.TrimPrefix(l, "/"), Mode: 0o755, Body: b})
 	}
 	return files, nil
+}
+
+// ProgramImage makes, in the node's engine, an image that runs the program
+// at path as /as (ProgramFiles): nothing is pulled. It is named repo:TAG,
+// TAG the start of the program's SHA-256, so an unchanged program makes it
+// once; made reports whether this call made it.
+func ProgramImage(ctx context.Context, path, as, repo string) (ref string, made bool, err error) {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return "", false, fmt.Errorf("image of program %s: %w", path, err)
+	}
+	sum := sha256.Sum256(body)
+	ref = repo + ":" + hex.EncodeToString(sum[:])[:12]
+	if ok, err := HasImage(ctx, ref); err != nil || ok {
+		return ref, false, err
+	}
+	files, err := ProgramFiles(path, as)
+	if err != nil {
+		return "", false, err
+	}
+	if err := ImportImage(ctx, ref, files); err != nil {
+		return "", false, err
+	}
+	return ref, true, nil
 }
 
 // libDirs are where the host's dynamic loader finds libraries by default.
