@@ -655,6 +655,10 @@ type RankStatus struct {
 	// says what. The attempt is then no user error: it ends with
 	// CauseNodeFault and the job is placed again without that node.
 	NodeFault bool `json:"nodeFault,omitempty"`
+	// Pulling says how far the pull of a container rank's image has got
+	// while the rank waits for it ("image X on node N: 3 of 7 layers
+	// done, 1.2GB of 3.4GB downloaded"); "" when it is not pulling.
+	Pulling string `json:"pulling,omitempty"`
 }
 
 // MaxStderrTailBytes bounds RankStatus.StderrTail.

@@ -38,6 +38,8 @@ const (
 const (
 	setupTimeout = 30 * time.Second
 	pullTimeout  = 30 * time.Minute
+	// pullEvery is how often the shim notes a pull's progress.
+	pullEvery = time.Second
 )
 
 // RunMain is the hidden `container-rank --spec FILE` command: the shim the
@@ -261,8 +263,18 @@ func ensureImage(ctx context.Context, cli *client.Client, spec *Spec, stderr io.
 	defer cancel()
 	rc, err := cli.ImagePull(pctx, spec.Image, image.PullOptions{})
 	if err == nil {
-		_, err = io.Copy(io.Discard, rc) // the pull runs while its progress is read
+		// The pull runs while its progress is read; the task directory
+		// keeps how far it has got, for `gangway describe job`.
+		prefix := fmt.Sprintf("image %s on node %s: ", spec.Image, spec.Node)
+		err = followPull(rc, prefix, pullEvery, func(line string) {
+			if spec.dir != "" {
+				writePull(spec.dir, line)
+			}
+		})
 		rc.Close()
+		if spec.dir != "" {
+			_ = os.Remove(filepath.Join(spec.dir, PullFile))
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("pull image %s on node %s (imagePullPolicy %s): %s", spec.Image, spec.Node, spec.PullPolicy, engineMessage(err))
