@@ -26,12 +26,16 @@
 #      NODE_NICE (0): nice value of the emulated nodes' daemons on both sides
 #      (gangway's agents and their ranks; Slurm's slurmd, slurmstepd and jobs),
 #      which on a real cluster would not share the control plane's CPUs
+#      DRIVER (exec): docker runs every gangway rank in a Docker container of
+#      an image made from $GANGWAY (its command /gangway version; Slurm's side
+#      is unchanged)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 PEER=${PEER:-$(cd "$REPO/../shared/peers/slurm" 2>/dev/null && pwd || true)}
 NODES=${NODES:-16}; JOBS=${JOBS:-1000}; GANGS=${GANGS:-100}; WARMUP=${WARMUP:-20}; OUTPUT=${OUTPUT:-discard}
 NODE_NICE=${NODE_NICE:-0}
+DRIVER=${DRIVER:-exec}
 PROFILES=${PROFILES:-tuned}
 WORK=${WORK:-$(mktemp -d /tmp/e2e-vs-slurm.XXXXXX)}
 mkdir -p "$WORK"
@@ -158,12 +162,12 @@ if [ "${SKIP_GANGWAY:-0}" != 1 ]; then
     # The agents then run their supervisor through the whole gangway binary.
     say "warning: no gangway-shim beside $GANGWAY; build it there for the figures a release gives"
   fi
-  say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs"
+  say "gangway: $NODES agents, $JOBS one-GPU jobs, then $GANGS gangs of 2 nodes x 8 GPUs, ranks by $DRIVER"
   # Its data stays until the end: deleting thousands of files now would
   # slow every file Slurm creates next (ext4 skips inodes deleted in the
   # last 60-300 s when it allocates).
   "$GANGWAY" bench e2e -o json --nodes "$NODES" --gpus-per-node 8 --jobs "$JOBS" --gangs "$GANGS" \
-    --gang-nodes 2 --warmup "$WARMUP" --array --output "$OUTPUT" --node-nice "$NODE_NICE" --dir "$WORK/gangway-run" > "$WORK/gangway.json"
+    --gang-nodes 2 --warmup "$WARMUP" --array --output "$OUTPUT" --node-nice "$NODE_NICE" --driver "$DRIVER" --dir "$WORK/gangway-run" > "$WORK/gangway.json"
 fi
 
 # ---- Slurm ----

@@ -399,8 +399,9 @@ type JobStatus struct {
 	NotBefore time.Time `json:"notBefore,omitzero"`
 	// CancelRequested asks the controller to stop the job for good.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
-	// Avoid are nodes this job's preflight tests kept out of its
-	// placements.
+	// Avoid are nodes kept out of this job's placements: by its
+	// preflight tests, or for a fault of theirs one of its ranks met
+	// (RankStatus.NodeFault: a container engine down).
 	Avoid      []string  `json:"avoid,omitempty"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
@@ -698,6 +699,15 @@ type RankStatus struct {
 	StderrTail string `json:"stderrTail,omitempty"`
 	// Preflight is what a preflight probe measured, with its exit.
 	Preflight *PreflightResult `json:"preflight,omitempty"`
+	// NodeFault: the rank could not start for its node's fault, not the
+	// job's (the node's container engine down or not answering); Message
+	// says what. The attempt is then no user error: it ends with
+	// CauseNodeFault and the job is placed again without that node.
+	NodeFault bool `json:"nodeFault,omitempty"`
+	// Pulling says how far the pull of a container rank's image has got
+	// while the rank waits for it ("image X on node N: 3 of 7 layers
+	// done, 1.2GB of 3.4GB downloaded"); "" when it is not pulling.
+	Pulling string `json:"pulling,omitempty"`
 }
 
 // MaxStderrTailBytes bounds RankStatus.StderrTail.

@@ -290,6 +290,23 @@ func (cl *cluster) env(stdout, stderr io.Writer) *Env {
 	}}
 }
 
+// runResult is what a gangway command printed and its exit code.
+type runResult struct {
+	out, errOut string
+	code        int
+}
+
+// runAsync runs a gangway command against the cluster in the background
+// (`logs -f`); its one result comes on the channel.
+func (cl *cluster) runAsync(args ...string) <-chan runResult {
+	c := make(chan runResult, 1)
+	go func() {
+		out, errOut, code := cl.run(args...)
+		c <- runResult{out, errOut, code}
+	}()
+	return c
+}
+
 func (cl *cluster) submitYAML(spec string) string {
 	cl.t.Helper()
 	f := filepath.Join(cl.t.TempDir(), "job.yaml")

@@ -33,6 +33,9 @@ import (
 // DemoSummary is what `gangway demo -o json` prints for the node-loss and
 // gpu-fault scenarios.
 type DemoSummary struct {
+	// Driver runs the ranks: "exec" (bare processes) or "docker" (in
+	// containers of an image the demo made).
+	Driver string `json:"driver"`
 	// Fault is what was done to the node: "node-loss" (the machine died),
 	// or "xid 79 on GPU N" (injected into its health checks).
 	Fault string `json:"fault"`
@@ -73,6 +76,10 @@ type demoConfig struct {
 	// by naming it in slowFile, which the trainer reads every step.
 	straggler bool
 	slowFile  string
+	// driver is driverExec or driverDocker; docker runs the ranks in
+	// containers of image (made by demo).
+	driver string
+	image  string
 	// linger keeps the cluster, and its dashboard, up this long after
 	// the summary; hold until the context ends (Ctrl-C). report, when
 	// set, prints the summary first.
@@ -130,13 +137,19 @@ const demoXid = 79
 // the same way.
 var demoScenarios = []string{"node-loss", "server-restart", "leader-failover", "gpu-fault", "straggler"}
 
+// demoShape is the demo's job and cluster; tests that run the command
+// shrink it.
+var demoShape = demoConfig{nodes: 4, gpus: 8, ranks: 8, perNode: 4, steps: 400, killAtStep: 150,
+	stepDelay: 30 * time.Millisecond, timeout: 110 * time.Second}
+
 func runDemo(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [-o json]")
+	fs := cmdkit.NewFlags(e.Stderr, "demo", "[--scenario NAME] [--driver exec|docker] [-o json]")
 	out := cmdkit.OutputFlag(fs)
 	scenario := fs.String("scenario", demoScenarios[0], "what to show: "+strings.Join(demoScenarios, ", "))
 	keep := fs.Bool("keep", false, "keep the demo's temporary directory (logs, etcd data) and its cluster up, for the dashboard, until Ctrl-C")
 	linger := fs.Duration("linger", 5*time.Second, "keep the cluster up this long after the summary, for the dashboard (default 5s; 0 with -o json)")
 	downtime := fs.Duration("downtime", 30*time.Second, "server-restart: how long the server stays down")
+	driver := fs.String("driver", driverExec, "node-loss: run the ranks as bare processes (exec) or in Docker containers of an image made from this gangway (docker)")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return code
 	}
@@ -144,12 +157,19 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway demo: --scenario %q: want one of %s\n", *scenario, strings.Join(demoScenarios, ", "))
 		return 2
 	}
+	switch {
+	case *driver != driverExec && *driver != driverDocker:
+		fmt.Fprintf(e.Stderr, "gangway demo: --driver %q: want exec or docker\n", *driver)
+		return 2
+	case *driver == driverDocker && *scenario != "node-loss":
+		fmt.Fprintf(e.Stderr, "gangway demo: --driver docker runs the node-loss scenario only, not %s\n", *scenario)
+		return 2
+	}
 	progress := e.Stdout
 	if *out != cmdkit.Table {
 		progress = e.Stderr // stdout carries the summary alone
 	}
-	cfg := demoConfig{nodes: 4, gpus: 8, ranks: 8, perNode: 4, steps: 400, killAtStep: 150,
-		stepDelay: 30 * time.Millisecond, timeout: 110 * time.Second}
+	cfg := demoShape
 	if *scenario == "server-restart" {
 		cfg.downtime = *downtime
 		cfg.timeout += 2 * *downtime
@@ -177,6 +197,7 @@ func runDemo(ctx context.Context, e *Env, args []string) int {
 	}
 	cfg.gpuFault = *scenario == "gpu-fault"
 	cfg.straggler = *scenario == "straggler"
+	cfg.driver = *driver
 	cfg.linger, cfg.hold = *linger, *keep
 	if *out != cmdkit.Table && !flagSet(fs, "linger") {
 		cfg.linger = 0 // a program reads the summary: do not keep it waiting
@@ -240,6 +261,11 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
+	if cfg.driver == driverDocker {
+		if cfg.image, err = demoImage(ctx, exe, say); err != nil {
+			return nil, err
+		}
+	}
 
 	// Control plane, in this process.
 	scfg := server.Config{DataDir: filepath.Join(dir, "server")}
@@ -309,10 +335,17 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	if err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}
-	say("submitted job %s: the example Go trainer (data-parallel MLP, ring all-reduce over TCP), %d ranks, %d per node, %d steps, checkpoint every 20",
-		j.ID, cfg.ranks, cfg.perNode, cfg.steps)
+	in := ""
+	if cfg.image != "" {
+		in = ", each in a Docker container of image " + cfg.image
+	}
+	say("submitted job %s: the example Go trainer (data-parallel MLP, ring all-reduce over TCP), %d ranks, %d per node%s, %d steps, checkpoint every 20",
+		j.ID, cfg.ranks, cfg.perNode, in, cfg.steps)
 
-	sum := &DemoSummary{Tolerance: trainer.Tolerance, Fault: "node-loss"}
+	sum := &DemoSummary{Driver: cfg.driver, Tolerance: trainer.Tolerance, Fault: "node-loss"}
+	if sum.Driver == "" {
+		sum.Driver = driverExec
+	}
 	var (
 		killAt     time.Time
 		victim     *demoAgent
@@ -393,8 +426,14 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 				}
 				say("injecting Xid %d (GPU has fallen off the bus) on GPU %d of %s, which holds rank %d", demoXid, g, node, a.Placement[len(a.Placement)-1].Rank)
 			default:
-				n := victim.kill()
-				say("killing %s: SIGKILL to its agent and its %d rank processes (as if the machine died)", node, n)
+				if n := victim.kill(); cfg.image != "" {
+					// The supervisor's death ends the shims, which stop
+					// their containers; whichever they had not yet go too.
+					sweepContainers(victim.dir)
+					say("killing %s: SIGKILL to its agent and its rank supervisor, and its ranks' containers gone (as if the machine died)", node)
+				} else {
+					say("killing %s: SIGKILL to its agent and its %d rank processes (as if the machine died)", node, n)
+				}
 			}
 		}
 		if victim != nil && !lostSeen && cfg.healthFault() {
@@ -501,7 +540,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 func startDemoAgents(exe, dir, url, caFile, join string, cfg demoConfig) ([]*demoAgent, error) {
 	var agents []*demoAgent
 	for i := range cfg.nodes {
-		a := &demoAgent{name: fmt.Sprintf("node-%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("agent-%d", i+1))}
+		a := &demoAgent{name: fmt.Sprintf("node-%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("agent-%d", i+1)), containers: cfg.driver == driverDocker}
 		logf, err := os.Create(filepath.Join(dir, a.name+".log"))
 		if err != nil {
 			return agents, err
@@ -551,6 +590,9 @@ func waitDemoNodes(ctx context.Context, c *client.Client, cfg demoConfig) error 
 // rankLog, every rank runs under `gangway chaos-rank`, recording its own
 // start and exit there.
 func demoTrainSpec(exe, name string, cfg demoConfig, delay time.Duration, rankLog string) []byte {
+	if cfg.image != "" {
+		exe = demoInImage
+	}
 	cmd := []string{exe, "train-example", "--steps", strconv.Itoa(cfg.steps), "--checkpoint-every", "20", "--log-every", "50",
 		"--step-delay", delay.String()}
 	if cfg.slowFile != "" {
@@ -565,6 +607,9 @@ func demoTrainSpec(exe, name string, cfg demoConfig, delay time.Duration, rankLo
 		// straggler restarts the gang at once without it, as for users.
 		TerminationGracePeriod: api.Duration(5 * time.Second),
 	}
+	if cfg.image != "" {
+		s.Image, s.ImagePullPolicy = cfg.image, api.PullNever
+	}
 	b, _ := json.Marshal(s)
 	return b
 }
@@ -576,6 +621,8 @@ type demoAgent struct {
 	// inject is the file the agent's fake GPUs read injected faults from
 	// ("" when it has none).
 	inject string
+	// containers: its ranks run in containers, which stop removes.
+	containers bool
 }
 
 // injectHealth appends a fault (a line of node/health's injection format)
@@ -613,6 +660,9 @@ func (a *demoAgent) stop() {
 		}
 	}
 	KillRanks(a.dir)
+	if a.containers {
+		sweepContainers(a.dir)
+	}
 }
 
 // KillRanks is the machine dying for an agent with data directory dir:

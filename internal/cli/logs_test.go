@@ -75,22 +75,14 @@ logs: {maxFileBytes: 1024, maxFiles: 40}
 command: [sh, -c, 'seq 1 2000; while [ ! -e %[1]s/1 ]; do sleep 0.01; done; seq 2001 4000; while [ ! -e %[1]s/2 ]; do sleep 0.01; done; seq 4001 6000']
 `, gate))
 	cl.wait(20*time.Second, "the first burst's rotations", func() bool { return len(cl.taskLogs(id)) >= 5 })
-	type result struct {
-		out, errOut string
-		code        int
-	}
-	followed := make(chan result, 1)
-	go func() {
-		out, errOut, code := cl.run("logs", id, "--rank", "0", "-f")
-		followed <- result{out, errOut, code}
-	}()
+	followed := cl.runAsync("logs", id, "--rank", "0", "-f")
 	for i, files := range []int{10, 20} {
 		if err := os.WriteFile(filepath.Join(gate, fmt.Sprint(i+1)), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cl.wait(20*time.Second, "the next burst's rotations", func() bool { return len(cl.taskLogs(id)) >= files })
 	}
-	var r result
+	var r runResult
 	select {
 	case r = <-followed:
 	case <-time.After(30 * time.Second):

@@ -615,11 +615,16 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  RANK\tNODE\tNODE RANK\tLOCAL\tGPUS\tSTATE\tEXIT\tPID")
+		var pulls []string
 		for _, rp := range a.Placement {
 			state, exit, pid := "-", "-", "-"
 			for _, rs := range d.Ranks {
 				if rs.Attempt == a.Number && rs.Rank == rp.Rank {
 					state = string(rs.State)
+					if rs.Pulling != "" {
+						state = "PullingImage"
+						pulls = append(pulls, fmt.Sprintf("  Pulling: rank %d: %s", rp.Rank, rs.Pulling))
+					}
 					if rs.State.Terminal() {
 						exit = strconv.Itoa(rs.ExitCode)
 						if rs.Signal != "" {
@@ -638,6 +643,9 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 			fmt.Fprintf(tw, "  %d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", rp.Rank, rp.Node, rp.NodeRank, rp.LocalRank, strings.Join(gpus, ","), state, exit, pid)
 		}
 		tw.Flush()
+		for _, p := range pulls {
+			fmt.Fprintln(w, p)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/gangway/gangway/internal/base/stats"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/controlplane/server"
+	"github.com/gangway/gangway/internal/node/container"
 )
 
 // Config is the shape of one run. Zero fields take the defaults Main uses
@@ -54,8 +56,13 @@ type Config struct {
 	// Output is every job's spec.output: "keep" (default: log files per
 	// rank) or "discard" (as the Slurm script's sbatch -o /dev/null).
 	Output string
-	// Command is what every rank runs. Default ["true"].
+	// Command is what every rank runs. Default ["true"]; with Driver
+	// docker, ["/gangway", "version"] (the image has no true).
 	Command []string
+	// Driver runs the ranks: "exec" (default: bare processes) or
+	// "docker" (every rank in a Docker container of an image made from
+	// Exe, container.ProgramImage).
+	Driver string
 	// Exe is the gangway executable; agents run as `Exe agent ...` and
 	// ranks under `Exe supervise`. Default: this process's executable.
 	Exe string
@@ -139,6 +146,7 @@ func (c *Config) Validate() error {
 // Result is what a run measured; `gangway bench e2e -o json` prints it.
 type Result struct {
 	System      string  `json:"system"`
+	Driver      string  `json:"driver"`
 	Output      string  `json:"output"`
 	Nodes       int     `json:"nodes"`
 	GPUsPerNode int     `json:"gpus_per_node"`
@@ -221,6 +229,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 		exe = p
 	}
+	image, err := benchImage(ctx, &cfg, exe, say)
+	if err != nil {
+		return nil, err
+	}
 	dir := cfg.Dir
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -263,7 +275,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	if err := c.waitNodes(ctx, cfg.Nodes, cfg.GPUsPerNode, cfg.Poll); err != nil {
 		return nil, fmt.Errorf("waiting for %d agents to register (logs in %s): %w", cfg.Nodes, dir, err)
 	}
-	res := &Result{System: "gangway", Output: cmp.Or(cfg.Output, api.OutputKeep), Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode,
+	res := &Result{System: "gangway", Driver: cmp.Or(cfg.Driver, DriverExec), Output: cmp.Or(cfg.Output, api.OutputKeep), Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode,
 		Submitters: cfg.Submitters, Warmup: cfg.Warmup, NodeNice: cfg.NodeNice, SetupS: time.Since(start).Seconds()}
 	say("%d agents ready with %d fake GPUs each", cfg.Nodes, cfg.GPUsPerNode)
 
@@ -271,6 +283,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	single := api.JobSpec{Name: "bench-single", Ranks: 1, GPUsPerRank: 1, Command: cfg.Command, MaxRestarts: &zero, Output: cfg.Output}
 	gang := api.JobSpec{Name: "bench-gang", Ranks: cfg.GangNodes, GPUsPerRank: cfg.GPUsPerNode, RanksPerNode: 1,
 		Command: cfg.Command, MaxRestarts: &zero, Output: cfg.Output}
+	single.Image, gang.Image = image, image
+	if image != "" {
+		single.ImagePullPolicy, gang.ImagePullPolicy = api.PullNever, api.PullNever
+	}
 	if cfg.Warmup > 0 {
 		w := single
 		w.Name = "bench-warmup"
@@ -787,4 +803,32 @@ func (c benchClient) details(ctx context.Context, subs []submitted, par int) ([]
 		return nil, fmt.Errorf("read job details: %w", err)
 	}
 	return out, nil
+}
+
+// The drivers the benchmark runs ranks with.
+const (
+	DriverExec   = "exec"
+	DriverDocker = "docker"
+)
+
+// benchImage makes, for the docker driver, the image the ranks run in:
+// exe and the libraries it links (container.ProgramImage, nothing
+// pulled); it swaps the default command for one the image has. "" for the
+// exec driver.
+func benchImage(ctx context.Context, cfg *Config, exe string, say func(string, ...any)) (string, error) {
+	if cfg.Driver != DriverDocker {
+		return "", nil
+	}
+	if why := container.Available(ctx, ""); why != "" {
+		return "", fmt.Errorf("--driver docker needs a Docker engine on this machine: %s", why)
+	}
+	ref, _, err := container.ProgramImage(ctx, exe, "/gangway", "gangway-bench")
+	if err != nil {
+		return "", err
+	}
+	if slices.Equal(cfg.Command, []string{"true"}) {
+		cfg.Command = []string{"/gangway", "version"}
+	}
+	say("ranks run in Docker containers of image %s, running %q", ref, cfg.Command)
+	return ref, nil
 }

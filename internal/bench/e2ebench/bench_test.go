@@ -15,6 +15,7 @@ import (
 	"github.com/gangway/gangway/internal/base/testenv"
 	"github.com/gangway/gangway/internal/bench/e2ebench"
 	"github.com/gangway/gangway/internal/cli"
+	"github.com/gangway/gangway/internal/node/container"
 	"go.uber.org/goleak"
 )
 
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	testenv.QuickRaceExit()
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "agent", "supervise", "cg-exec":
+		case "agent", "supervise", "cg-exec", "container-rank", "container-reap", "version":
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			code := cli.Main(ctx, os.Args[1:], &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 			stop()
@@ -110,6 +111,34 @@ func TestMainSmallRun(t *testing.T) {
 	}
 }
 
+// TestMainSmallRunDocker runs the mix with every rank in a Docker
+// container of an image made from this executable; skipped without an
+// engine.
+func TestMainSmallRunDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and agent processes; skipped with -short")
+	}
+	if why := container.Available(context.Background(), ""); why != "" {
+		t.Skip(why)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"-o", "json", "--driver", "docker", "--nodes", "2", "--gpus-per-node", "2", "--jobs", "6", "--gangs", "2",
+		"--warmup", "1", "--output", "discard", "--dir", t.TempDir()}
+	if code := e2ebench.Main(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("Main exited %d\nstderr:\n%s", code, stderr.String())
+	}
+	var res e2ebench.Result
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("decode JSON result: %v\n%s", err, stdout.String())
+	}
+	if res.Driver != "docker" || len(res.Phases) != 2 || res.Phases[0].Succeeded != 6 || res.Phases[1].Succeeded != 2 {
+		t.Errorf("result = %s; want driver docker and every job succeeded", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "ranks run in Docker containers of image gangway-bench:") {
+		t.Errorf("progress does not name the image:\n%s", stderr.String())
+	}
+}
+
 func TestMainBadFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -122,6 +151,7 @@ func TestMainBadFlags(t *testing.T) {
 		{"gang wider than cluster", []string{"--nodes", "2", "--gang-nodes", "3"}, "--gang-nodes 3: want 1..2"},
 		{"no submitters", []string{"--submitters", "0"}, "--submitters 0: want at least 1"},
 		{"empty command", []string{"--command", " "}, "--command is empty"},
+		{"unknown driver", []string{"--driver", "podman"}, `--driver "podman": want exec or docker`},
 		{"stray argument", []string{"extra"}, `unexpected argument "extra"`},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined: -nope"},
 	}

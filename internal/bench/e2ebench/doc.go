@@ -11,7 +11,11 @@
 // (api.RankStatus.StartedAt). Throughput is jobs completed over the wall
 // time from the first submission to the last job's FinishedAt.
 //
+// With Driver docker every rank runs in a Docker container of an image
+// made from the gangway executable (nothing pulled).
+//
 // It imports the standard library, api, api/client (its one way to the
-// server), base/cpuprof, base/cmdkit, base/stats, base/wait and
-// controlplane/server (the server runs in this process).
+// server), base/cpuprof, base/cmdkit, base/stats, base/wait,
+// controlplane/server (the server runs in this process) and
+// node/container (to make the docker driver's image).
 package e2ebench

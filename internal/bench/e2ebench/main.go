@@ -42,7 +42,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.NodeNice, "node-nice", 0, "nice value of the agents, their supervisors and ranks (the emulated nodes), 0..19")
 	fs.BoolVar(&cfg.Array, "array", false, "also submit the one-GPU jobs as one job array (sbatch --array's equivalent)")
 	fs.StringVar(&cfg.Output, "output", "keep", "ranks' output: keep (log files) or discard (as sbatch -o /dev/null)")
-	command := fs.String("command", "true", "what each rank runs (split on spaces)")
+	command := fs.String("command", "true", "what each rank runs (split on spaces); with --driver docker, true means /gangway version")
+	fs.StringVar(&cfg.Driver, "driver", DriverExec, "run the ranks as bare processes (exec) or each in a Docker container of an image made from this gangway (docker)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound on the whole run")
 	fs.StringVar(&cfg.Dir, "dir", "", "working directory (default: a temporary one)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the working directory (agent logs, etcd data)")
@@ -55,6 +56,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg.Command = strings.Fields(*command)
 	if len(cfg.Command) == 0 {
 		fmt.Fprintln(stderr, "gangway bench e2e: --command is empty")
+		return 2
+	}
+	if cfg.Driver != DriverExec && cfg.Driver != DriverDocker {
+		fmt.Fprintf(stderr, "gangway bench e2e: --driver %q: want exec or docker\n", cfg.Driver)
 		return 2
 	}
 	if cfg.Jobs == 0 && cfg.Gangs == 0 {

@@ -49,14 +49,20 @@ type rankFailure struct {
 
 // before returns whichever of f and g the attempt is to be charged to: a
 // rank killed by its node's fence (the fence came first: the other ranks
-// died of losing it), else the one that failed first (by the agents'
-// clocks), else the lower rank. f may be nil.
+// died of losing it), else one its node could not start (its container
+// engine down: the others died waiting for it), else the one that failed
+// first (by the agents' clocks), else the lower rank. f may be nil.
 func (f *rankFailure) before(g *rankFailure) *rankFailure {
 	switch {
 	case f == nil:
 		return g
 	case f.rs.Fenced != g.rs.Fenced:
 		if g.rs.Fenced {
+			return g
+		}
+		return f
+	case f.rs.NodeFault != g.rs.NodeFault:
+		if g.rs.NodeFault {
 			return g
 		}
 		return f
@@ -77,6 +83,8 @@ func (f *rankFailure) verdict(a *api.Attempt) (api.Outcome, string, api.Cause) {
 	switch {
 	case rs.Fenced:
 		return api.OutcomeInterrupted, fenceReason(rp, rs), api.CauseFenced
+	case rs.NodeFault:
+		return api.OutcomeInterrupted, fmt.Sprintf("rank %d could not start for a fault of node %s, which the job now avoids: %s", rp.Rank, rp.Node, rs.Message), api.CauseNodeFault
 	case rs.State == api.RankFailedStart:
 		return api.OutcomeFailed, fmt.Sprintf("rank %d on %s could not start: %s", rp.Rank, rp.Node, rs.Message), ""
 	case !a.PreemptedAt.IsZero():

@@ -144,3 +144,36 @@ func TestFirstCauseWins(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeFaultIsNotTheJobs: a rank its node could not start for the
+// node's own fault (its container engine down) ends the attempt as an
+// interruption charged to the node, even though its peer's exit was heard
+// first; the job uses up no restart and is kept off that node.
+func TestNodeFaultIsNotTheJobs(t *testing.T) {
+	stopAt := t0.Add(30 * time.Second)
+	down := rank(0, api.RankFailedStart, -1)
+	down.NodeFault, down.FinishedAt = true, stopAt.Add(time.Millisecond)
+	down.Message = "the Docker engine on node n1 does not answer at unix:///x.sock (is dockerd running?)"
+	peer := rank(1, api.RankExited, 1)
+	peer.FinishedAt = stopAt
+	job := running(nil)
+	l := world{ranks: []api.RankStatus{peer, down}, now: stopAt}.lifecycle(job)
+	d := l.decide(job)
+	if d.job == nil {
+		t.Fatal("no decision")
+	}
+	a := d.job.Status.Attempts[0]
+	type got struct {
+		Outcome  api.Outcome
+		Cause    api.Cause
+		Charged  bool
+		Restarts int
+		Avoid    []string
+		Reason   string
+	}
+	want := got{api.OutcomeInterrupted, api.CauseNodeFault, false, 0, []string{"n1"},
+		"rank 0 could not start for a fault of node n1, which the job now avoids: " + down.Message}
+	if diff := cmp.Diff(want, got{a.Outcome, a.Cause, a.Charged, d.job.Status.Restarts, d.job.Status.Avoid, a.Reason}); diff != "" {
+		t.Errorf("attempt 1 (-want +got):\n%s", diff)
+	}
+}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -278,8 +279,12 @@ func (l *lifecycle) running(j *api.Job) decision {
 			running++
 		}
 	}
+	avoid := "" // a node the job is kept off from now on
 	if first != nil && reason == "" {
 		outcome, reason, cause = first.verdict(a)
+		if first.rs.NodeFault {
+			avoid = first.rp.Node
+		}
 	}
 	if reason == "" && !a.PreemptedAt.IsZero() {
 		ck := l.v.Ckpts[j.ID]
@@ -305,6 +310,9 @@ func (l *lifecycle) running(j *api.Job) decision {
 	case reason != "" && cause != "":
 		d := l.stop(j.Clone(), outcome, reason)
 		d.job.Status.Attempts[len(d.job.Status.Attempts)-1].Cause = cause
+		if avoid != "" && !slices.Contains(d.job.Status.Avoid, avoid) {
+			d.job.Status.Avoid = append(d.job.Status.Avoid, avoid)
+		}
 		return d
 	case reason != "":
 		return l.stop(j.Clone(), outcome, reason)

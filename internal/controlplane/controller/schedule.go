@@ -95,7 +95,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	sort.Strings(names)
 	snap.Nodes = make([]scheduler.Node, 0, len(names))
 	lemons, widest := false, 0
-	avoids := false // a pending job's preflight kept it off some nodes
+	avoids := false // a pending job is kept off some nodes (JobStatus.Avoid)
 	for _, j := range pending {
 		avoids = avoids || len(j.Status.Avoid) > 0
 	}

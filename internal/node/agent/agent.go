@@ -67,6 +67,10 @@ type Config struct {
 	// Executable is the gangway binary; a rank command that starts with
 	// "gangway" runs it. Default: this process's executable.
 	Executable string
+	// DockerHost is the Docker engine that runs container ranks
+	// ("unix:///PATH", "tcp://HOST:PORT"); "": $DOCKER_HOST, else the
+	// default socket.
+	DockerHost string
 	// ShimPath is the binary that runs the node's rank supervisor
 	// (`ShimPath supervise`): a small gangway-shim when installed, else
 	// Executable.
@@ -332,6 +336,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	a.adopt(ctx)
+	a.sweepContainers(ctx)
 
 	srv := &http.Server{Handler: peersOrServer(a.handler()), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)}

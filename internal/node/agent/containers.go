@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/node/container"
@@ -39,6 +41,7 @@ func (a *Agent) containerize(spec *driver.Spec, asg *api.Assignment, rankEnv []s
 		Mounts:     mounts(asg.CheckpointD, spec.Dir, spec.StateDir),
 		GPUs:       uuids,
 		Node:       a.cfg.Name,
+		Engine:     a.cfg.DockerHost,
 		Labels: map[string]string{
 			container.LabelJob: asg.JobID, container.LabelAttempt: strconv.Itoa(asg.Attempt),
 			container.LabelRank: strconv.Itoa(asg.Rank), container.LabelTask: k,
@@ -56,6 +59,9 @@ func (a *Agent) containerize(spec *driver.Spec, asg *api.Assignment, rankEnv []s
 	}
 	spec.Command = []string{a.cfg.Executable, "container-rank", "--spec", path}
 	spec.Cleanup = []string{a.cfg.Executable, "container-reap", "--name", c.Name}
+	if c.Engine != "" {
+		spec.Cleanup = append(spec.Cleanup, "--host", c.Engine)
+	}
 	spec.MemoryBytes, spec.CPUMillis, spec.RunAs = 0, 0, nil
 	return nil
 }
@@ -92,4 +98,36 @@ func (a *Agent) gpuUUIDs(indexes []int) []string {
 		}
 	}
 	return out
+}
+
+// sweepTimeout bounds the start's sweep of leftover containers: an engine
+// that does not answer delays the agent's start by no more.
+const sweepTimeout = 15 * time.Second
+
+// sweepContainers removes, at the agent's start, the containers of this
+// agent's instance whose rank the supervisor does not know (a shim and its
+// supervisor killed together, with no journal left to reap them, leave
+// theirs running), logging each. It runs after adopt and before the
+// assignment loop, so that every container a shim of this agent made
+// belongs to a rank in a.tasks. A node without a Docker engine has none.
+func (a *Agent) sweepContainers(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+	defer cancel()
+	if why := container.Available(ctx, a.cfg.DockerHost); why != "" {
+		a.log.Debug("no container sweep", "reason", why)
+		return
+	}
+	a.mu.Lock()
+	known := make(map[string]bool, len(a.tasks))
+	for k := range a.tasks {
+		known[k] = true
+	}
+	a.mu.Unlock()
+	gone, err := container.Sweep(ctx, a.cfg.DockerHost, a.instance, func(task string) bool { return known[task] })
+	for _, c := range gone {
+		a.log.Warn("removed a container of a rank the supervisor does not know", "container", c.Name, "task", c.Task, "state", c.State)
+	}
+	if err != nil {
+		a.log.Warn("container sweep", "err", err)
+	}
 }

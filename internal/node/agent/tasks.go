@@ -16,6 +16,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/node/container"
 	"github.com/gangway/gangway/internal/node/driver"
 )
 
@@ -368,11 +369,17 @@ func (a *Agent) await(t *task) {
 	t.status.Preflight = pf
 	t.status.State = api.RankExited
 	t.status.ExitCode = e.Code
+	t.status.Pulling = ""
 	t.status.Signal = e.Signal
 	t.status.Message = e.Message
 	t.status.FinishedAt = time.Now()
 	if e.Code == 127 && e.Message != "" {
 		t.status.State = api.RankFailedStart
+		// A container rank's shim says when its node was at fault; its
+		// words then come before the cleanup's, which met the same.
+		if msg, ok := container.NodeFault(t.dir); ok {
+			t.status.NodeFault, t.status.Message = true, msg
+		}
 	}
 	switch {
 	case tail != "" && t.status.State == api.RankExited && t.fence == "" && !t.stopped:
@@ -430,11 +437,26 @@ func (a *Agent) watchLoop(ctx context.Context) {
 		a.mu.Unlock()
 		for _, t := range ts {
 			a.scanProgress(t)
+			a.scanPull(t)
 			if t.asg.WatchCkpt {
 				a.scanCheckpoints(t)
 			}
 		}
 	}
+}
+
+// scanPull notes, for a container rank waiting for its image, how far its
+// shim's pull has got (container.Pulling), for the rank's status.
+func (a *Agent) scanPull(t *task) {
+	if t.asg.Container == nil {
+		return
+	}
+	p := container.Pulling(t.dir)
+	a.mu.Lock()
+	if t.status.State == api.RankRunning {
+		t.status.Pulling = p
+	}
+	a.mu.Unlock()
 }
 
 // scanProgress forwards complete new lines of the rank's progress file.

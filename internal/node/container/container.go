@@ -64,6 +64,13 @@ type Spec struct {
 	GPUs []string `json:"gpus,omitempty"`
 	// Node names the node in messages.
 	Node string `json:"node"`
+	// Engine is the Docker engine's address; "": $DOCKER_HOST, else its
+	// default socket.
+	Engine string `json:"engine,omitempty"`
+
+	// dir is where the spec was read from (the task's directory): the
+	// shim's PullFile goes there; "": nowhere.
+	dir string
 }
 
 // Labels every container of gangway's carries.
@@ -126,5 +133,6 @@ func readSpec(path string) (*Spec, error) {
 	if s.Name == "" || s.Image == "" || len(s.Command) == 0 {
 		return nil, fmt.Errorf("%s: needs a name, an image and a command", path)
 	}
+	s.dir = filepath.Dir(path)
 	return &s, nil
 }

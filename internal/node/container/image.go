@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/image"
 )
 
@@ -41,7 +42,7 @@ func ImportImage(ctx context.Context, ref string, files []File) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	cli, err := engine()
+	cli, err := engine("")
 	if err != nil {
 		return err
 	}
@@ -55,13 +56,14 @@ func ImportImage(ctx context.Context, ref string, files []File) error {
 	return err
 }
 
-// Available says why this machine's Docker engine cannot be used ("" when
-// it can): for tests and commands that need one, to skip or say so.
-func Available(ctx context.Context) string {
-	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" {
+// Available says why the Docker engine at host ("": $DOCKER_HOST, else
+// the default socket) cannot be used ("" when it can): for tests and
+// commands that need one, to skip or say so, and for an agent's sweep.
+func Available(ctx context.Context, host string) string {
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil && os.Getenv("DOCKER_HOST") == "" && host == "" {
 		return "no Docker engine here (/var/run/docker.sock absent and $DOCKER_HOST unset)"
 	}
-	cli, err := engine()
+	cli, err := engine(host)
 	if err != nil {
 		return err.Error()
 	}
@@ -70,4 +72,23 @@ func Available(ctx context.Context) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// HasImage reports whether the node's engine holds image ref.
+func HasImage(ctx context.Context, ref string) (bool, error) {
+	cli, err := engine("")
+	if err != nil {
+		return false, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	switch _, err := cli.ImageInspect(ctx, ref); {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("look up image %s: %w", ref, err)
+	}
 }

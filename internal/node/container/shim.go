@@ -2,6 +2,7 @@ package container
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +38,8 @@ const (
 const (
 	setupTimeout = 30 * time.Second
 	pullTimeout  = 30 * time.Minute
+	// pullEvery is how often the shim notes a pull's progress.
+	pullEvery = time.Second
 )
 
 // RunMain is the hidden `container-rank --spec FILE` command: the shim the
@@ -69,24 +72,60 @@ func RunMain(args []string, stdout, stderr io.Writer) int {
 	parentGone := func() bool { return os.Getppid() != parent }
 	code, err := run(spec, stdout, stderr, sigc, parentGone)
 	if err != nil {
+		if isEngineDown(err) {
+			_ = os.WriteFile(filepath.Join(filepath.Dir(*specPath), NodeFaultFile), []byte(err.Error()+"\n"), 0o644)
+		}
 		fmt.Fprintln(stderr, err)
 	}
 	return code
 }
 
-// engine connects to the node's Docker engine, as the docker CLI does
-// ($DOCKER_HOST, else the default socket), at the API version it speaks.
-func engine() (*client.Client, error) {
-	return client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+// engine connects to the node's Docker engine at host ("unix:///PATH",
+// "tcp://HOST:PORT"); "": as the docker CLI does ($DOCKER_HOST, else the
+// default socket); at the API version it speaks.
+func engine(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	return client.NewClientWithOpts(opts...)
+}
+
+// NodeFaultFile is the file, beside the spec, in which the shim says that
+// the rank could not run for its node's fault (the engine down or not
+// answering) rather than the job's: the agent reads it (NodeFault) and
+// tells the server, which charges the node, not the job.
+const NodeFaultFile = "node-fault"
+
+// engineDown is an error of the node's engine not answering.
+type engineDown struct{ error }
+
+func (e engineDown) Unwrap() error { return e.error }
+
+// isEngineDown reports whether err is the node's engine not answering
+// (refused, absent or timed out), not something about the job.
+func isEngineDown(err error) bool {
+	var d engineDown
+	return errors.As(err, &d) || client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// NodeFault reports the message of a shim whose rank, with task directory
+// dir, could not run for its node's fault; ok is false if it did not say so.
+func NodeFault(dir string) (msg string, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, NodeFaultFile))
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(b)), true
 }
 
 // run is the shim's life: the container made, run, waited for and
 // removed. A non-nil error is the reason the rank could not run, for the
 // attempt's reason; the code is then exitCannotStart.
 func run(spec *Spec, stdout, stderr io.Writer, sigc <-chan os.Signal, parentGone func() bool) (int, error) {
-	cli, err := engine()
+	cli, err := engine(spec.Engine)
 	if err != nil {
-		return exitCannotStart, fmt.Errorf("docker engine on node %s: %w", spec.Node, err)
+		return exitCannotStart, engineDown{fmt.Errorf("docker engine on node %s: %w", spec.Node, err)}
 	}
 	defer cli.Close()
 	ctx := context.Background()
@@ -194,7 +233,7 @@ func ping(ctx context.Context, cli *client.Client, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	if _, err := cli.Ping(ctx); err != nil {
-		return fmt.Errorf("the Docker engine on node %s does not answer at %s (is dockerd running?): %v", node, cli.DaemonHost(), err)
+		return engineDown{fmt.Errorf("the Docker engine on node %s does not answer at %s (is dockerd running?): %w", node, cli.DaemonHost(), err)}
 	}
 	return nil
 }
@@ -224,8 +263,18 @@ func ensureImage(ctx context.Context, cli *client.Client, spec *Spec, stderr io.
 	defer cancel()
 	rc, err := cli.ImagePull(pctx, spec.Image, image.PullOptions{})
 	if err == nil {
-		_, err = io.Copy(io.Discard, rc) // the pull runs while its progress is read
+		// The pull runs while its progress is read; the task directory
+		// keeps how far it has got, for `gangway describe job`.
+		prefix := fmt.Sprintf("image %s on node %s: ", spec.Image, spec.Node)
+		err = followPull(rc, prefix, pullEvery, func(line string) {
+			if spec.dir != "" {
+				writePull(spec.dir, line)
+			}
+		})
 		rc.Close()
+		if spec.dir != "" {
+			_ = os.Remove(filepath.Join(spec.dir, PullFile))
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("pull image %s on node %s (imagePullPolicy %s): %s", spec.Image, spec.Node, spec.PullPolicy, engineMessage(err))
@@ -369,11 +418,12 @@ func ReapMain(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("container-reap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("name", "", "the container's name")
+	host := fs.String("host", "", "the Docker engine's address (default: $DOCKER_HOST, else its socket)")
 	if err := fs.Parse(args); err != nil || *name == "" {
 		fmt.Fprintln(stderr, "container-reap: --name is required")
 		return 2
 	}
-	cli, err := engine()
+	cli, err := engine(*host)
 	if err == nil {
 		defer cli.Close()
 		err = remove(context.Background(), cli, *name)

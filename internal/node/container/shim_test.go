@@ -39,10 +39,10 @@ var (
 // of a tar of the static program.
 func needEngine(t *testing.T) *client.Client {
 	t.Helper()
-	if why := Available(context.Background()); why != "" {
+	if why := Available(context.Background(), ""); why != "" {
 		t.Skip(why)
 	}
-	cli, err := engine()
+	cli, err := engine("")
 	if err != nil {
 		t.Fatal(err)
 	}
