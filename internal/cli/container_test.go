@@ -269,7 +269,7 @@ command: [/train, --steps, "250", --checkpoint-every, "0", --step-delay, 20ms]
 `)
 	running := func() int {
 		n := 0
-		for _, c := range containersOf(t, cli, id) {
+		for _, c := range containersOf(t, cli, cl, id) {
 			if c.State == "running" {
 				n++
 			}
@@ -310,7 +310,7 @@ command: [/train, --steps, "250", --checkpoint-every, "0", --step-delay, 20ms]
 	if n := len(d.Job.Status.Attempts); n != 1 {
 		t.Errorf("%d attempts; want the first to run on through the agent's restart: %+v", n, d.Job.Status.Attempts)
 	}
-	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, id)) == 0 })
+	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, cl, id)) == 0 })
 }
 
 // TestEngineDownIsTheNodesFault: a node whose Docker engine does not
@@ -382,7 +382,7 @@ command: [/train, --steps, "200", --checkpoint-every, "0", --step-delay, 20ms]
 	if atts[1].ResumeFrom == nil || atts[1].ResumeFrom.Step < 20 || ld.Job.Status.Restarts != 0 {
 		t.Errorf("attempt 2 resumed from %+v with %d restarts used; want the SIGUSR1 checkpoint and none", atts[1].ResumeFrom, ld.Job.Status.Restarts)
 	}
-	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, low)) == 0 })
+	cl.wait(10*time.Second, "no container of the job", func() bool { return len(containersOf(t, cli, cl, low)) == 0 })
 }
 
 // TestLogsFollowsContainerRank: `gangway logs -f` follows a container
