@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -52,9 +51,8 @@ type Store struct {
 	idNext int64      // next job ID of the reserved block
 	idEnd  int64      // first ID past the block
 
-	leaseMu sync.Mutex       // guards lease and leaseAt
-	lease   clientv3.LeaseID // idempotency keys' lease of the hour (0: none yet)
-	leaseAt time.Time        // when it was granted
+	// keyLeases are idempotency keys' leases, one an hour.
+	keyLeases *spanLeases
 
 	// failArrayChunk, if set (tests), is called before each chunk of an
 	// array's tasks is written, with how many are written already; an
@@ -109,7 +107,8 @@ func NewWith(c *clientv3.Client, o Options) *Store {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
-	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout, onTxn: o.OnTxn}}
+	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout, onTxn: o.OnTxn},
+		keyLeases: &spanLeases{ttl: KeyTTL, span: keyLeaseSpan, records: keyLeasesPrefix, what: "idempotency keys"}}
 }
 
 // Client exposes the underlying client (leader election uses it).
