@@ -52,6 +52,9 @@ type Cache struct {
 	wake     map[string]chan struct{}              // node → closed at its next assignment change
 	finished map[string]FinishedJob                // finished jobs the store still holds, for retention
 	revCond  *sync.Cond
+	tap      Tap       // hears what is applied (cachetap.go); nil: nobody
+	tapped   []Change  // noted for tap since its last call
+	events   *EventLog // filled from the store's events; nil: none kept
 
 	// changed gets a value (without blocking) after every applied batch.
 	changed chan struct{}
@@ -113,7 +116,7 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("list %s: %w", Root, err)
 	}
 	c.mu.Lock()
-	old := c.assign
+	old, was := c.assign, c.relistLocked()
 	c.reset()
 	// Keys come sorted, so a job comes before its ranks, checkpoints and
 	// progress.
@@ -121,6 +124,7 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 		c.applyLocked(string(kv.Key), kv.Value, kv.ModRevision, false)
 	}
 	c.rev = resp.Header.Revision
+	c.relistedLocked(&was)
 	// Every node's long poll must look again: its list may have changed
 	// while the watch was down.
 	for node := range old {
@@ -144,15 +148,20 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 			return
 		}
 		c.mu.Lock()
+		quiet := true // only events, which no controller reads
 		for _, ev := range wr.Events {
+			quiet = quiet && bytes.HasPrefix(ev.Kv.Key, []byte(eventsPrefix))
 			c.applyLocked(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision, ev.Type == clientv3.EventTypeDelete)
 		}
 		if wr.Header.Revision > c.rev {
 			c.rev = wr.Header.Revision
 		}
+		c.flushTapLocked(nil)
 		c.revCond.Broadcast()
 		c.mu.Unlock()
-		c.notify()
+		if !quiet {
+			c.notify()
+		}
 	}
 }
 
@@ -183,6 +192,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		id := key[len(jobsPrefix):]
 		var j api.Job
 		ok := !del && decodeCachedJob(val, &j) == nil
+		c.tapJobLocked(id, modRev, del, ok, &j)
 		if ok && !j.Status.Phase.Final() {
 			j.ModRevision = modRev
 			c.jobs[id] = &j
@@ -228,6 +238,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		var ck api.Checkpoint
 		if fastjson.Unmarshal(val, &ck) == nil {
 			if cur := c.ckpts[job]; cur == nil || ck.Step > cur.Step {
+				c.noteLocked(Change{Kind: ChangeCheckpoint, Name: job, Rev: modRev, OldCheckpoint: cur, Checkpoint: &ck})
 				c.ckpts[job] = &ck
 			}
 		}
@@ -246,12 +257,14 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		name := key[len(nodesPrefix):]
 		c.nodesGen++
 		if del {
+			c.noteLocked(Change{Kind: ChangeNode, Name: name, Rev: modRev, OldNode: c.nodes[name]})
 			delete(c.nodes, name)
 			return
 		}
 		var n api.Node
 		if fastjson.Unmarshal(val, &n) == nil {
 			n.ModRevision = modRev
+			c.noteLocked(Change{Kind: ChangeNode, Name: name, Rev: modRev, OldNode: c.nodes[name], Node: &n})
 			c.nodes[name] = &n
 		}
 	case strings.HasPrefix(key, assignPrefix):
@@ -288,25 +301,33 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 	case strings.HasPrefix(key, queuesPrefix):
 		name := key[len(queuesPrefix):]
 		if del {
+			c.noteLocked(Change{Kind: ChangeQueue, Name: name, Rev: modRev, OldQueue: c.queues[name]})
 			delete(c.queues, name)
 			return
 		}
 		var q api.Queue
 		if fastjson.Unmarshal(val, &q) == nil {
 			q.ModRevision = modRev
+			c.noteLocked(Change{Kind: ChangeQueue, Name: name, Rev: modRev, OldQueue: c.queues[name], Queue: &q})
 			c.queues[name] = &q
 		}
 	case strings.HasPrefix(key, deployPrefix):
 		name := key[len(deployPrefix):]
 		if del {
+			c.noteLocked(Change{Kind: ChangeDeployment, Name: name, Rev: modRev, OldDeployment: c.deploys[name]})
 			delete(c.deploys, name)
 			return
 		}
 		var d api.Deployment
 		if fastjson.Unmarshal(val, &d) == nil {
 			d.ModRevision = modRev
+			c.noteLocked(Change{Kind: ChangeDeployment, Name: name, Rev: modRev, OldDeployment: c.deploys[name], Deployment: &d})
 			c.deploys[name] = &d
 		}
+	case strings.HasPrefix(key, eventsPrefix):
+		c.events.apply(key, val, modRev, del)
+	case strings.HasPrefix(key, stragPrefix):
+		c.tapStragglerLocked(key, val, modRev, del)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package store is gangway's typed persistence on etcd: jobs, nodes,
-// assignments, rank statuses, checkpoints and progress, with multi-key
-// changes in single transactions and a watch-fed cache for the controllers.
+// assignments, rank statuses, checkpoints and progress, and events, with
+// multi-key changes in single transactions and a watch-fed cache for the
+// controllers, which hands on what it applies to a Tap (cachetap.go) and
+// keeps the events in an EventLog (eventlog.go).
 //
 // It imports the standard library, internal/api, internal/base/fastjson,
 // internal/base/pki (the embedded etcd's own CA) and etcd's client and
@@ -51,8 +53,9 @@ type Store struct {
 	idNext int64      // next job ID of the reserved block
 	idEnd  int64      // first ID past the block
 
-	// keyLeases are idempotency keys' leases, one an hour.
-	keyLeases *spanLeases
+	// keyLeases are idempotency keys' leases, one an hour; eventLeases
+	// events' (events.go).
+	keyLeases, eventLeases *spanLeases
 
 	// failArrayChunk, if set (tests), is called before each chunk of an
 	// array's tasks is written, with how many are written already; an
@@ -107,8 +110,12 @@ func NewWith(c *clientv3.Client, o Options) *Store {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
+	if o.EventTTL <= 0 {
+		o.EventTTL = DefaultEventTTL
+	}
 	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout, onTxn: o.OnTxn},
-		keyLeases: &spanLeases{ttl: KeyTTL, span: keyLeaseSpan, records: keyLeasesPrefix, what: "idempotency keys"}}
+		keyLeases:   &spanLeases{ttl: KeyTTL, span: keyLeaseSpan, records: keyLeasesPrefix, what: "idempotency keys"},
+		eventLeases: &spanLeases{ttl: o.EventTTL, span: eventLeaseSpan(o.EventTTL), records: eventLeasesPrefix, what: "events"}}
 }
 
 // Client exposes the underlying client (leader election uses it).
