@@ -77,7 +77,7 @@ const (
 	ReasonDrained    = "Drained"
 	ReasonTimedOut   = "TimedOut"
 	ReasonFailed     = "Failed"
-	ReasonPreflight  = "PreflightFailed"
+	ReasonPreflight  = "Preflight"
 	ReasonRestarted  = "Restarted"
 	ReasonSucceeded  = "Succeeded"
 	ReasonCancelled  = "Cancelled"
@@ -91,10 +91,11 @@ const (
 	ReasonRecovered    = "Recovered"
 	ReasonLemon        = "Lemon"
 
-	ReasonCreated = "Created"
-	ReasonChanged = "Changed"
-	ReasonScaled  = "Scaled"
-	ReasonDeleted = "Deleted"
+	ReasonCreated  = "Created"
+	ReasonChanged  = "Changed"
+	ReasonScaled   = "Scaled"
+	ReasonDeleting = "Deleting"
+	ReasonDeleted  = "Deleted"
 )
 
 // EventList is GET /v1/events's body: the events asked for, oldest
