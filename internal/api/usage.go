@@ -90,7 +90,7 @@ const maxSinceDays = 36500
 // takes, and wraps ErrInvalid.
 func ParseSince(s string, now time.Time) (time.Time, error) {
 	bad := func() (time.Time, error) {
-		return time.Time{}, ErrorForField("--since", "%q is not a duration (e.g. 24h, 7d) or a date (2026-12-01)", s)
+		return time.Time{}, ErrorForField("--since", "%q is not a duration (e.g. 30m, 24h, 7d), a date (2026-12-01) or an RFC 3339 time (2026-12-01T10:00:00Z)", s)
 	}
 	if s == "" || strings.TrimSpace(s) != s {
 		return bad()

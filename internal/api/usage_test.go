@@ -22,7 +22,7 @@ func TestParseSince(t *testing.T) {
 		{in: "2026-12-01", want: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
 		{in: "2026-12-01T10:00:00Z", want: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)},
 		{in: "2026-12-01T10:00:00+02:00", want: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)},
-		{in: "7x", wantErr: `--since: "7x" is not a duration (e.g. 24h, 7d) or a date (2026-12-01)`},
+		{in: "7x", wantErr: `--since: "7x" is not a duration (e.g. 30m, 24h, 7d), a date (2026-12-01) or an RFC 3339 time (2026-12-01T10:00:00Z)`},
 		{in: "", wantErr: `--since: "" is not a duration`},
 		{in: "d", wantErr: `--since: "d" is not a duration`},
 		{in: "+7d", wantErr: `--since: "+7d" is not a duration`},

@@ -23,7 +23,7 @@ func TestReportUsageRefusesBadFlags(t *testing.T) {
 		{[]string{"report"}, "Usage: gangway report usage"},
 		{[]string{"report", "cost"}, "Usage: gangway report usage"},
 		{[]string{"report", "usage", "--by", "team"}, `--by: "team" is not one of queue, user, job`},
-		{[]string{"report", "usage", "--since", "7x"}, `--since: "7x" is not a duration (e.g. 24h, 7d) or a date (2026-12-01)`},
+		{[]string{"report", "usage", "--since", "7x"}, `--since: "7x" is not a duration (e.g. 30m, 24h, 7d), a date (2026-12-01) or an RFC 3339 time (2026-12-01T10:00:00Z)`},
 		{[]string{"report", "usage", "extra"}, `unexpected argument "extra"`},
 	} {
 		var out, errb bytes.Buffer

@@ -119,7 +119,7 @@ func TestUsageReport(t *testing.T) {
 	}{
 		{"alice asks for bob's", alice, client.UsageQuery{User: "bob"}, http.StatusForbidden, "alice may see only their own usage"},
 		{"bad by", e.admin, client.UsageQuery{By: "team"}, http.StatusBadRequest, `by: "team" is not one of queue, user, job`},
-		{"bad since", e.admin, client.UsageQuery{Since: "7x"}, http.StatusBadRequest, `since: "7x" is not a duration (e.g. 24h, 7d) or a date (2026-12-01)`},
+		{"bad since", e.admin, client.UsageQuery{Since: "7x"}, http.StatusBadRequest, `since: "7x" is not a duration (e.g. 30m, 24h, 7d), a date (2026-12-01) or an RFC 3339 time (2026-12-01T10:00:00Z)`},
 		{"anonymous", e.anon(), client.UsageQuery{}, http.StatusUnauthorized, "no credentials"},
 	}
 	for _, c := range refused {
