@@ -53,6 +53,9 @@ const (
 	KindQueue      ObjectKind = "queue"
 )
 
+// ObjectKinds are the kinds of object events are about.
+var ObjectKinds = []ObjectKind{KindJob, KindNode, KindDeployment, KindQueue}
+
 // Event reasons. A job's: it was submitted, waits, was placed, runs,
 // committed a checkpoint, got its checkpoint signal before a preemption,
 // lost an attempt (for the cause the reason names), restarts as a new
@@ -111,6 +114,8 @@ type EventFilter struct {
 	// Job, Deployment and Queue keep the events of that object; Node those
 	// of the node and those naming it in Nodes.
 	Job, Node, Deployment, Queue string
+	// Kind keeps the events of objects of that kind.
+	Kind ObjectKind
 	// Since keeps the events from that time on.
 	Since time.Time
 }
@@ -122,6 +127,7 @@ func (f *EventFilter) Match(e *Event) bool {
 		f.Deployment != "" && (e.Kind != KindDeployment || e.Name != f.Deployment),
 		f.Queue != "" && (e.Kind != KindQueue || e.Name != f.Queue),
 		f.Node != "" && !(e.Kind == KindNode && e.Name == f.Node) && !slices.Contains(e.Nodes, f.Node),
+		f.Kind != "" && e.Kind != f.Kind,
 		!f.Since.IsZero() && e.Time.Before(f.Since):
 		return false
 	}

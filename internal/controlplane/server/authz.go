@@ -72,6 +72,7 @@ var routeAccess = map[string]access{
 	"DELETE /v1/tokens/{id}":            admin,
 	"GET /v1/audit":                     admin,
 	"GET /v1/reports/usage":             read,
+	"GET /v1/events":                    read,
 	"/":                                 authenticated,
 }
 

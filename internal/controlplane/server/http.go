@@ -54,6 +54,7 @@ func (s *Server) routes() *http.ServeMux {
 	s.deploymentRoutes(mux)
 	s.tokenRoutes(mux)
 	s.reportRoutes(mux)
+	s.eventRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

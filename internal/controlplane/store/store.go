@@ -121,10 +121,13 @@ func NewWith(c *clientv3.Client, o Options) *Store {
 // Client exposes the underlying client (leader election uses it).
 func (s *Store) Client() *clientv3.Client { return s.c }
 
-// Prefixes callers may watch for blocking queries.
+// Prefixes callers may watch for blocking queries; and the events' and
+// their leases' records, which the leader writes on its own.
 const (
-	JobsPrefix  = jobsPrefix
-	NodesPrefix = nodesPrefix
+	JobsPrefix        = jobsPrefix
+	NodesPrefix       = nodesPrefix
+	EventsPrefix      = eventsPrefix
+	EventLeasesPrefix = eventLeasesPrefix
 )
 
 func jobKey(id string) string   { return jobsPrefix + id }
