@@ -92,15 +92,15 @@ func TestDeriveJob(t *testing.T) {
 		old, new *api.Job
 		want     []string
 	}{
-		{"submitted", nil, pending, []string{"N Submitted: submitted by alice to queue research: 2 ranks × 4 GPU"}},
+		{"submitted", nil, pending, []string{"N Submitted: submitted by alice to queue research: 2 ranks × 4 GPUs"}},
 		{"submitted and placed in one write", nil, placed, []string{
-			"N Submitted: submitted by alice to queue research: 2 ranks × 4 GPU",
+			"N Submitted: submitted by alice to queue research: 2 ranks × 4 GPUs",
 			"N Scheduled #1 [n1,n2]: attempt 1 placed on n1,n2 (2 ranks)"}},
 		{"waits", pending, jobAt(api.JobPending, "needs 8 GPUs under one leaf; the best has 4 free"), []string{
 			"N Waiting: needs 8 GPUs under one leaf; the best has 4 free"}},
 		{"waits on, for another count", jobAt(api.JobPending, "needs 8 GPUs; 4 free"), jobAt(api.JobPending, "needs 8 GPUs; 2 free"), nil},
 		{"placed", pending, placed, []string{"N Scheduled #1 [n1,n2]: attempt 1 placed on n1,n2 (2 ranks)"}},
-		{"started", placed, running, []string{"N Started #1 [n1,n2]: all 2 ranks of attempt 1 running, 1.5s after placement"}},
+		{"started", placed, running, []string{"N Started #1 [n1,n2]: 2 ranks of attempt 1 running, 1.5s after placement"}},
 		{"a status write that changes nothing told", running, with(running, func(j *api.Job) { j.Status.Avoid = []string{"n9"} }), nil},
 		{"node lost, then waits", running, lost, []string{
 			"W NodeLost #1 [n1,n2]: attempt 1 ended: node n2 lost (no heartbeat for 4.5s)",
@@ -116,7 +116,7 @@ func TestDeriveJob(t *testing.T) {
 		{"succeeded: the job's end alone", running, with(running, func(j *api.Job) {
 			ended(api.OutcomeSucceeded, api.CauseSucceeded, "")(j)
 			j.Status.Phase, j.Status.StartedAt, j.Status.FinishedAt = api.JobSucceeded, t0, t0.Add(90*time.Second)
-		}), []string{"N Succeeded #1 [n1,n2]: succeeded after 1 attempt, 1m30s from its first start"}},
+		}), []string{"N Succeeded #1 [n1,n2]: succeeded after 1 attempt, 1m30s after it was first placed"}},
 		{"failed for good", running, with(running, func(j *api.Job) {
 			ended(api.OutcomeFailed, api.CauseUserError, "rank 1 exited 2: no such file")(j)
 			j.Status.Phase, j.Status.Reason = api.JobFailed, "rank 1 exited 2: no such file (no restarts left)"

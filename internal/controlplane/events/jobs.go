@@ -47,7 +47,7 @@ func job(old, j *api.Job, at time.Time) []api.Event {
 			add(api.EventNormal, api.ReasonPreempting, a, "job %s needs the GPUs: ranks sent %s to checkpoint before they stop", a.PreemptedFor, j.Spec.Signal())
 		}
 		if !a.RunningAt.IsZero() && (o == nil || o.RunningAt.IsZero()) {
-			add(api.EventNormal, api.ReasonStarted, a, "all %d ranks of attempt %d running, %s after placement", len(a.Placement), a.Number, roundDur(a.RunningAt.Sub(a.CreatedAt)))
+			add(api.EventNormal, api.ReasonStarted, a, "%s of attempt %d running, %s after placement", plural(len(a.Placement), "rank"), a.Number, roundDur(a.RunningAt.Sub(a.CreatedAt)))
 		}
 		// The job's own end tells of its last attempt's.
 		if a.Phase == api.AttemptEnded && (o == nil || o.Phase != api.AttemptEnded) && !(final && k == len(j.Status.Attempts)-1) {
@@ -84,9 +84,9 @@ func submitted(j *api.Job) string {
 	if s.User != "" {
 		fmt.Fprintf(&b, " by %s", s.User)
 	}
-	fmt.Fprintf(&b, " to queue %s: %d ranks", s.Queue, s.Ranks)
+	fmt.Fprintf(&b, " to queue %s: %s", s.Queue, plural(s.Ranks, "rank"))
 	if s.GPUsPerRank > 0 {
-		fmt.Fprintf(&b, " × %d GPU", s.GPUsPerRank)
+		fmt.Fprintf(&b, " × %s", plural(s.GPUsPerRank, "GPU"))
 	}
 	if t := j.Array; t != nil {
 		fmt.Fprintf(&b, " (task %d of array %s)", t.Index, t.ID)
@@ -177,7 +177,7 @@ func ran(j *api.Job) string {
 	}
 	s := " after " + plural(n, "attempt")
 	if !j.Status.StartedAt.IsZero() && !j.Status.FinishedAt.IsZero() {
-		s += fmt.Sprintf(", %s from its first start", roundDur(j.Status.FinishedAt.Sub(j.Status.StartedAt)))
+		s += fmt.Sprintf(", %s after it was first placed", roundDur(j.Status.FinishedAt.Sub(j.Status.StartedAt)))
 	}
 	return s
 }

@@ -45,7 +45,16 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	evs, next := s.evlog.Events(r.Context(), idx, &f, limit, wait)
+	// A server shutting down ends a blocking query at once: the client
+	// asks again, here once restarted or at another replica.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.closing, cancel)()
+	evs, next := s.evlog.Events(ctx, idx, &f, limit, wait)
+	if s.closing.Err() != nil {
+		writeError(w, statusFor(errShuttingDown), errShuttingDown)
+		return
+	}
 	if evs == nil {
 		evs = []api.Event{}
 	}

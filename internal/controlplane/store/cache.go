@@ -54,6 +54,7 @@ type Cache struct {
 	revCond  *sync.Cond
 	tap      Tap       // hears what is applied (cachetap.go); nil: nobody
 	tapped   []Change  // noted for tap since its last call
+	tapAfter int64     // what is noted: changes past it (a list's: new since the view before)
 	events   *EventLog // filled from the store's events; nil: none kept
 
 	// changed gets a value (without blocking) after every applied batch.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"math"
 
 	"github.com/gangway/gangway/internal/api"
 )
@@ -47,9 +48,10 @@ type Change struct {
 type Tap interface {
 	// Changed is called with the cache locked after each batch the
 	// watch delivered, rev being the cache's revision after it, and after
-	// each list (full): changes then holds every object the store has
-	// (Old set from the cache's view before the list, which may be some
-	// time behind), and the deletions the list implies. It must be quick,
+	// each list (full): changes then holds what the list found written
+	// since the cache's view before it (Old set from that view, which may
+	// be some time behind), and the deletions the list implies; after the
+	// first list, nothing. It must be quick,
 	// must not call the cache and must not keep changes (it may keep the
 	// objects in them).
 	Changed(changes []Change, rev int64, full bool)
@@ -72,7 +74,7 @@ func (c *Cache) SetEvents(l *EventLog) {
 }
 
 func (c *Cache) noteLocked(ch Change) {
-	if c.tap != nil {
+	if c.tap != nil && ch.Rev > c.tapAfter {
 		c.tapped = append(c.tapped, ch)
 	}
 }
@@ -91,7 +93,7 @@ func (c *Cache) tapJobLocked(id string, rev int64, del, ok bool, j *api.Job) {
 // tapStragglerLocked notes a straggler declared: the cache keeps none, so
 // it decodes one only for a tap.
 func (c *Cache) tapStragglerLocked(key string, val []byte, rev int64, del bool) {
-	if c.tap == nil || del {
+	if c.tap == nil || del || rev <= c.tapAfter {
 		return
 	}
 	var st api.Straggler
@@ -114,10 +116,16 @@ type tapView struct {
 // relistLocked begins a list: it returns the view the tap hears the list
 // against (reset replaces the maps, so the ones returned stay as they
 // were), and has the list fill a new event log, which relistedLocked
-// puts in place of the old one.
+// puts in place of the old one. The tap hears of the list only what was
+// written after the view (the first list: nothing), so that a store of
+// many finished jobs is not held in memory for it.
 func (c *Cache) relistLocked() tapView {
 	v := tapView{jobs: c.jobs, nodes: c.nodes, deploys: c.deploys, queues: c.queues, ckpts: c.ckpts, events: c.events}
 	c.events = c.events.staging()
+	c.tapAfter = c.rev
+	if c.rev == 0 {
+		c.tapAfter = math.MaxInt64
+	}
 	return v
 }
 
@@ -126,6 +134,7 @@ func (c *Cache) relistedLocked(was *tapView) {
 	was.events.replace(c.events)
 	c.events = was.events
 	c.flushTapLocked(was)
+	c.tapAfter = 0
 }
 
 // flushTapLocked hands the changes noted since the last flush to the tap.
