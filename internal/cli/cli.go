@@ -1,5 +1,5 @@
 // Package cli implements gangway's commands: the server, the agent, the
-// user commands (submit, get, describe, logs, cancel, cordon, drain) and the
+// user commands (submit, get, describe, logs, events, cancel, cordon, drain) and the
 // demo. Main is the whole program, callable from tests. The user commands
 // reach the server through internal/api/client.
 //
@@ -50,6 +50,7 @@ func commands() []command {
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs, nodes, queues or deployments", run: runGet},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
 		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
+		{name: "events", args: "[-f] [--job ID] [--node N]", summary: "show what happened: jobs scheduled, started, checkpointed, preempted, restarted; nodes lost, GPU faults; deployments scaled (-f follows)", run: runEvents},
 		{name: "cancel", args: "ID", summary: "stop a job for good", run: runCancel},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},
