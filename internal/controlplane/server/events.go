@@ -50,7 +50,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.closing, cancel)()
+	// Every event up to the cache's revision is in the log now: the next
+	// query may wait past it, even when there is no event yet.
+	rev := s.cache.Revision()
 	evs, next := s.evlog.Events(ctx, idx, &f, limit, wait)
+	next = max(next, rev)
 	if s.closing.Err() != nil {
 		writeError(w, statusFor(errShuttingDown), errShuttingDown)
 		return

@@ -13,7 +13,9 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
+	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/wait"
+	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // eventLines is each event as "Name Reason".
@@ -58,6 +60,11 @@ func waitEvents(t *testing.T, c *client.Client, q client.EventQuery, want ...str
 // naming the parameter.
 func TestEventsAPI(t *testing.T) {
 	e := startAgentEnv(t)
+	// No event yet: the index to follow from is still past everything
+	// written, or a follower would ask again and again at once.
+	if l, err := e.admin.Events(e.ctx, client.EventQuery{}); err != nil || len(l.Events) != 0 || l.Index == 0 {
+		t.Fatalf("events of a new cluster: %+v, %v; want none, at an index past 0", l, err)
+	}
 	e.twoNodes()
 	id, err := e.admin.SubmitID(e.ctx, []byte(`{"ranks": 1, "gpusPerRank": 2, "command": ["sleep", "1000"]}`))
 	if err != nil {
@@ -179,5 +186,77 @@ func TestEventsSurviveARestart(t *testing.T) {
 	evs := waitEvents(t, c2, client.EventQuery{}, "research Created", "prod Created")
 	if len(evs) != 2 {
 		t.Errorf("events after the restart: %q; want research's and prod's alone", eventLines(evs))
+	}
+}
+
+// TestEventsOnEveryReplicaNoStormAtFailover: two replicas on one etcd;
+// the one that does not lead serves the events the leader writes, a
+// blocking query on it included; when the leader stops, the other leads
+// and tells what changes from then on, and nothing again of what was.
+func TestEventsOnEveryReplicaNoStormAtFailover(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	etcd, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: filepath.Join(dir, "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	if _, _, err := pki.LoadOrCreateCA(filepath.Join(dir, "pki")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(name string) Config {
+		return Config{DataDir: filepath.Join(dir, name), EtcdEndpoints: []string{etcd.Endpoint}, EtcdTLS: etcd.ClientTLS(),
+			TLSCA: filepath.Join(dir, "pki", pki.CAFile), TLSCAKey: filepath.Join(dir, "pki", pki.CAKeyFile),
+			CheckpointRoot: filepath.Join(dir, "ckpt"), NodeTimeout: time.Minute}
+	}
+	r1 := startReplica(t, cfg("s1"))
+	adm, err := r1.s.AdminConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm.Retries = -1
+	c1, err := client.New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.CloseIdleConnections()
+	waitLeader(t, c1, time.Minute)
+	r2 := startReplica(t, cfg("s2"))
+	adm.Server = r2.url
+	c2, err := client.New(adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.CloseIdleConnections()
+
+	if _, err := c1.SetQueue(ctx, api.QueueSpec{Name: "research", GuaranteeGPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	l := waitEvents(t, c2, client.EventQuery{Kind: api.KindQueue}, "research Created")
+	got := make(chan []api.Event, 1)
+	go func() {
+		l, err := c2.Events(ctx, client.EventQuery{Kind: api.KindQueue, Index: l[len(l)-1].Index, Wait: 30 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l.Events
+	}()
+	time.Sleep(200 * time.Millisecond) // the query waits at the replica
+	if _, err := c1.SetQueue(ctx, api.QueueSpec{Name: "prod", GuaranteeGPUs: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if evs := <-got; !slices.Equal(eventLines(evs), []string{"prod Created"}) {
+		t.Errorf("the blocking query on the replica that does not lead answered %q; want prod Created", eventLines(evs))
+	}
+
+	r1.stop()
+	waitLeader(t, c2, time.Minute)
+	if _, err := c2.SetQueue(ctx, api.QueueSpec{Name: "prod", GuaranteeGPUs: 16}); err != nil {
+		t.Fatal(err)
+	}
+	evs := waitEvents(t, c2, client.EventQuery{}, "research Created", "prod Created", "prod Changed")
+	if !slices.Equal(eventLines(evs), []string{"research Created", "prod Created", "prod Changed"}) {
+		t.Errorf("events after the failover: %q; want each change told once", eventLines(evs))
 	}
 }
