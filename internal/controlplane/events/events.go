@@ -10,9 +10,9 @@
 // API handlers do anything for them and nothing on a request's path waits
 // for them. A Recorder hears every change on every replica but keeps them
 // only while its replica leads (Run): it derives their events in a
-// goroutine of its own and writes them in batches, one transaction each,
-// trims the oldest beyond a count and expires those older than the event
-// TTL. A new leader starts from the changes after it took over, so it
+// goroutine of its own and writes them in batches, gathered for a quarter
+// of a second, one transaction each, trims the oldest beyond a count and
+// expires those older than the event TTL. A new leader starts from the changes after it took over, so it
 // tells nothing of the state it found: no storm of events at a failover.
 //
 // It imports api and controlplane/store.
@@ -62,9 +62,17 @@ type Config struct {
 	MaxEvents int
 	// Tick is how often the leader trims and expires. Default a minute.
 	Tick time.Duration
+	// Linger is how long changes are gathered into one write: events are
+	// not worth an etcd transaction per change. Default DefaultLinger.
+	Linger time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
+
+// DefaultLinger is Config.Linger's default: a quarter of a second late,
+// events of a busy leader take a transaction or a few a second, not one
+// per controller pass.
+const DefaultLinger = 250 * time.Millisecond
 
 // maxQueued bounds the changes heard and not yet derived: past it, while
 // etcd refuses the writes, the newest are dropped (and counted).
@@ -101,6 +109,9 @@ func New(st Store, cfg Config, log *slog.Logger) *Recorder {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = time.Minute
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -153,27 +164,36 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}()
 	tick := time.NewTicker(r.cfg.Tick)
 	defer tick.Stop()
+	// next fires when to write; it is armed by the first change after a
+	// write (Linger later, so that what comes meanwhile goes in the same
+	// transaction) or by a failed write (its backoff later).
+	next := time.NewTimer(time.Hour)
+	next.Stop()
+	defer next.Stop()
+	armed := false
+	arm := func(d time.Duration) {
+		if !armed {
+			armed = true
+			next.Reset(d)
+		}
+	}
 	var backlog []store.EventWrite // derived, not yet written
 	written := 0                   // since the last trim
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
 	backoff := time.Duration(0)
 	for {
-		var again <-chan time.Time
-		if len(backlog) > 0 {
-			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-			retry.Reset(backoff)
-			again = retry.C
-		}
 		select {
 		case <-ctx.Done():
 			r.flush(backlog)
 			return nil
 		case <-r.poke:
-		case <-again:
+			arm(r.cfg.Linger)
+			continue
 		case <-tick.C:
 			r.maintain(ctx)
 			written = 0
+			continue
+		case <-next.C:
+			armed = false
 		}
 		backlog = append(backlog, r.derive()...)
 		if len(backlog) == 0 {
@@ -186,6 +206,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 			if len(backlog) > maxQueued {
 				backlog = backlog[len(backlog)-maxQueued:]
 			}
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			arm(backoff)
 			continue
 		}
 		written += len(backlog)

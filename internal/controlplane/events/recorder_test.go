@@ -67,7 +67,8 @@ func jobChange(rev int64, old, j *api.Job) store.Change {
 
 // TestRecorderWritesOnlyWhileLeading: changes heard before Run, or after
 // it, are told by nobody; those heard while it runs are written with keys
-// numbered within their revision, retried when the store fails, and the
+// numbered within their revision, those heard within the linger in one
+// write, retried when the store fails, and the
 // first list tells nothing (the state a leader finds is no news), a later
 // one only what changed since the revision heard last.
 func TestRecorderWritesOnlyWhileLeading(t *testing.T) {
@@ -82,13 +83,27 @@ func TestRecorderWritesOnlyWhileLeading(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = r.Run(ctx) }()
 		synctest.Wait()
+		// Two batches of changes within the linger: one write.
 		other := with(pending, func(j *api.Job) { j.ID = "8" })
 		r.Changed([]store.Change{jobChange(6, pending, placed), jobChange(6, nil, other)}, 6, false)
+		time.Sleep(DefaultLinger / 2)
+		third := with(pending, func(j *api.Job) { j.ID = "10" })
+		r.Changed([]store.Change{jobChange(7, nil, third)}, 7, false)
 		synctest.Wait()
-		want := []string{"6/0 7 Scheduled", "6/1 8 Submitted"}
+		if got := fs.take(); len(got) != 0 {
+			t.Fatalf("written before the linger passed: %v", got)
+		}
+		time.Sleep(DefaultLinger / 2)
+		synctest.Wait()
+		want := []string{"6/0 7 Scheduled", "6/1 8 Submitted", "7/0 10 Submitted"}
 		if diff := cmp.Diff(want, fs.take()); diff != "" {
 			t.Fatalf("written (-want +got):\n%s", diff)
 		}
+		fs.mu.Lock()
+		if fs.puts != 1 {
+			t.Errorf("%d writes; want the linger's changes in one", fs.puts)
+		}
+		fs.mu.Unlock()
 
 		// The store fails twice: the events are written on the third try.
 		fs.mu.Lock()
@@ -96,6 +111,7 @@ func TestRecorderWritesOnlyWhileLeading(t *testing.T) {
 		fs.mu.Unlock()
 		running := with(placed, func(j *api.Job) { j.Status.Attempts[0].RunningAt = t0.Add(time.Second) })
 		r.Changed([]store.Change{jobChange(9, placed, running)}, 9, false)
+		time.Sleep(DefaultLinger)
 		synctest.Wait()
 		if got := fs.take(); len(got) != 0 {
 			t.Fatalf("written while the store fails: %v", got)
@@ -113,6 +129,7 @@ func TestRecorderWritesOnlyWhileLeading(t *testing.T) {
 			j.Status.Phase = api.JobSucceeded
 		})
 		r.Changed([]store.Change{jobChange(6, nil, other), jobChange(12, running, done7)}, 12, true)
+		time.Sleep(DefaultLinger)
 		synctest.Wait()
 		if diff := cmp.Diff([]string{"12/0 7 Succeeded"}, fs.take()); diff != "" {
 			t.Fatalf("written after a relist (-want +got):\n%s", diff)
@@ -121,6 +138,7 @@ func TestRecorderWritesOnlyWhileLeading(t *testing.T) {
 		cancel()
 		<-done
 		r.Changed([]store.Change{jobChange(13, nil, with(pending, func(j *api.Job) { j.ID = "9" }))}, 13, false)
+		time.Sleep(DefaultLinger)
 		synctest.Wait()
 		if got := fs.take(); len(got) != 0 {
 			t.Errorf("written after leadership ended: %v", got)
@@ -140,6 +158,7 @@ func TestRecorderNewLeaderTellsNothingOfWhatItFound(t *testing.T) {
 		go func() { defer close(done); _ = r.Run(ctx) }()
 		synctest.Wait()
 		r.Changed([]store.Change{jobChange(3, nil, jobAt(api.JobRunning, "", "n1:Running"))}, 40, true)
+		time.Sleep(DefaultLinger)
 		synctest.Wait()
 		if got := fs.take(); len(got) != 0 {
 			t.Errorf("the first list told %v", got)
