@@ -98,6 +98,10 @@ func TestDeriveJob(t *testing.T) {
 			"N Scheduled #1 [n1,n2]: attempt 1 placed on n1,n2 (2 ranks)"}},
 		{"waits", pending, jobAt(api.JobPending, "needs 8 GPUs under one leaf; the best has 4 free"), []string{
 			"N Waiting: needs 8 GPUs under one leaf; the best has 4 free"}},
+		{"new: no reason yet", nil, jobAt(api.JobPending, api.ReasonNew), []string{
+			"N Submitted: submitted by alice to queue research: 2 ranks × 4 GPUs"}},
+		{"the scheduler says why", jobAt(api.JobPending, api.ReasonNew), jobAt(api.JobPending, "needs 8 GPUs; 4 free"), []string{
+			"N Waiting: needs 8 GPUs; 4 free"}},
 		{"waits on, for another count", jobAt(api.JobPending, "needs 8 GPUs; 4 free"), jobAt(api.JobPending, "needs 8 GPUs; 2 free"), nil},
 		{"placed", pending, placed, []string{"N Scheduled #1 [n1,n2]: attempt 1 placed on n1,n2 (2 ranks)"}},
 		{"started", placed, running, []string{"N Started #1 [n1,n2]: 2 ranks of attempt 1 running, 1.5s after placement"}},

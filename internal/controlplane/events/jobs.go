@@ -161,9 +161,9 @@ func endWords(a *api.Attempt) string {
 }
 
 // waiting is why a job waits to be placed, "" when it does not (or waits
-// for no stated reason).
+// for no stated reason: a new job, before the scheduler said why).
 func waiting(j *api.Job) string {
-	if (j.Status.Phase != api.JobPending && j.Status.Phase != api.JobRestarting) || j.Status.CancelRequested {
+	if (j.Status.Phase != api.JobPending && j.Status.Phase != api.JobRestarting) || j.Status.CancelRequested || j.Status.Reason == api.ReasonNew {
 		return ""
 	}
 	return j.Status.Reason
