@@ -57,7 +57,8 @@ type Cache struct {
 	tapAfter int64     // what is noted: changes past it (a list's: new since the view before)
 	events   *EventLog // filled from the store's events; nil: none kept
 
-	// changed gets a value (without blocking) after every applied batch.
+	// changed gets a value (without blocking) after every applied batch
+	// but one of events alone.
 	changed chan struct{}
 }
 
@@ -84,7 +85,8 @@ func (c *Cache) reset() {
 	c.finished = map[string]FinishedJob{}
 }
 
-// Changed is signalled after the cache applies changes. One receiver only.
+// Changed is signalled after the cache applies changes (not after a batch
+// of events alone, which no controller reads). One receiver only.
 func (c *Cache) Changed() <-chan struct{} { return c.changed }
 
 // Run lists and watches until ctx ends. It relists after a compaction or a
