@@ -48,7 +48,7 @@ func commands() []command {
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
 		{name: "submit", args: "JOB.yaml | --ranks N -- CMD...", summary: "submit a job", run: runSubmit},
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs, nodes, queues or deployments", run: runGet},
-		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
+		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress, why a job waits, and recent events", run: runDescribe},
 		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
 		{name: "events", args: "[-f] [--job ID] [--node N]", summary: "show what happened: jobs scheduled, started, checkpointed, preempted, restarted; nodes lost, GPU faults; deployments scaled (-f follows)", run: runEvents},
 		{name: "cancel", args: "ID", summary: "stop a job for good", run: runCancel},
