@@ -13,9 +13,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
-	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/base/wait"
-	"github.com/gangway/gangway/internal/controlplane/store"
 )
 
 // eventLines is each event as "Name Reason".
@@ -194,22 +192,9 @@ func TestEventsSurviveARestart(t *testing.T) {
 // blocking query on it included; when the leader stops, the other leads
 // and tells what changes from then on, and nothing again of what was.
 func TestEventsOnEveryReplicaNoStormAtFailover(t *testing.T) {
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	etcd, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	if _, _, err := pki.LoadOrCreateCA(filepath.Join(dir, "pki")); err != nil {
-		t.Fatal(err)
-	}
-	cfg := func(name string) Config {
-		return Config{DataDir: filepath.Join(dir, name), EtcdEndpoints: []string{etcd.Endpoint}, EtcdTLS: etcd.ClientTLS(),
-			TLSCA: filepath.Join(dir, "pki", pki.CAFile), TLSCAKey: filepath.Join(dir, "pki", pki.CAKeyFile),
-			CheckpointRoot: filepath.Join(dir, "ckpt"), NodeTimeout: time.Minute}
-	}
+	_, cfg := sharedEtcd(t, ctx)
 	r1 := startReplica(t, cfg("s1"))
 	adm, err := r1.s.AdminConfig()
 	if err != nil {
