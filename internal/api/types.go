@@ -407,6 +407,10 @@ type JobStatus struct {
 	FinishedAt time.Time `json:"finishedAt,omitzero"`
 }
 
+// ReasonNew is the reason a job is stored with until a controller pass
+// has looked at it.
+const ReasonNew = "waiting for the scheduler"
+
 // Current returns the newest attempt, or nil before the first placement.
 func (s *JobStatus) Current() *Attempt {
 	if len(s.Attempts) == 0 {

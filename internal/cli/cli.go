@@ -1,6 +1,6 @@
 // Package cli implements gangway's commands: the server, the agent, the
-// user commands (submit, get, top, describe, logs, cancel, cordon, drain,
-// report) and the demo. Main is the whole program, callable from tests. The user commands
+// user commands (submit, get, top, describe, logs, events, cancel, cordon,
+// drain, report) and the demo. Main is the whole program, callable from tests. The user commands
 // reach the server through internal/api/client.
 //
 // It imports any gangway package (it is the top of the tree); nothing
@@ -49,8 +49,9 @@ func commands() []command {
 		{name: "submit", args: "JOB.yaml | SCRIPT.sbatch | --ranks N -- CMD...", summary: "submit a job: a spec, a Slurm batch script (#SBATCH headers, sbatch's options), or a command", run: runSubmit},
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs (--watch: follow them; --all --since 7d: finished ones too, as sacct), nodes (GPUs used and free), queues or deployments", run: runGet},
 		{name: "top", args: "nodes|jobs", summary: "GPU use now: per node (GPUs used, utilisation, memory, temperature, power) or per running job (its GPUs' utilisation, step, loss, tokens/s)", run: runTop},
-		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
+		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress, why a job waits, and recent events", run: runDescribe},
 		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
+		{name: "events", args: "[-f] [--job ID] [--node N]", summary: "show what happened: jobs scheduled, started, checkpointed, preempted, restarted; nodes lost, GPU faults; deployments scaled (-f follows)", run: runEvents},
 		{name: "cancel", args: "ID... | --user U | --name N", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state", run: runCancel},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},

@@ -950,6 +950,8 @@ command: [%s, train-example, --steps, "150", --checkpoint-every, "0", --step-del
 	if !hd.Job.Status.Current().CreatedAt.After(atts[0].PreemptedAt) || atts[1].CreatedAt.Before(hd.Job.Status.Current().CreatedAt) {
 		t.Errorf("order wrong: preempted %s, high started %s, low resumed %s", atts[0].PreemptedAt, hd.Job.Status.Current().CreatedAt, atts[1].CreatedAt)
 	}
+	want := []string{api.ReasonScheduled, api.ReasonStarted, api.ReasonPreempting, api.ReasonCheckpoint, api.ReasonPreempted, api.ReasonRestarted, api.ReasonSucceeded}
+	cl.wait(10*time.Second, "low's events: preempted after its checkpoint, restarted", func() bool { return inOrder(cl.reasonsOf(low), want) })
 }
 
 // A gang of more ranks than etcd takes operations in one transaction by

@@ -124,6 +124,8 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	var archiveMax byteSize
 	fs.Var(&archiveMax, "job-archive-max-size", "rotate --job-archive FILE to FILE.1 (and FILE.1 to FILE.2, ...) before it would grow past `SIZE` (bytes, or 512M, 1G; default 0: never)")
 	archiveKeep := fs.Int("job-archive-keep", 0, "keep this many rotated archive files, deleting older ones (default 0: keep every one)")
+	eventTTL := fs.Duration("event-ttl", store.DefaultEventTTL, "keep events (gangway events, describe) this long")
+	maxEvents := fs.Int("max-events", store.DefaultMaxEvents, "keep at most this many events, deleting the oldest first (each server replica also holds them in memory)")
 	tlsCert := fs.String("tls-cert", "", "the server's own certificate, PEM (default: issued by the cluster CA at each start)")
 	tlsKey := fs.String("tls-key", "", "its key, PEM")
 	tlsCA := fs.String("tls-ca", "", "the operator's CA certificate, PEM, to use as the cluster CA (default: made under DATA_DIR/pki on the first start)")
@@ -177,7 +179,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		Preflight:      controller.Preflight{MinNodes: *pfNodes, MinRatio: *pfRatio},
 		CheckpointRoot: *ckRoot, EtcdClientAddr: *etcdClient, EtcdPeerAddr: *etcdPeer, Log: log,
 		EtcdName: *etcdName, InitialCluster: *initialCluster, ExistingCluster: *clusterState == "existing",
-		JobRetention: *retention, MaxFinishedJobs: *maxFinished, JobArchive: jobarchive.Config{Path: *archive, MaxBytes: int64(archiveMax), Keep: *archiveKeep},
+		JobRetention: *retention, MaxFinishedJobs: *maxFinished, EventTTL: *eventTTL, MaxEvents: *maxEvents, JobArchive: jobarchive.Config{Path: *archive, MaxBytes: int64(archiveMax), Keep: *archiveKeep},
 		TLSCert: *tlsCert, TLSKey: *tlsKey, TLSCA: *tlsCA, TLSCAKey: *tlsCAKey, TLSSANs: sans,
 		NodeCertTTL: *nodeCertTTL, SecretsDir: *secretsDir, ClientConfig: *clientConfig, AdvertiseURL: *advertise,
 		AuditLog: *auditLog, APIRate: *apiRate, MetricsListen: *metricsListen, DebugListen: *debugListen,

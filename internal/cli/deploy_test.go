@@ -122,6 +122,20 @@ command: [%s, -m, http.server, "${MASTER_PORT}", --bind, "${GANGWAY_NODE_ADDR}"]
 	if j := cl.detail(id); j.Job.Status.Phase != api.JobCancelled {
 		t.Errorf("replica job %s is %s after delete", id, j.Job.Status.Phase)
 	}
+	// Its life, told as events.
+	var reasons []string
+	want := []string{api.ReasonCreated, api.ReasonScaled, api.ReasonScaled, api.ReasonScaled, api.ReasonChanged, api.ReasonDeleting, api.ReasonDeleted}
+	cl.wait(10*time.Second, "the deployment's events", func() bool {
+		l, err := cl.c.Events(ctx, client.EventQuery{Deployment: "web"})
+		reasons = reasons[:0]
+		for _, e := range l.Events {
+			reasons = append(reasons, e.Reason)
+		}
+		return err == nil && inOrder(reasons, want)
+	})
+	if out, _, _ := cl.run("events", "--deployment", "web"); !strings.Contains(out, "scaled from 2 to 4 replicas") {
+		t.Errorf("events --deployment web (%q):\n%s", reasons, out)
+	}
 }
 
 func TestDeploymentValidation(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
 )
 
@@ -475,7 +476,8 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 		if *out != "table" {
 			return exitOn(e, printAs(e, *out, d))
 		}
-		describeJob(e.Stdout, d)
+		describeJob(e.Stdout, d, time.Now())
+		describeEvents(ctx, e.Stdout, c, client.EventQuery{Job: d.Job.ID})
 	case "node", "nodes":
 		n, err := c.Node(ctx, pos[1])
 		if err != nil {
@@ -485,6 +487,7 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 			return exitOn(e, printAs(e, *out, n))
 		}
 		describeNode(e.Stdout, n)
+		describeEvents(ctx, e.Stdout, c, client.EventQuery{Node: n.Name, Kind: api.KindNode})
 	case "deployment", "deployments", "deploy":
 		d, err := c.Deployment(ctx, pos[1])
 		if err != nil {
@@ -494,6 +497,7 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 			return exitOn(e, printAs(e, *out, d))
 		}
 		describeDeployment(e.Stdout, d)
+		describeEvents(ctx, e.Stdout, c, client.EventQuery{Deployment: d.Spec.Name})
 	default:
 		fmt.Fprintf(e.Stderr, "gangway describe: unknown kind %q (want job, node or deployment)\n", pos[0])
 		return 2
@@ -501,7 +505,7 @@ func runDescribe(ctx context.Context, e *Env, args []string) int {
 	return 0
 }
 
-func describeJob(w io.Writer, d *api.JobDetail) {
+func describeJob(w io.Writer, d *api.JobDetail, now time.Time) {
 	j := &d.Job
 	fmt.Fprintf(w, "Job %s", j.ID)
 	if j.Spec.Name != "" {
@@ -548,6 +552,9 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		fmt.Fprintf(w, "  Limits:    %s\n", strings.Join(limits, "; "))
 	}
 	fmt.Fprintf(w, "  Submitted: %s (%s ago)\n", j.SubmittedAt.Local().Format(time.DateTime), age(j.SubmittedAt))
+	if s := elapsed(j, now); s != "" {
+		fmt.Fprintf(w, "  Elapsed:   %s\n", s)
+	}
 	if p := d.Progress; p != nil {
 		l := p.Latest
 		fmt.Fprintf(w, "  Progress:  step %d", l.Step)
@@ -647,6 +654,35 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 			fmt.Fprintln(w, p)
 		}
 	}
+}
+
+// elapsed says how long a job has run, from its first placement to its
+// end (or now), and how long its running attempt has run, against its
+// time limit if it has one; "" for a job never placed.
+func elapsed(j *api.Job, now time.Time) string {
+	if j.Status.StartedAt.IsZero() {
+		return ""
+	}
+	s := fmt.Sprintf("%s since it was first placed", shortDur(now.Sub(j.Status.StartedAt)))
+	if end := j.Status.FinishedAt; !end.IsZero() {
+		s = fmt.Sprintf("%s from its first placement to its end", shortDur(end.Sub(j.Status.StartedAt)))
+	}
+	if a := j.Status.Current(); a != nil && a.Phase != api.AttemptEnded && !j.Status.Phase.Final() {
+		ran := now.Sub(a.CreatedAt)
+		s += fmt.Sprintf("; attempt %d has run %s", a.Number, shortDur(ran))
+		if lim := j.Spec.TimeLimit.D(); lim > 0 {
+			s += fmt.Sprintf(" of its time limit %s (%s left)", lim, shortDur(max(lim-ran, 0)))
+		}
+	}
+	return s
+}
+
+// shortDur is d in whole seconds (tenths under a minute).
+func shortDur(d time.Duration) time.Duration {
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 func describeNode(w io.Writer, n *api.Node) {

@@ -119,20 +119,28 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) (api.JobList, error) {
 	if q.All {
 		v.Set("all", "true")
 	}
-	r := &request{method: http.MethodGet, path: "/v1/jobs"}
-	if q.Index > 0 {
-		v.Set("index", strconv.FormatInt(q.Index, 10))
+	r := blockingGet("/v1/jobs", v, q.Index, q.Wait)
+	var l api.JobList
+	return l, c.do(ctx, r, &l)
+}
+
+// blockingGet is a GET of path with the query v and, with index > 0, a
+// blocking query's: it waits on the server until something changed after
+// index, or wait (the server's default, 30s, when 0) passed.
+func blockingGet(path string, v url.Values, index int64, wait time.Duration) *request {
+	r := &request{method: http.MethodGet, path: path}
+	if index > 0 {
+		v.Set("index", strconv.FormatInt(index, 10))
 		r.wait = 30 * time.Second // the server's default
-		if q.Wait > 0 {
-			v.Set("wait", q.Wait.String())
-			r.wait = q.Wait
+		if wait > 0 {
+			v.Set("wait", wait.String())
+			r.wait = wait
 		}
 	}
 	if len(v) > 0 {
 		r.path += "?" + v.Encode()
 	}
-	var l api.JobList
-	return l, c.do(ctx, r, &l)
+	return r
 }
 
 // Job returns a job's detail: attempts, rank statuses, checkpoints and

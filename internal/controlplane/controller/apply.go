@@ -305,7 +305,7 @@ func (c *Controller) reasonDue(job, current string, now time.Time) bool {
 	if c.reasonAt == nil {
 		c.reasonAt = map[string]time.Time{}
 	}
-	if at, ok := c.reasonAt[job]; ok && now.Sub(at) < reasonEvery && current != "" && current != "waiting for the scheduler" {
+	if at, ok := c.reasonAt[job]; ok && now.Sub(at) < reasonEvery && current != "" && current != api.ReasonNew {
 		return false
 	}
 	c.reasonAt[job] = now

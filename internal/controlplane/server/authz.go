@@ -76,6 +76,7 @@ var routeAccess = map[string]access{
 	"GET /ui/":                          public,
 	"GET /{$}":                          public,
 	"GET /v1/top/jobs":                  read,
+	"GET /v1/events":                    read,
 	"/":                                 authenticated,
 }
 

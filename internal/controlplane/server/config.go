@@ -91,6 +91,12 @@ type Config struct {
 	JobArchive jobarchive.Config
 	// RetentionTick is how often retention looks; default 10s.
 	RetentionTick time.Duration
+	// EventTTL is how long events are kept (default
+	// store.DefaultEventTTL); MaxEvents how many at most, the oldest
+	// deleted first, and how many each replica keeps in memory (default
+	// store.DefaultMaxEvents).
+	EventTTL  time.Duration
+	MaxEvents int
 
 	// TLS. The API is HTTPS only. By default the server makes a cluster CA
 	// under DataDir/pki on its first start and issues its own certificate
@@ -206,6 +212,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: --job-retention %s is negative (0 keeps finished jobs)", c.JobRetention)
 	case c.MaxFinishedJobs < 0:
 		return fmt.Errorf("server: --max-finished-jobs %d is negative (0: no limit)", c.MaxFinishedJobs)
+	case c.EventTTL < 0:
+		return fmt.Errorf("server: --event-ttl %s is negative", c.EventTTL)
+	case c.MaxEvents < 0:
+		return fmt.Errorf("server: --max-events %d is negative", c.MaxEvents)
 	case c.RetentionTick < 0:
 		return fmt.Errorf("server: retention tick %s is negative", c.RetentionTick)
 	case (c.TLSCert == "") != (c.TLSKey == ""):

@@ -165,8 +165,12 @@ func (s *Server) lead(ctx context.Context, cli *clientv3.Client) {
 		s.mu.Lock()
 		s.ctl = ctl
 		s.mu.Unlock()
+		// Events are told from what the cache applies from now on.
+		recDone := make(chan struct{})
+		go func() { defer close(recDone); _ = s.recorder.Run(runCtx) }()
 		_ = ctl.Run(runCtx)
 		cancel()
+		<-recDone
 		<-watchDone
 		s.mu.Lock()
 		s.ctl = nil

@@ -59,28 +59,34 @@ func startReplica(t testing.TB, cfg Config) *replica {
 	return r
 }
 
+// sharedEtcd starts an etcd for replicas to share, and the cluster CA
+// they share, until the test ends; cfg configures replica name on them.
+func sharedEtcd(t *testing.T, ctx context.Context) (ca *pki.CA, cfg func(name string) Config) {
+	t.Helper()
+	dir := t.TempDir()
+	etcd, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: filepath.Join(dir, "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	if ca, _, err = pki.LoadOrCreateCA(filepath.Join(dir, "pki")); err != nil {
+		t.Fatal(err)
+	}
+	return ca, func(name string) Config {
+		return Config{DataDir: filepath.Join(dir, name), EtcdEndpoints: []string{etcd.Endpoint}, EtcdTLS: etcd.ClientTLS(),
+			TLSCA: filepath.Join(dir, "pki", pki.CAFile), TLSCAKey: filepath.Join(dir, "pki", pki.CAKeyFile),
+			CheckpointRoot: filepath.Join(dir, "ckpt"), NodeTimeout: time.Minute}
+	}
+}
+
 // TestReplicasForwardAgentsToTheLeader: two replicas on one etcd; an agent
 // that talks to the one that does not lead registers and heartbeats
 // through it (the leader's heartbeat memory has it), and keeps doing so
 // through the same replica once that one leads.
 func TestReplicasForwardAgentsToTheLeader(t *testing.T) {
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	etcd, err := store.StartEmbedded(ctx, store.EmbeddedConfig{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	ca, _, err := pki.LoadOrCreateCA(filepath.Join(dir, "pki"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := func(name string) Config {
-		return Config{DataDir: filepath.Join(dir, name), EtcdEndpoints: []string{etcd.Endpoint}, EtcdTLS: etcd.ClientTLS(),
-			TLSCA: filepath.Join(dir, "pki", pki.CAFile), TLSCAKey: filepath.Join(dir, "pki", pki.CAKeyFile),
-			CheckpointRoot: filepath.Join(dir, "ckpt"), NodeTimeout: time.Minute}
-	}
+	ca, cfg := sharedEtcd(t, ctx)
 	r1 := startReplica(t, cfg("s1"))
 	adm, err := r1.s.AdminConfig()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,6 +224,12 @@ func TestGPUFaultRestartsGang(t *testing.T) {
 	}
 	if a2 := assigned(2); a2.GPUs[0] == gpu {
 		t.Errorf("attempt 2 placed on GPU %d, which is out of service", gpu)
+	}
+	// Told as events: the GPU out of service, the attempt it ended, the
+	// restart.
+	evs := waitEvents(t, e.admin, client.EventQuery{Node: "n1"}, "n1 GPUFault", id+" GPUFault", id+" Restarted")
+	if g := evs[slices.Index(eventLines(evs), "n1 GPUFault")]; g.Type != api.EventWarning || !strings.Contains(g.Message, fmt.Sprintf("GPU %d ", gpu)) {
+		t.Errorf("the node's GPUFault event: %+v; want a warning naming GPU %d", g, gpu)
 	}
 }
 

@@ -57,6 +57,7 @@ func (s *Server) routes() *http.ServeMux {
 	s.deploymentRoutes(mux)
 	s.tokenRoutes(mux)
 	s.reportRoutes(mux)
+	s.eventRoutes(mux)
 	s.topRoutes(mux)
 	s.gatewayRoutes(mux)
 	// The dashboard's pages are public; the data they show comes from

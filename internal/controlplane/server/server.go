@@ -5,7 +5,8 @@
 // It is HTTP only: the handlers read and write the store and hand work to
 // the controller, and decide nothing of placement or lifecycle. A file per
 // resource (jobs.go, nodes.go, agents.go, queues.go, deployments.go, and
-// usage.go for the usage report) holds its routes and handlers; http.go the routing and the helpers they share;
+// usage.go for the usage report, events.go for the events) holds its
+// routes and handlers; http.go the routing and the helpers they share;
 // admit.go and capacity.go what a submission must pass; idempotency.go
 // its Idempotency-Key (a retry answers what the first try created);
 // server.go the process (store, cache, gateway, HTTP); election.go leader
@@ -25,7 +26,7 @@
 //
 // It imports api, api/client (the client config it writes for the first
 // admin), base/adminhttp, base/fastjson, base/pki, base/stats, controlplane/audit,
-// controlplane/controller, controlplane/jobarchive, controlplane/ratelimit,
+// controlplane/controller, controlplane/events, controlplane/jobarchive, controlplane/ratelimit,
 // controlplane/store, controlplane/ui, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
 package server
@@ -49,6 +50,7 @@ import (
 	"github.com/gangway/gangway/internal/base/pki"
 	"github.com/gangway/gangway/internal/controlplane/audit"
 	"github.com/gangway/gangway/internal/controlplane/controller"
+	"github.com/gangway/gangway/internal/controlplane/events"
 	"github.com/gangway/gangway/internal/controlplane/jobarchive"
 	"github.com/gangway/gangway/internal/controlplane/ratelimit"
 	"github.com/gangway/gangway/internal/controlplane/store"
@@ -77,6 +79,11 @@ type Server struct {
 	// polls and heartbeats are answered from it, and the controller reads
 	// it while this replica leads.
 	cache *store.Cache
+	// evlog is the events the store holds, which the cache keeps filled
+	// (GET /v1/events); recorder writes the events of what the cache
+	// applies while this replica leads. Set by Run.
+	evlog    *store.EventLog
+	recorder *events.Recorder
 	// catalog is the planner's models and GPUs, for admission.
 	catalog *planner.Catalog
 	// scaler sizes autoscaled deployments; set by Run before leading.
@@ -276,11 +283,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if err := os.MkdirAll(s.cfg.CheckpointRoot, 0o755); err != nil {
 		return fmt.Errorf("server: checkpoint root: %w", err)
 	}
-	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout, OnTxn: s.metrics.txn})
+	s.st = store.NewWith(cli, store.Options{CallTimeout: s.hooks.storeTimeout, OnTxn: s.metrics.txn, EventTTL: s.cfg.EventTTL})
 	if s.clusterID, err = s.checkCluster(ctx); err != nil {
 		return err
 	}
 	s.cache = store.NewCache(s.st, s.log)
+	s.evlog = store.NewEventLog(s.cfg.MaxEvents)
+	s.recorder = events.New(s.st, events.Config{MaxEvents: s.cfg.MaxEvents, Tick: s.cfg.RetentionTick}, s.log)
+	s.cache.SetEvents(s.evlog)
+	s.cache.SetTap(s.recorder)
 	s.statuses.st = s.st
 	s.advertised = s.advertiseURL(ln.Addr())
 	if err := s.bootstrap(ctx, s.advertised); err != nil {

@@ -97,8 +97,8 @@ func names(ws []api.Witness) []string {
 }
 
 // TestShutdownEndsLongPolls: a server shutting down answers an agent's
-// pending long poll at once, saying so, rather than holding its exit up
-// for the poll's wait.
+// pending long poll, and a blocking events query, at once, saying so,
+// rather than holding its exit up for their wait.
 func TestShutdownEndsLongPolls(t *testing.T) {
 	r := startReplica(t, Config{DataDir: filepath.Join(t.TempDir(), "server"), NodeTimeout: time.Minute})
 	s := r.s
@@ -127,9 +127,21 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 		_, err := n.Assignments(e.ctx, client.AssignmentQuery{Node: "n1", Index: l.Revision, Wait: time.Minute})
 		polled <- err
 	}()
-	time.Sleep(500 * time.Millisecond) // the poll waits at the server
+	ev, err := e.admin.Events(e.ctx, client.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan error, 1)
+	go func() {
+		_, err := e.admin.Events(e.ctx, client.EventQuery{Index: ev.Index, Job: "none", Wait: time.Minute})
+		followed <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the polls wait at the server
 	r.stop()
 	if err := <-polled; err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Errorf("pending long poll at shutdown: %v; want an answer saying the server shuts down", err)
+	}
+	if err := <-followed; err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("pending events query at shutdown: %v; want an answer saying the server shuts down", err)
 	}
 }

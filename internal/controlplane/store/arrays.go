@@ -66,7 +66,7 @@ func (in *arrayIntent) tasks(first int64) []*api.Job {
 			Spec:        in.Spec,
 			SubmittedAt: in.SubmittedAt,
 			Array:       &api.ArrayTask{ID: id, Index: idx, Count: len(in.Indices), Limit: in.Limit},
-			Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
+			Status:      api.JobStatus{Phase: api.JobPending, Reason: api.ReasonNew},
 		}
 	}
 	return jobs

@@ -33,6 +33,9 @@ type Options struct {
 	// OnTxn, if set, hears how long each transaction's commit took and
 	// how it ended (the server's metrics). It must not block.
 	OnTxn func(took time.Duration, err error)
+	// EventTTL is how long events are kept (PutEvents); 0:
+	// DefaultEventTTL.
+	EventTTL time.Duration
 }
 
 // boundedKV is etcd's KV with every call bounded by d, and its failures

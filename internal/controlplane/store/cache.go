@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -53,8 +52,13 @@ type Cache struct {
 	wake     map[string]chan struct{}              // node → closed at its next assignment change
 	finished map[string]FinishedJob                // finished jobs the store still holds, for retention
 	revCond  *sync.Cond
+	tap      Tap       // hears what is applied (cachetap.go); nil: nobody
+	tapped   []Change  // noted for tap since its last call
+	tapAfter int64     // what is noted: changes past it (a list's: new since the view before)
+	events   *EventLog // filled from the store's events; nil: none kept
 
-	// changed gets a value (without blocking) after every applied batch.
+	// changed gets a value (without blocking) after every applied batch
+	// but one of events alone.
 	changed chan struct{}
 }
 
@@ -81,7 +85,8 @@ func (c *Cache) reset() {
 	c.finished = map[string]FinishedJob{}
 }
 
-// Changed is signalled after the cache applies changes. One receiver only.
+// Changed is signalled after the cache applies changes (not after a batch
+// of events alone, which no controller reads). One receiver only.
 func (c *Cache) Changed() <-chan struct{} { return c.changed }
 
 // Run lists and watches until ctx ends. It relists after a compaction or a
@@ -114,7 +119,7 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("list %s: %w", Root, err)
 	}
 	c.mu.Lock()
-	old := c.assign
+	old, was := c.assign, c.relistLocked()
 	c.reset()
 	// Keys come sorted, so a job comes before its ranks, checkpoints and
 	// progress.
@@ -122,6 +127,7 @@ func (c *Cache) list(ctx context.Context) (int64, error) {
 		c.applyLocked(string(kv.Key), kv.Value, kv.ModRevision, false)
 	}
 	c.rev = resp.Header.Revision
+	c.relistedLocked(&was)
 	// Every node's long poll must look again: its list may have changed
 	// while the watch was down.
 	for node := range old {
@@ -145,15 +151,20 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 			return
 		}
 		c.mu.Lock()
+		quiet := true // only events, which no controller reads
 		for _, ev := range wr.Events {
+			quiet = quiet && bytes.HasPrefix(ev.Kv.Key, []byte(eventsPrefix))
 			c.applyLocked(string(ev.Kv.Key), ev.Kv.Value, ev.Kv.ModRevision, ev.Type == clientv3.EventTypeDelete)
 		}
 		if wr.Header.Revision > c.rev {
 			c.rev = wr.Header.Revision
 		}
+		c.flushTapLocked(nil)
 		c.revCond.Broadcast()
 		c.mu.Unlock()
-		c.notify()
+		if !quiet {
+			c.notify()
+		}
 	}
 }
 
@@ -184,6 +195,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		id := key[len(jobsPrefix):]
 		var j api.Job
 		ok := !del && decodeCachedJob(val, &j) == nil
+		c.tapJobLocked(id, modRev, del, ok, &j)
 		if ok && !j.Status.Phase.Final() {
 			j.ModRevision = modRev
 			c.jobs[id] = &j
@@ -229,6 +241,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		var ck api.Checkpoint
 		if fastjson.Unmarshal(val, &ck) == nil {
 			if cur := c.ckpts[job]; cur == nil || ck.Step > cur.Step {
+				c.noteLocked(Change{Kind: ChangeCheckpoint, Name: job, Rev: modRev, OldCheckpoint: cur, Checkpoint: &ck})
 				c.ckpts[job] = &ck
 			}
 		}
@@ -247,12 +260,14 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 		name := key[len(nodesPrefix):]
 		c.nodesGen++
 		if del {
+			c.noteLocked(Change{Kind: ChangeNode, Name: name, Rev: modRev, OldNode: c.nodes[name]})
 			delete(c.nodes, name)
 			return
 		}
 		var n api.Node
 		if fastjson.Unmarshal(val, &n) == nil {
 			n.ModRevision = modRev
+			c.noteLocked(Change{Kind: ChangeNode, Name: name, Rev: modRev, OldNode: c.nodes[name], Node: &n})
 			c.nodes[name] = &n
 		}
 	case strings.HasPrefix(key, assignPrefix):
@@ -289,25 +304,33 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 	case strings.HasPrefix(key, queuesPrefix):
 		name := key[len(queuesPrefix):]
 		if del {
+			c.noteLocked(Change{Kind: ChangeQueue, Name: name, Rev: modRev, OldQueue: c.queues[name]})
 			delete(c.queues, name)
 			return
 		}
 		var q api.Queue
 		if fastjson.Unmarshal(val, &q) == nil {
 			q.ModRevision = modRev
+			c.noteLocked(Change{Kind: ChangeQueue, Name: name, Rev: modRev, OldQueue: c.queues[name], Queue: &q})
 			c.queues[name] = &q
 		}
 	case strings.HasPrefix(key, deployPrefix):
 		name := key[len(deployPrefix):]
 		if del {
+			c.noteLocked(Change{Kind: ChangeDeployment, Name: name, Rev: modRev, OldDeployment: c.deploys[name]})
 			delete(c.deploys, name)
 			return
 		}
 		var d api.Deployment
 		if fastjson.Unmarshal(val, &d) == nil {
 			d.ModRevision = modRev
+			c.noteLocked(Change{Kind: ChangeDeployment, Name: name, Rev: modRev, OldDeployment: c.deploys[name], Deployment: &d})
 			c.deploys[name] = &d
 		}
+	case strings.HasPrefix(key, eventsPrefix):
+		c.events.apply(key, val, modRev, del)
+	case strings.HasPrefix(key, stragPrefix):
+		c.tapStragglerLocked(key, val, modRev, del)
 	}
 }
 
@@ -372,113 +395,6 @@ func (c *Cache) Job(id string) (*api.Job, bool) {
 	defer c.mu.Unlock()
 	j, ok := c.jobs[id]
 	return j, ok
-}
-
-// cachedAssign is one assignment as stored, and the revision it was
-// written at.
-type cachedAssign struct {
-	raw []byte
-	mod int64
-}
-
-// Assignments returns node's assignments, as JSON in api.AssignmentList's
-// shape, once something in them changed after revision after (at once when
-// after is 0), or when wait passes or ctx ends, whichever is first. The
-// list's revision is the cache's: every change up to it is in the list, so
-// an agent that acknowledges it has seen every stop issued before it.
-// With delta, a list answering a change carries in full only the
-// assignments written after after, and names the others (which the asker
-// had at after) in "unchanged".
-//
-// It never answers from a view older than the asker's: before the cache
-// has loaded the store (a server just started), or while it is behind
-// revision after (the asker's list came from a replica further on), it
-// waits, and fails with ErrStale when wait passes first. An agent that
-// applied such a list would stop ranks it was assigned since.
-func (c *Cache) Assignments(ctx context.Context, node string, after int64, wait time.Duration, delta bool) (body []byte, rev int64, err error) {
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	if err := c.WaitRevision(wctx, max(after, 1)); err != nil {
-		if ctx.Err() != nil {
-			return nil, 0, ctx.Err()
-		}
-		cur := c.Revision()
-		if cur == 0 {
-			return nil, 0, fmt.Errorf("%w: it has not loaded the store since the server started; retry", ErrStale)
-		}
-		return nil, 0, fmt.Errorf("%w: it is at revision %d, before the index %d asked with; retry", ErrStale, cur, after)
-	}
-	for {
-		c.mu.Lock()
-		if after == 0 || c.assignAt[node] > after {
-			since := int64(0)
-			if delta {
-				since = after
-			}
-			out, rev := c.assignmentsLocked(node, since), c.rev
-			c.mu.Unlock()
-			return out, rev, nil
-		}
-		ch := c.wake[node]
-		if ch == nil {
-			ch = make(chan struct{})
-			c.wake[node] = ch
-		}
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return nil, 0, ctx.Err()
-			}
-			after = 0 // answer with the list as it is, at after or later
-		}
-	}
-}
-
-// assignmentsLocked encodes node's list; with since > 0, as a delta
-// against the list at revision since.
-func (c *Cache) assignmentsLocked(node string, since int64) []byte {
-	m := c.assign[node]
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b bytes.Buffer
-	b.WriteString(`{"revision":`)
-	b.WriteString(strconv.FormatInt(c.rev, 10))
-	if since > 0 {
-		b.WriteString(`,"delta":true`)
-	}
-	b.WriteString(`,"assignments":[`)
-	n := 0
-	for _, k := range keys {
-		if a := m[k]; a.mod > since {
-			if n > 0 {
-				b.WriteByte(',')
-			}
-			b.Write(a.raw)
-			n++
-		}
-	}
-	b.WriteString("]")
-	if since > 0 && n < len(keys) {
-		b.WriteString(`,"unchanged":[`)
-		n = 0
-		for _, k := range keys {
-			if m[k].mod <= since {
-				if n > 0 {
-					b.WriteByte(',')
-				}
-				b.WriteString(strconv.Quote(k)) // task keys are plain ASCII
-				n++
-			}
-		}
-		b.WriteString("]")
-	}
-	b.WriteString("}")
-	return b.Bytes()
 }
 
 // LiveJobs lists the jobs not yet finished, in ID order. They are shared:

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/gangway/gangway/internal/base/fastjson"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -81,44 +79,19 @@ func keyPath(owner, key string) string {
 // it: hash identifies the request, status is what the submission answers.
 // It writes nothing but, once an hour, the lease keys are kept under.
 func (s *Store) ClaimKey(ctx context.Context, owner, key, hash string, status int, now time.Time) (*Claim, error) {
-	lease, err := s.keyLease(ctx, now)
+	lease, err := s.keyLeases.get(ctx, s, now)
 	if err != nil {
 		return nil, err
 	}
 	return &Claim{key: keyPath(owner, key), lease: lease, rec: KeyRecord{Hash: hash, Status: status, At: now.UTC()}}, nil
 }
 
-// keyLease is the lease of keys taken at now: the current hour's, granted
-// with its record on the first key of the hour.
-func (s *Store) keyLease(ctx context.Context, now time.Time) (clientv3.LeaseID, error) {
-	s.leaseMu.Lock()
-	defer s.leaseMu.Unlock()
-	if age := now.Sub(s.leaseAt); s.lease != 0 && age >= 0 && age < keyLeaseSpan {
-		return s.lease, nil
-	}
-	g, err := s.c.Grant(ctx, int64((KeyTTL+keyLeaseSpan)/time.Second))
-	if err != nil {
-		return 0, fmt.Errorf("store: lease for idempotency keys: %w", err)
-	}
-	at := now.UTC()
-	if _, err := s.kv.Put(ctx, keyLeasesPrefix+strconv.FormatInt(int64(g.ID), 16), at.Format(time.RFC3339Nano), clientv3.WithLease(g.ID)); err != nil {
-		return 0, fmt.Errorf("store: record the lease for idempotency keys: %w", err)
-	}
-	s.lease, s.leaseAt = g.ID, at
-	return g.ID, nil
-}
-
-// leaseGone drops the current lease if err says etcd no longer has it
+// leaseGone drops the claim's lease if err says etcd no longer has it
 // (revoked), so that the next claim gets a new one.
 func (s *Store) leaseGone(c *Claim, err error) {
-	if c == nil || !errors.Is(err, rpctypes.ErrLeaseNotFound) && !errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
-		return
+	if c != nil {
+		s.keyLeases.gone(c.lease, err)
 	}
-	s.leaseMu.Lock()
-	if s.lease == c.lease {
-		s.lease = 0
-	}
-	s.leaseMu.Unlock()
 }
 
 // cmp is the condition that nobody took the key yet.
@@ -182,25 +155,5 @@ func (s *Store) Claimed(ctx context.Context, owner, key string) (*KeyRecord, err
 // renewed their lease), and with them their keys. It returns how many it
 // revoked.
 func (s *Store) ExpireKeys(ctx context.Context, now time.Time) (int, error) {
-	resp, err := s.kv.Get(ctx, keyLeasesPrefix, clientv3.WithPrefix())
-	if err != nil {
-		return 0, fmt.Errorf("store: list idempotency key leases: %w", err)
-	}
-	n := 0
-	for _, kv := range resp.Kvs {
-		at, err := time.Parse(time.RFC3339Nano, string(kv.Value))
-		if err != nil || now.Sub(at) <= KeyTTL+keyLeaseSpan {
-			continue
-		}
-		id := clientv3.LeaseID(kv.Lease)
-		if id == 0 { // never attached: nothing to revoke
-			_, _ = s.kv.Delete(ctx, string(kv.Key))
-			continue
-		}
-		if _, err := s.c.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return n, fmt.Errorf("store: revoke idempotency key lease %x: %w", int64(id), err)
-		}
-		n++
-	}
-	return n, nil
+	return s.keyLeases.expire(ctx, s, now)
 }

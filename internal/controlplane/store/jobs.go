@@ -47,7 +47,7 @@ func (s *Store) NewJob(ctx context.Context, spec api.JobSpec, now time.Time) (*a
 		ID:          strconv.FormatInt(next, 10),
 		Spec:        spec,
 		SubmittedAt: now.UTC(),
-		Status:      api.JobStatus{Phase: api.JobPending, Reason: "waiting for the scheduler"},
+		Status:      api.JobStatus{Phase: api.JobPending, Reason: api.ReasonNew},
 	}, nil
 }
 

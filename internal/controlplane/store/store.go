@@ -1,6 +1,8 @@
 // Package store is gangway's typed persistence on etcd: jobs, nodes,
-// assignments, rank statuses, checkpoints and progress, with multi-key
-// changes in single transactions and a watch-fed cache for the controllers.
+// assignments, rank statuses, checkpoints and progress, and events, with
+// multi-key changes in single transactions and a watch-fed cache for the
+// controllers, which hands on what it applies to a Tap (cachetap.go) and
+// keeps the events in an EventLog (eventlog.go).
 //
 // It imports the standard library, internal/api, internal/base/fastjson,
 // internal/base/pki (the embedded etcd's own CA) and etcd's client and
@@ -13,7 +15,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -52,9 +53,9 @@ type Store struct {
 	idNext int64      // next job ID of the reserved block
 	idEnd  int64      // first ID past the block
 
-	leaseMu sync.Mutex       // guards lease and leaseAt
-	lease   clientv3.LeaseID // idempotency keys' lease of the hour (0: none yet)
-	leaseAt time.Time        // when it was granted
+	// keyLeases are idempotency keys' leases, one an hour; eventLeases
+	// events' (events.go).
+	keyLeases, eventLeases *spanLeases
 
 	// failArrayChunk, if set (tests), is called before each chunk of an
 	// array's tasks is written, with how many are written already; an
@@ -109,16 +110,24 @@ func NewWith(c *clientv3.Client, o Options) *Store {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
-	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout, onTxn: o.OnTxn}}
+	if o.EventTTL <= 0 {
+		o.EventTTL = DefaultEventTTL
+	}
+	return &Store{c: c, kv: boundedKV{KV: c.KV, d: o.CallTimeout, onTxn: o.OnTxn},
+		keyLeases:   &spanLeases{ttl: KeyTTL, span: keyLeaseSpan, records: keyLeasesPrefix, what: "idempotency keys"},
+		eventLeases: &spanLeases{ttl: o.EventTTL, span: eventLeaseSpan(o.EventTTL), records: eventLeasesPrefix, what: "events"}}
 }
 
 // Client exposes the underlying client (leader election uses it).
 func (s *Store) Client() *clientv3.Client { return s.c }
 
-// Prefixes callers may watch for blocking queries.
+// Prefixes callers may watch for blocking queries; and the events' and
+// their leases' records, which the leader writes on its own.
 const (
-	JobsPrefix  = jobsPrefix
-	NodesPrefix = nodesPrefix
+	JobsPrefix        = jobsPrefix
+	NodesPrefix       = nodesPrefix
+	EventsPrefix      = eventsPrefix
+	EventLeasesPrefix = eventLeasesPrefix
 )
 
 func jobKey(id string) string   { return jobsPrefix + id }
