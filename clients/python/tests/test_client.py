@@ -29,6 +29,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(doc["openapi"][:2], "3.")
         self.assertIn("post", doc["paths"]["/v1/jobs"])
         self.assertIn("JobSpec", doc["components"]["schemas"])
+        # Every route this client calls is in the document.
+        for path, method in [("/v1/jobs", "post"), ("/v1/jobs", "get"), ("/v1/jobs/{id}", "get"),
+                             ("/v1/jobs/{id}/cancel", "post"), ("/v1/jobs/{id}/logs", "get"),
+                             ("/v1/nodes", "get"), ("/v1/nodes/{name}", "get"), ("/v1/queues", "get"),
+                             ("/v1/whoami", "get"), ("/healthz", "get"), ("/openapi.json", "get")]:
+            self.assertIn(method, doc["paths"].get(path, {}), "%s %s is not in /openapi.json" % (method, path))
 
     def test_whoami(self):
         self.assertTrue(self.c.whoami()["name"])

@@ -87,7 +87,10 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 		t.Fatalf("GET /openapi.json without credentials: %d, %d bytes; want 200 and the document", code, len(doc))
 	}
 	var parsed struct {
-		Paths map[string]map[string]any `json:"paths"`
+		Paths      map[string]map[string]any `json:"paths"`
+		Components struct {
+			Schemas map[string]map[string]any `json:"schemas"`
+		} `json:"components"`
 	}
 	if err := json.Unmarshal(doc, &parsed); err != nil {
 		t.Fatalf("the document is not JSON: %v", err)
@@ -116,6 +119,9 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 			}
 			code, b := do(strings.ToUpper(method), p, e.adm.Token, body)
 			t.Logf("%s %s: %d", strings.ToUpper(method), p, code)
+			if code/100 == 2 {
+				checkAnswerKeys(t, method+" "+path, methods[method], parsed.Components.Schemas, b)
+			}
 			switch {
 			case code == http.StatusMethodNotAllowed,
 				code == http.StatusNotFound && strings.Contains(string(b), "no such endpoint"),
@@ -126,5 +132,40 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 	}
 	if n != len(openapi.Operations) {
 		t.Errorf("the served document has %d operations; the table %d", n, len(openapi.Operations))
+	}
+}
+
+// checkAnswerKeys: a JSON object answered by op has only keys its
+// documented success schema has (one level deep), so that the document's
+// schemas are those of what the server writes.
+func checkAnswerKeys(t *testing.T, name string, op any, schemas map[string]map[string]any, body []byte) {
+	t.Helper()
+	var answer any
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return // text (logs)
+	}
+	obj, ok := answer.(map[string]any)
+	if !ok {
+		return
+	}
+	var sch map[string]any
+	for code, r := range op.(map[string]any)["responses"].(map[string]any) {
+		if strings.HasPrefix(code, "2") {
+			c, _ := r.(map[string]any)["content"].(map[string]any)
+			j, _ := c["application/json"].(map[string]any)
+			sch, _ = j["schema"].(map[string]any)
+		}
+	}
+	if ref, ok := sch["$ref"].(string); ok {
+		sch = schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
+	}
+	props, ok := sch["properties"].(map[string]any)
+	if !ok {
+		return // documented as any object (the document itself)
+	}
+	for k := range obj {
+		if _, ok := props[k]; !ok {
+			t.Errorf("%s answers key %q, which its schema lacks", name, k)
+		}
 	}
 }
