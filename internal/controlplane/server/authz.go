@@ -44,6 +44,7 @@ const (
 // it needs.
 var routeAccess = map[string]access{
 	"GET /healthz":                      public,
+	"GET /openapi.json":                 public,
 	"POST /v1/agent/join":               public,
 	"POST /v1/agent/register":           agent,
 	"POST /v1/agent/heartbeat":          agent,

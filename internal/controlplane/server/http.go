@@ -15,6 +15,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/audit"
+	"github.com/gangway/gangway/internal/controlplane/openapi"
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/controlplane/ui"
 )
@@ -60,6 +61,12 @@ func (s *Server) routes() *http.ServeMux {
 	s.eventRoutes(mux)
 	s.topRoutes(mux)
 	s.gatewayRoutes(mux)
+	// The API's description (internal/controlplane/openapi), public as
+	// health is: it tells nothing of the cluster.
+	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapi.Document())
+	})
 	// The dashboard's pages are public; the data they show comes from
 	// /v1 with the user's token. A browser at the root is sent to them.
 	dashboard := ui.Handler("/ui/")

@@ -26,7 +26,7 @@
 //
 // It imports api, api/client (the client config it writes for the first
 // admin), base/adminhttp, base/fastjson, base/pki, base/stats, controlplane/audit,
-// controlplane/controller, controlplane/events, controlplane/jobarchive, controlplane/ratelimit,
+// controlplane/controller, controlplane/events, controlplane/jobarchive, controlplane/openapi, controlplane/ratelimit,
 // controlplane/store, controlplane/ui, goodput, inference/autoscale, inference/gateway,
 // launch, planner and topology.
 package server
