@@ -115,6 +115,15 @@ var Operations = []Operation{
 		{"archived", "boolean", "Add the jobs in the job archive."},
 	}, Status: 200, Answer: typ[api.UsageReport]()},
 	{Method: "GET", Path: "/v1/top/jobs", Tag: "reports", Summary: "Running jobs' GPU use from the nodes' latest readings", Params: []Param{{"user", "string", "Only this user's jobs."}}, Status: 200, Answer: typ[api.JobTopList]()},
+	{Method: "GET", Path: "/v1/events", Tag: "reports", Summary: "What happened to jobs, nodes, deployments and queues, oldest first", Params: append([]Param{
+		{"job", "string", "Only this job's events."},
+		{"node", "string", "Only events of this node and of jobs on it."},
+		{"deployment", "string", "Only this deployment's events."},
+		{"queue", "string", "Only this queue's events."},
+		{"kind", "string", "Only events of this kind of object: job, node, deployment or queue."},
+		{"since", "string", "Only events since then: how long ago (30m, 12h, 7d), an RFC 3339 time or a date."},
+		{"limit", "integer", "At most this many, the newest."},
+	}, blocking...), Status: 200, Answer: typ[api.EventList]()},
 	{Method: "GET", Path: "/v1/gateway/stats", Tag: "reports", Summary: "The inference gateway's counters, by model", Status: 200, Answer: typ[api.GatewayStats]()},
 
 	{Method: "POST", Path: "/v1/agent/join", Tag: "agent", Summary: "A new node trades a join token for its certificate", Body: typ[api.JoinRequest](), Status: 200, Answer: typ[api.JoinAnswer](), Public: true, Agent: true},
