@@ -50,7 +50,7 @@ func commands() []command {
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs (--watch: follow them; --all --since 7d: finished ones too, as sacct), nodes (GPUs used and free), queues or deployments", run: runGet},
 		{name: "top", args: "nodes|jobs", summary: "GPU use now: per node (GPUs used, utilisation, memory, temperature, power) or per running job (its GPUs' utilisation, step, loss, tokens/s)", run: runTop},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
-		{name: "logs", args: "ID [--rank N] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]); -f follows the job through its attempts", run: runLogs},
+		{name: "logs", args: "ID [--rank N | --all-ranks] [--tail N] [--previous] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]), or every rank's ([rank N] before each line); -f follows the job through its attempts", run: runLogs},
 		{name: "cancel", args: "ID... | --user U | --name N", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state", run: runCancel},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},

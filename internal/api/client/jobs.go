@@ -174,6 +174,9 @@ type LogQuery struct {
 	// WholeNode asks, in per-node launches, for the node's whole launcher
 	// output rather than the rank's lines of it.
 	WholeNode bool
+	// Tail, when above 0, asks for only the last Tail lines of what is
+	// retained (then, with Follow, everything after).
+	Tail int
 }
 
 // Logs copies a rank's log into w until it ends (with Follow, until the
@@ -188,6 +191,9 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	}
 	if q.WholeNode {
 		path += "&node=1"
+	}
+	if q.Tail > 0 {
+		path += "&tail=" + strconv.Itoa(q.Tail)
 	}
 	resp, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {
