@@ -47,7 +47,7 @@ func commands() []command {
 		{name: "server", args: "--data-dir DIR [--listen :7070]", summary: "run the control plane (embedded etcd, API, scheduler)", run: runServer},
 		{name: "agent", args: "--server URL [--fake-gpus 8]", summary: "run the node agent on a GPU machine", run: runAgent},
 		{name: "submit", args: "JOB.yaml | SCRIPT.sbatch | --ranks N -- CMD...", summary: "submit a job: a spec, a Slurm batch script (#SBATCH headers, sbatch's options), or a command", run: runSubmit},
-		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs (--watch: follow them; --all --since 7d: finished ones too, as sacct), nodes (GPUs used and free), queues or deployments", run: runGet},
+		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs (--watch: follow them; --all --since 7d: finished ones too, as sacct), nodes (GPUs used and free), queues or deployments; -o wide, json, yaml, csv or jsonpath=TEMPLATE", run: runGet},
 		{name: "top", args: "nodes|jobs", summary: "GPU use now: per node (GPUs used, utilisation, memory, temperature, power) or per running job (its GPUs' utilisation, step, loss, tokens/s)", run: runTop},
 		{name: "describe", args: "job ID | node N | deployment N", summary: "show attempts, placement, checkpoints, progress and why a job waits", run: runDescribe},
 		{name: "logs", args: "ID [--rank N | --all-ranks] [--tail N] [--previous] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]), or every rank's ([rank N] before each line); -f follows the job through its attempts", run: runLogs},

@@ -34,6 +34,8 @@ func checkJobsFlags(a *jobsAsked) error {
 		return fmt.Errorf("--live lists unfinished jobs, --all adds finished ones from the archive: give one or the other")
 	case a.watch && (a.all || a.since != ""):
 		return fmt.Errorf("--watch follows the jobs the store holds as they change; --all and --since list a history: give one or the other")
+	case a.watch && a.out == cmdkit.Wide:
+		return fmt.Errorf("--watch prints the table's columns, or one object per change with -o json, -o yaml or -o jsonpath; -o wide is for a list")
 	case a.watch && a.out == cmdkit.CSV:
 		return fmt.Errorf("--watch prints a table, or one object per change with -o json or -o yaml; -o csv is for a list")
 	}
@@ -72,7 +74,7 @@ func getJobs(ctx context.Context, e *Env, c *client.Client, a jobsAsked) int {
 	switch {
 	case a.out == cmdkit.CSV:
 		return exitOn(e, jobsCSV(e.Stdout, l.Jobs, time.Now()))
-	case a.out != cmdkit.Table:
+	case a.out != cmdkit.Table && a.out != cmdkit.Wide:
 		return exitOn(e, printAs(e, a.out, l.Jobs))
 	case a.history:
 		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
@@ -81,7 +83,7 @@ func getJobs(ctx context.Context, e *Env, c *client.Client, a jobsAsked) int {
 		}
 		return exitOn(e, tw.Flush())
 	}
-	printJobs(e.Stdout, l.Jobs)
+	printJobs(e.Stdout, l.Jobs, a.out == cmdkit.Wide)
 	return 0
 }
 

@@ -228,7 +228,7 @@ func exitOn(e *Env, err error) int {
 func runGet(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
 	srv := serverFlag(fs, e)
-	out := cmdkit.OutputFlagCSV(fs)
+	out := cmdkit.OutputFlagWide(fs)
 	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
 	limit := fs.Int("limit", 0, "jobs: only the newest N")
 	user := fs.String("user", "", "jobs: only this user's")
@@ -254,6 +254,10 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintln(e.Stderr, "gangway get: -o csv writes jobs (gangway get jobs); use -o json or -o yaml")
 		return 2
 	}
+	if *out == cmdkit.Wide && (len(pos) == 0 || (pos[0] != "jobs" && pos[0] != "job" && pos[0] != "nodes" && pos[0] != "node")) {
+		fmt.Fprintln(e.Stderr, "gangway get: -o wide shows more columns of jobs and nodes (gangway get jobs|nodes -o wide)")
+		return 2
+	}
 	asked := jobsAsked{out: *out, live: *live, all: *all, watch: *watch, me: *me, limit: *limit, user: *user, since: *since}
 	if err := checkJobsFlags(&asked); err != nil {
 		fmt.Fprintf(e.Stderr, "gangway get: %v\n", err)
@@ -277,8 +281,8 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			switch *out {
 			case cmdkit.CSV:
 				return exitOn(e, jobsCSV(e.Stdout, []*api.Job{&d.Job}, time.Now()))
-			case cmdkit.Table:
-				printJobs(e.Stdout, []*api.Job{&d.Job})
+			case cmdkit.Table, cmdkit.Wide:
+				printJobs(e.Stdout, []*api.Job{&d.Job}, *out == cmdkit.Wide)
 				return 0
 			}
 			return exitOn(e, printAs(e, *out, d.Job))
@@ -288,7 +292,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		return getKind(ctx, e, *out, pos, c.Node, func() ([]*api.Node, error) {
 			l, err := c.Nodes(ctx)
 			return l.Nodes, err
-		}, printNodes)
+		}, func(w io.Writer, nodes []*api.Node) { printNodes(w, nodes, *out == cmdkit.Wide) })
 	case "queues", "queue":
 		l, err := c.Queues(ctx)
 		if err != nil {
@@ -328,7 +332,7 @@ func getKind[T any](ctx context.Context, e *Env, out cmdkit.Format, pos []string
 		}
 		items = l
 	}
-	if out != "table" {
+	if out != cmdkit.Table && out != cmdkit.Wide {
 		return exitOn(e, printAs(e, out, items))
 	}
 	table(e.Stdout, items)
@@ -368,18 +372,39 @@ func jobRow(j *api.Job) []string {
 		strconv.Itoa(j.Spec.Ranks), strconv.Itoa(j.Spec.GPUs()), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70)}
 }
 
-func printJobs(w io.Writer, jobs []*api.Job) {
+// jobsWideHead are the columns -o wide adds to jobsHead.
+var jobsWideHead = []string{"ELAPSED", "RESTARTS", "EXIT", "PRIORITY", "LAUNCH"}
+
+// printJobs writes jobs as a table, with wide jobsWideHead's columns too.
+func printJobs(w io.Writer, jobs []*api.Job, wide bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(jobsHead, "\t"))
-	for _, j := range jobs {
-		fmt.Fprintln(tw, strings.Join(jobRow(j), "\t"))
+	head := jobsHead
+	var more [][]string
+	if wide {
+		head = append(slices.Clone(jobsHead), jobsWideHead...)
+		more = historyRows(jobs, time.Now(), false)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for i, j := range jobs {
+		row := jobRow(j)
+		if wide {
+			h := more[i] // historyHead's columns
+			row = append(row, h[9], h[11], h[12], strconv.Itoa(j.Spec.Priority), dash(string(j.Spec.Launch)))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
 }
 
-func printNodes(w io.Writer, nodes []*api.Node) {
+// printNodes writes nodes as a table; wide adds their CPUs, memory,
+// cgroups, where the GPUs were found and the agent's URL.
+func printNodes(w io.Writer, nodes []*api.Node, wide bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tUSED\tFREE\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
+	head := "NAME\tSTATE\tGPUS\tUSED\tFREE\tMODEL\tADDRESS\tLAST SEEN\tLABELS"
+	if wide {
+		head += "\tCPUS\tMEMORY\tCGROUPS\tGPU SOURCE\tAGENT"
+	}
+	fmt.Fprintln(tw, head)
 	for _, n := range nodes {
 		state := nodeState(n)
 		model := "-"
@@ -390,8 +415,16 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 		if out := len(n.GPUs) - inService(n); out > 0 && n.Status.Fault == "" {
 			gpus = fmt.Sprintf("%d (%d out)", len(n.GPUs), out)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, n.Status.UsedGPUs, n.Status.FreeGPUs, model, n.Address,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", n.Name, state, gpus, n.Status.UsedGPUs, n.Status.FreeGPUs, model, n.Address,
 			age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
+		if wide {
+			mem := "-"
+			if n.MemoryBytes > 0 {
+				mem = fmt.Sprintf("%.0f GiB", float64(n.MemoryBytes)/(1<<30))
+			}
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s", n.CPUs, mem, dash(n.Cgroups), dash(n.GPUSource), dash(n.AgentURL))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }
