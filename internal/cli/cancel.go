@@ -50,7 +50,7 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 	if err != nil {
 		return fail(e, err)
 	}
-	ids := pos
+	ids := jobIDs(pos)
 	if filtered {
 		l, err := c.Jobs(ctx, client.JobQuery{Live: true, User: *user})
 		if err != nil {

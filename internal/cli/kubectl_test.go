@@ -51,3 +51,40 @@ func TestGetWideAndJSONPath(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitKindNames(t *testing.T) {
+	got := splitKindNames([]string{"job/7", "--server", "https://x/y", "node/n1", "queue/q", "job/", "7"})
+	want := []string{"job", "7", "--server", "https://x/y", "node", "n1", "queue/q", "job/", "7"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("splitKindNames = %q; want %q", got, want)
+	}
+}
+
+// TestKindNameAndDeleteJob: describe, get and logs take job/ID, and
+// delete job (or job/ID) cancels as cancel does.
+func TestKindNameAndDeleteJob(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	id := cl.submitYAML("name: kn\nranks: 1\ncommand: [sleep, '30']\n")
+	cl.waitPhase(id, api.JobRunning, 20*time.Second)
+	if out, errOut, code := cl.run("describe", "job/"+id); code != 0 || !strings.Contains(out, "kn") {
+		t.Errorf("describe job/%s: code %d, %s%s", id, code, out, errOut)
+	}
+	if out, errOut, code := cl.run("get", "job/"+id, "-o", "jsonpath={.id}"); code != 0 || out != id {
+		t.Errorf("get job/%s: code %d, %q %s", id, code, out, errOut)
+	}
+	if out, errOut, code := cl.run("get", "node/n1", "-o", "jsonpath={.items[0].name}"); code != 0 || out != "n1" {
+		t.Errorf("get node/n1: code %d, %q %s", code, out, errOut)
+	}
+	if _, errOut, code := cl.run("delete", "job/"+id); code != 0 {
+		t.Fatalf("delete job/%s: %s", id, errOut)
+	}
+	cl.waitPhase(id, api.JobCancelled, 20*time.Second)
+	id2 := cl.submitYAML("name: kn2\nranks: 1\ncommand: [sleep, '30']\n")
+	if _, errOut, code := cl.run("delete", "job", id2); code != 0 {
+		t.Fatalf("delete job %s: %s", id2, errOut)
+	}
+	cl.waitPhase(id2, api.JobCancelled, 20*time.Second)
+	if _, errOut, code := cl.run("delete", "queue/q"); code != 2 || !strings.Contains(errOut, "deployment NAME | job ID") {
+		t.Errorf("delete queue/q: code %d, %q", code, errOut)
+	}
+}

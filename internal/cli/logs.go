@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +35,7 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	pos[0] = strings.TrimPrefix(pos[0], "job/")
+	pos = jobIDs(pos)
 	switch {
 	case *previous && *attempt != 0:
 		fmt.Fprintln(e.Stderr, "gangway logs: --previous and --attempt: give one")

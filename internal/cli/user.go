@@ -237,7 +237,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 	since := fs.String("since", "", sinceHelp)
 	watch := fs.Bool("watch", false, "jobs: print the list, then a line for each job that changes, until Ctrl-C (kubectl get -w)")
 	fs.BoolVar(watch, "w", false, "short for --watch")
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, splitKindNames(args))
 	if !ok {
 		return code
 	}
@@ -484,10 +484,10 @@ func truncate(s string, n int) string {
 }
 
 func runDescribe(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "describe", "job ID | node NAME")
+	fs := cmdkit.NewFlags(e.Stderr, "describe", "job ID | node NAME (or job/ID, node/NAME)")
 	srv := serverFlag(fs, e)
 	out := cmdkit.OutputFlag(fs)
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, splitKindNames(args))
 	if !ok {
 		return code
 	}
