@@ -237,6 +237,8 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 	since := fs.String("since", "", sinceHelp)
 	watch := fs.Bool("watch", false, "jobs: print the list, then a line for each job that changes, until Ctrl-C (kubectl get -w)")
 	fs.BoolVar(watch, "w", false, "short for --watch")
+	selector := fs.String("l", "", "jobs and nodes: only those whose labels this selects, as kubectl's -l: key=value,key!=value,key,!key")
+	fs.StringVar(selector, "selector", "", "long for -l")
 	pos, code, ok := cmdkit.ParseArgs(fs, splitKindNames(args))
 	if !ok {
 		return code
@@ -258,7 +260,11 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintln(e.Stderr, "gangway get: -o wide shows more columns of jobs and nodes (gangway get jobs|nodes -o wide)")
 		return 2
 	}
-	asked := jobsAsked{out: *out, live: *live, all: *all, watch: *watch, me: *me, limit: *limit, user: *user, since: *since}
+	if *selector != "" && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job" && pos[0] != "nodes" && pos[0] != "node")) {
+		fmt.Fprintln(e.Stderr, "gangway get: -l selects among jobs or nodes (gangway get jobs|nodes -l team=nlp)")
+		return 2
+	}
+	asked := jobsAsked{out: *out, live: *live, all: *all, watch: *watch, me: *me, limit: *limit, user: *user, since: *since, selector: *selector}
 	if err := checkJobsFlags(&asked); err != nil {
 		fmt.Fprintf(e.Stderr, "gangway get: %v\n", err)
 		return 2
@@ -290,7 +296,7 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		return getJobs(ctx, e, c, asked)
 	case "nodes", "node":
 		return getKind(ctx, e, *out, pos, c.Node, func() ([]*api.Node, error) {
-			l, err := c.Nodes(ctx)
+			l, err := c.NodesSelected(ctx, *selector)
 			return l.Nodes, err
 		}, func(w io.Writer, nodes []*api.Node) { printNodes(w, nodes, *out == cmdkit.Wide) })
 	case "queues", "queue":
@@ -373,7 +379,7 @@ func jobRow(j *api.Job) []string {
 }
 
 // jobsWideHead are the columns -o wide adds to jobsHead.
-var jobsWideHead = []string{"ELAPSED", "RESTARTS", "EXIT", "PRIORITY", "LAUNCH"}
+var jobsWideHead = []string{"ELAPSED", "RESTARTS", "EXIT", "PRIORITY", "LAUNCH", "LABELS"}
 
 // printJobs writes jobs as a table, with wide jobsWideHead's columns too.
 func printJobs(w io.Writer, jobs []*api.Job, wide bool) {
@@ -389,7 +395,7 @@ func printJobs(w io.Writer, jobs []*api.Job, wide bool) {
 		row := jobRow(j)
 		if wide {
 			h := more[i] // historyHead's columns
-			row = append(row, h[9], h[11], h[12], strconv.Itoa(j.Spec.Priority), dash(string(j.Spec.Launch)))
+			row = append(row, h[9], h[11], h[12], strconv.Itoa(j.Spec.Priority), dash(string(j.Spec.Launch)), fmtLabels(j.Spec.Labels))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -559,6 +565,9 @@ func describeJob(w io.Writer, d *api.JobDetail) {
 		fmt.Fprintf(w, "  %-10s %s\n", label, j.Status.Reason)
 	}
 	fmt.Fprintf(w, "  Queue:     %s (priority %d)\n", j.Spec.Queue, j.Spec.Priority)
+	if len(j.Spec.Labels) > 0 {
+		fmt.Fprintf(w, "  Labels:    %s\n", fmtLabels(j.Spec.Labels))
+	}
 	shape := fmt.Sprintf("%d ranks × %d GPU", j.Spec.Ranks, j.Spec.GPUsPerRank)
 	if j.Spec.RanksPerNode > 0 {
 		shape += fmt.Sprintf(", %d per node", j.Spec.RanksPerNode)

@@ -94,6 +94,9 @@ type JobQuery struct {
 	// All adds the finished jobs retention moved to the server's job
 	// archive, and lists newest first.
 	All bool
+	// Selector, if set, keeps only the jobs whose labels it selects
+	// (api.ParseSelector's syntax: team=nlp,tier!=low,gpu,!spot).
+	Selector string
 	// Index > 0 makes it a blocking query: the answer waits until jobs
 	// changed after store revision Index, or Wait (the server's default
 	// when 0) ends.
@@ -118,6 +121,9 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) (api.JobList, error) {
 	}
 	if q.All {
 		v.Set("all", "true")
+	}
+	if q.Selector != "" {
+		v.Set("selector", q.Selector)
 	}
 	r := &request{method: http.MethodGet, path: "/v1/jobs"}
 	if q.Index > 0 {
