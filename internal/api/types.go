@@ -32,6 +32,9 @@ type JobSpec struct {
 	WorkingDir string `json:"workingDir,omitempty"`
 	// NodeSelector restricts placement to nodes carrying all these labels.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Labels are the job's, for people and for selecting jobs (gangway
+	// get jobs -l team=nlp): keys and values as Kubernetes' labels.
+	Labels map[string]string `json:"labels,omitempty"`
 	// MaxRestarts bounds new attempts after failures. Default 3; 0 means
 	// never restart.
 	MaxRestarts *int `json:"maxRestarts,omitempty"`
@@ -985,6 +988,7 @@ func (j *Job) Clone() *Job {
 	c.Spec.Command = append([]string(nil), j.Spec.Command...)
 	c.Spec.Env = cloneMap(j.Spec.Env)
 	c.Spec.NodeSelector = cloneMap(j.Spec.NodeSelector)
+	c.Spec.Labels = cloneMap(j.Spec.Labels)
 	if j.Spec.MaxRestarts != nil {
 		n := *j.Spec.MaxRestarts
 		c.Spec.MaxRestarts = &n

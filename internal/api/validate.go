@@ -131,6 +131,7 @@ func (s *JobSpec) Validate() error {
 		checkAbsDir(&fe, "spec.workingDir", s.WorkingDir)
 	}
 	checkLabels(&fe, "spec.nodeSelector", s.NodeSelector)
+	checkJobLabels(&fe, "spec.labels", s.Labels)
 	if s.MaxRestarts != nil && *s.MaxRestarts < 0 {
 		fe.Add("spec.maxRestarts", "must not be negative (got %d)", *s.MaxRestarts)
 	}

@@ -15,13 +15,15 @@ import (
 // --user, --name, --queue, --state (with IDs, only those of them that
 // match). It says what it cancelled and fails if any cancel did.
 func runCancel(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "cancel", "ID... | --user U | --name N | --queue Q | --state pending|running")
+	fs := cmdkit.NewFlags(e.Stderr, "cancel", "ID... | --user U | --name N | --queue Q | --state pending|running | -l SELECTOR")
 	srv := serverFlag(fs, e)
 	array := fs.Bool("array", false, "cancel every task of the array each ID belongs to")
 	user := fs.String("user", "", "cancel this user's unfinished jobs (scancel -u)")
 	name := fs.String("name", "", "cancel the unfinished jobs of this name (scancel -n)")
 	queue := fs.String("queue", "", "cancel the unfinished jobs of this queue (scancel -p)")
 	state := fs.String("state", "", "cancel only jobs in this state: pending or running (scancel -t)")
+	selector := fs.String("l", "", "cancel the unfinished jobs whose labels this selects, as kubectl's -l: key=value,key!=value,key,!key")
+	fs.StringVar(selector, "selector", "", "long for -l")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
@@ -37,29 +39,34 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintf(e.Stderr, "gangway cancel: --state %q: want pending or running\n", *state)
 		return 2
 	}
-	filtered := *user != "" || *name != "" || *queue != "" || phase != ""
+	if _, err := api.ParseSelector(*selector); err != nil {
+		fmt.Fprintf(e.Stderr, "gangway cancel: -l: %v\n", err)
+		return 2
+	}
+	filtered := *user != "" || *name != "" || *queue != "" || phase != "" || *selector != ""
 	if len(pos) == 0 && !filtered {
 		fs.Usage()
 		return 2
 	}
 	if *array && filtered {
-		fmt.Fprintln(e.Stderr, "gangway cancel: --array takes IDs, not --user, --name, --queue or --state")
+		fmt.Fprintln(e.Stderr, "gangway cancel: --array takes IDs, not --user, --name, --queue, --state or -l")
 		return 2
 	}
 	c, err := srv.client()
 	if err != nil {
 		return fail(e, err)
 	}
-	ids := pos
+	given := jobIDs(pos)
+	ids := given
 	if filtered {
-		l, err := c.Jobs(ctx, client.JobQuery{Live: true, User: *user})
+		l, err := c.Jobs(ctx, client.JobQuery{Live: true, User: *user, Selector: *selector})
 		if err != nil {
 			return fail(e, err)
 		}
 		ids = nil
 		for _, j := range l.Jobs {
 			switch {
-			case len(pos) > 0 && !slices.Contains(pos, j.ID),
+			case len(given) > 0 && !slices.Contains(given, j.ID),
 				*user != "" && j.Spec.User != *user,
 				*name != "" && j.Spec.Name != *name,
 				*queue != "" && j.Spec.Queue != *queue,

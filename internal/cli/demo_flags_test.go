@@ -20,7 +20,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 		{"unknown driver", []string{"demo", "--driver", "podman"}, `--driver "podman": want exec or docker`},
 		{"docker beyond node-loss", []string{"demo", "--driver", "docker", "--scenario", "gpu-fault"}, `--driver docker runs the node-loss scenario only`},
 		{"a user command's unknown format", []string{"describe", "job", "1", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json or yaml`},
-		{"a listing's unknown format", []string{"get", "jobs", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json, yaml or csv`},
+		{"a listing's unknown format", []string{"get", "jobs", "-o", "xml"}, `invalid value "xml" for flag -o: want table, wide, json, yaml or csv`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -71,7 +71,11 @@ func runScale(ctx context.Context, e *Env, args []string) int {
 }
 
 func runDelete(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "delete", "deployment NAME")
+	args = splitKindNames(args)
+	if len(args) > 0 && (args[0] == "job" || args[0] == "jobs") {
+		return runCancel(ctx, e, args[1:]) // kubectl's delete job: gangway's cancel
+	}
+	fs := cmdkit.NewFlags(e.Stderr, "delete", "deployment NAME | job ID... [cancel's flags] (or deployment/NAME, job/ID)")
 	srv := serverFlag(fs, e)
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {

@@ -21,7 +21,8 @@ type jobsAsked struct {
 	live, all, watch, me bool
 	limit                int
 	user, since          string
-	history              bool // --all or --since: sacct's columns
+	selector             string // -l
+	history              bool   // --all or --since: sacct's columns
 }
 
 // checkJobsFlags refuses what get jobs cannot do, naming the flag, before
@@ -34,8 +35,13 @@ func checkJobsFlags(a *jobsAsked) error {
 		return fmt.Errorf("--live lists unfinished jobs, --all adds finished ones from the archive: give one or the other")
 	case a.watch && (a.all || a.since != ""):
 		return fmt.Errorf("--watch follows the jobs the store holds as they change; --all and --since list a history: give one or the other")
+	case a.watch && a.out == cmdkit.Wide:
+		return fmt.Errorf("--watch prints the table's columns, or one object per change with -o json, -o yaml or -o jsonpath; -o wide is for a list")
 	case a.watch && a.out == cmdkit.CSV:
 		return fmt.Errorf("--watch prints a table, or one object per change with -o json or -o yaml; -o csv is for a list")
+	}
+	if _, err := api.ParseSelector(a.selector); err != nil {
+		return fmt.Errorf("-l: %w", err)
 	}
 	if a.since != "" {
 		if _, err := api.ParseSince(a.since, time.Now()); err != nil { // the server reads it again on its clock
@@ -58,7 +64,7 @@ func getJobs(ctx context.Context, e *Env, c *client.Client, a jobsAsked) int {
 		}
 		a.user = w.Name
 	}
-	q := client.JobQuery{Live: a.live, Limit: a.limit, User: a.user, Since: a.since, All: a.all}
+	q := client.JobQuery{Live: a.live, Limit: a.limit, User: a.user, Since: a.since, All: a.all, Selector: a.selector}
 	if a.watch {
 		return watchJobs(ctx, e, c, q, a.out)
 	}
@@ -72,7 +78,7 @@ func getJobs(ctx context.Context, e *Env, c *client.Client, a jobsAsked) int {
 	switch {
 	case a.out == cmdkit.CSV:
 		return exitOn(e, jobsCSV(e.Stdout, l.Jobs, time.Now()))
-	case a.out != cmdkit.Table:
+	case a.out != cmdkit.Table && a.out != cmdkit.Wide:
 		return exitOn(e, printAs(e, a.out, l.Jobs))
 	case a.history:
 		tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
@@ -81,7 +87,7 @@ func getJobs(ctx context.Context, e *Env, c *client.Client, a jobsAsked) int {
 		}
 		return exitOn(e, tw.Flush())
 	}
-	printJobs(e.Stdout, l.Jobs)
+	printJobs(e.Stdout, l.Jobs, a.out == cmdkit.Wide)
 	return 0
 }
 

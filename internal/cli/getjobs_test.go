@@ -27,7 +27,7 @@ func TestGetJobsRefusesBadFlags(t *testing.T) {
 		{[]string{"get", "nodes", "--all"}, "apply to the job list"},
 		{[]string{"get", "nodes", "--watch"}, "apply to the job list"},
 		{[]string{"get", "queues", "-o", "csv"}, "-o csv writes jobs"},
-		{[]string{"get", "jobs", "-o", "xml"}, "want table, json, yaml or csv"},
+		{[]string{"get", "jobs", "-o", "xml"}, "want table, wide, json, yaml or csv"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(context.Background(), tt.args, &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})

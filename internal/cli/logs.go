@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -15,7 +16,7 @@ import (
 )
 
 func runLogs(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N] [--attempt N] [--stdout | --stderr] [-f]")
+	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N | --all-ranks] [--attempt N | --previous] [--tail N] [--stdout | --stderr] [-f]")
 	srv := serverFlag(fs, e)
 	rank := fs.Int("rank", 0, "rank whose output to show; in a torchrun job, its lines of its node's torchrun output (those --tee marks [defaultN]:, N its local rank; the mark removed) and torchrun's own")
 	attempt := fs.Int("attempt", 0, "attempt (default: the newest; with -f, each new one as it starts)")
@@ -23,12 +24,27 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 	stderr := fs.Bool("stderr", false, "standard error only, as the rank wrote it")
 	wholeNode := fs.Bool("whole-node", false, "in a per-node launch (torchrun, deepspeed, per-node), the node's whole launcher output: every local rank's lines")
 	follow := fs.Bool("f", false, "follow the output until the job finishes, through every new attempt (with --attempt: until that attempt's rank exits)")
+	allRanks := fs.Bool("all-ranks", false, "every rank's lines, each after [rank N] (in a per-node launch other than torchrun, each node's launcher's: one rank a node); with -f, interleaved as they come")
+	tail := fs.Int("tail", 0, "only the last N lines of each rank's retained output (then, with -f, everything after)")
+	previous := fs.Bool("previous", false, "the attempt before the newest (as kubectl's --previous: the output of the run that ended)")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()
+		return 2
+	}
+	pos = jobIDs(pos)
+	switch {
+	case *previous && *attempt != 0:
+		fmt.Fprintln(e.Stderr, "gangway logs: --previous and --attempt: give one")
+		return 2
+	case *allRanks && *rank != 0:
+		fmt.Fprintln(e.Stderr, "gangway logs: --all-ranks and --rank: give one")
+		return 2
+	case *tail < 0:
+		fmt.Fprintln(e.Stderr, "gangway logs: --tail: want a number of lines, 0 or more")
 		return 2
 	}
 	if *stdout && *stderr {
@@ -47,14 +63,138 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 		return fail(e, err)
 	}
 	out := &crashWatch{w: e.Stdout}
-	q := client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow, WholeNode: *wholeNode}
-	if *follow && *attempt == 0 {
-		err = followJob(ctx, e, c, pos[0], q, out)
-	} else {
+	q := client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow, WholeNode: *wholeNode, Tail: *tail}
+	var d *api.JobDetail
+	if *previous || *allRanks {
+		if d, err = c.Job(ctx, pos[0]); err != nil {
+			return fail(e, err)
+		}
+	}
+	if *previous {
+		n := len(d.Job.Status.Attempts)
+		if n < 2 {
+			return fail(e, fmt.Errorf("job %s has no previous attempt: it has had %d", d.Job.ID, n))
+		}
+		q.Attempt = n - 1
+	}
+	switch {
+	case *allRanks:
+		err = logsOfRanks(ctx, e, c, d, q, out)
+	case *follow && q.Attempt == 0:
+		err = followJob(ctx, e, c, pos[0], q, out, true)
+	default:
 		err = c.Logs(ctx, pos[0], q, out)
 	}
 	out.hint(e.Stderr)
 	return exitOn(e, err)
+}
+
+// logRanks is the ranks whose logs --all-ranks shows: every rank, or in a
+// per-node launch other than torchrun (whose ranks share their node's
+// launcher's output) each node's first rank of the attempt asked for.
+func logRanks(d *api.JobDetail, attempt int) []int {
+	var ranks []int
+	atts := d.Job.Status.Attempts
+	perNode := d.Job.Spec.Launch.PerNode() && d.Job.Spec.Launch != api.LaunchTorchrun
+	if !perNode || len(atts) == 0 {
+		for r := range d.Job.Spec.Ranks {
+			ranks = append(ranks, r)
+		}
+		return ranks
+	}
+	if attempt == 0 || attempt > len(atts) {
+		attempt = len(atts)
+	}
+	for _, p := range atts[attempt-1].Placement {
+		if p.LocalRank == 0 {
+			ranks = append(ranks, p.Rank)
+		}
+	}
+	return ranks
+}
+
+// logsOfRanks writes every rank's log to w, each line after [rank N]: one
+// rank after another, or with q.Follow all at once, their lines
+// interleaved as they come. It returns the first rank's error, after
+// every rank has been tried (the others are said on stderr).
+func logsOfRanks(ctx context.Context, e *Env, c *client.Client, d *api.JobDetail, q client.LogQuery, w io.Writer) error {
+	ranks := logRanks(d, q.Attempt)
+	var mu sync.Mutex // guards w, shared by the ranks' writers
+	errs := make([]error, len(ranks))
+	one := func(i int) {
+		rq := q
+		rq.Rank = ranks[i]
+		pw := &prefixWriter{w: w, mu: &mu, prefix: []byte(fmt.Sprintf("[rank %d] ", ranks[i]))}
+		if q.Follow && q.Attempt == 0 {
+			errs[i] = followJob(ctx, e, c, d.Job.ID, rq, pw, i == 0)
+		} else {
+			errs[i] = c.Logs(ctx, d.Job.ID, rq, pw)
+		}
+		_ = pw.close()
+	}
+	if q.Follow {
+		var wg sync.WaitGroup
+		for i := range ranks {
+			wg.Go(func() { one(i) })
+		}
+		wg.Wait()
+	} else {
+		for i := range ranks {
+			one(i)
+		}
+	}
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = fmt.Errorf("rank %d: %w", ranks[i], err)
+		} else {
+			fmt.Fprintf(e.Stderr, "gangway: rank %d: %v\n", ranks[i], err)
+		}
+	}
+	return first
+}
+
+// prefixWriter writes whole lines to w, each after prefix, under mu, so
+// that the lines of writers sharing w interleave without breaking.
+type prefixWriter struct {
+	w      io.Writer
+	mu     *sync.Mutex
+	prefix []byte
+	held   []byte // a line not yet ended
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	data := append(p.held, b...)
+	end := bytes.LastIndexByte(data, '\n') + 1
+	if err := p.emit(data[:end]); err != nil {
+		return 0, err
+	}
+	p.held = append([]byte(nil), data[end:]...)
+	return len(b), nil
+}
+
+// close writes the unfinished last line, ended.
+func (p *prefixWriter) close() error {
+	if len(p.held) == 0 {
+		return nil
+	}
+	err := p.emit(append(p.held, '\n'))
+	p.held = nil
+	return err
+}
+
+func (p *prefixWriter) emit(lines []byte) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	out := api.PrefixLines(nil, p.prefix, lines)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := p.w.Write(out)
+	return err
 }
 
 // followPoll is how often logs -f asks whether a new attempt has started.
@@ -63,8 +203,8 @@ const followPoll = time.Second
 // followJob follows one rank's output through the job's attempts, from
 // the newest when it is called, each to its end, until the job is final.
 // A line on stderr marks each new attempt and says why the one before
-// ended.
-func followJob(ctx context.Context, e *Env, c *client.Client, id string, q client.LogQuery, w io.Writer) error {
+// ended, when announce is set.
+func followJob(ctx context.Context, e *Env, c *client.Client, id string, q client.LogQuery, w io.Writer, announce bool) error {
 	next := 0 // the attempt to follow; 0: the newest once there is one
 	announced := 0
 	for {
@@ -78,7 +218,7 @@ func followJob(ctx context.Context, e *Env, c *client.Client, id string, q clien
 		}
 		if next > 0 && next <= len(atts) {
 			a := &atts[next-1]
-			if announced > 0 && announced < next {
+			if announce && announced > 0 && announced < next {
 				prev := &atts[next-2]
 				fmt.Fprintf(e.Stderr, "gangway: attempt %d ended (%s%s); following attempt %d\n", prev.Number, prev.Outcome, causeSuffix(prev), a.Number)
 			}
@@ -90,6 +230,7 @@ func followJob(ctx context.Context, e *Env, c *client.Client, id string, q clien
 			case err == nil, errors.As(err, &ae) && ae.Status == http.StatusNotFound && a.Phase == api.AttemptEnded:
 				// Followed to its end, or it ended before the rank wrote a log.
 				next++
+				q.Tail = 0 // a later attempt's output is shown whole
 				continue
 			case errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusConflict):
 				// The rank has not started on its node yet: ask again.

@@ -95,3 +95,68 @@ command: [sh, -c, 'seq 1 2000; while [ ! -e %[1]s/1 ]; do sleep 0.01; done; seq 
 		t.Errorf("logs -f printed %d bytes; want %d (every line once, in order)", len(r.out), len(want))
 	}
 }
+
+// TestLogsKubectlFlags: --all-ranks prefixes every rank's lines, --tail
+// keeps each rank's last lines (with -f too), --previous shows the attempt
+// before the newest, and job/ID is taken for ID.
+func TestLogsKubectlFlags(t *testing.T) {
+	cl := startCluster(t, 1, 8)
+	id := cl.submitYAML(`
+name: kubectl
+ranks: 2
+restartBackoff: 100ms
+command: [sh, -c, 'seq 1 5 | sed "s/^/r$RANK a$GANGWAY_ATTEMPT /"; echo oops >&2; [ "$GANGWAY_ATTEMPT" = 2 ]']
+`)
+	cl.waitPhase(id, api.JobSucceeded, 30*time.Second)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"all ranks", []string{"--all-ranks", "--stdout", "--tail", "2"}, "[rank 0] r0 a2 4\n[rank 0] r0 a2 5\n[rank 1] r1 a2 4\n[rank 1] r1 a2 5\n"},
+		{"tail of both streams", []string{"--rank", "1", "--tail", "2"}, "r1 a2 5\n[stderr] oops\n"},
+		{"tail of stderr", []string{"--stderr", "--tail", "1"}, "oops\n"},
+		{"previous", []string{"--previous", "--stdout", "--tail", "1"}, "r0 a1 5\n"},
+		{"kind/name", []string{"--rank", "1", "--stdout", "--tail", "1", "-f"}, "r1 a2 5\n"},
+		{"all ranks followed", []string{"--all-ranks", "--stdout", "--tail", "1", "-f", "--attempt", "1"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := id
+			if tc.name == "kind/name" {
+				job = "job/" + id
+			}
+			out, errOut, code := cl.run(append([]string{"logs", job}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("logs %v: %s", tc.args, errOut)
+			}
+			if tc.name == "all ranks followed" {
+				// Interleaved as they come: each rank's line, in either order.
+				if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 ||
+					!strings.Contains(out, "[rank 0] r0 a1 5\n") || !strings.Contains(out, "[rank 1] r1 a1 5\n") {
+					t.Errorf("logs %v = %q; want each rank's last line of attempt 1", tc.args, out)
+				}
+				return
+			}
+			if out != tc.want {
+				t.Errorf("logs %v = %q; want %q", tc.args, out, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--previous", "--attempt", "1"}, "--previous and --attempt"},
+		{[]string{"--all-ranks", "--rank", "1"}, "--all-ranks and --rank"},
+		{[]string{"--tail", "-1"}, "--tail"},
+	} {
+		if _, errOut, code := cl.run(append([]string{"logs", id}, tc.args...)...); code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("logs %v: code %d, %q; want 2 naming %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	one := cl.submitYAML("ranks: 1\ncommand: [true]\n")
+	cl.waitPhase(one, api.JobSucceeded, 20*time.Second)
+	if _, errOut, code := cl.run("logs", one, "--previous"); code != 1 || !strings.Contains(errOut, "no previous attempt") {
+		t.Errorf("logs --previous of a job with one attempt: code %d, %q", code, errOut)
+	}
+}

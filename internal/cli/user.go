@@ -229,7 +229,7 @@ func exitOn(e *Env, err error) int {
 func runGet(ctx context.Context, e *Env, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, "get", "jobs|nodes|queues|deployments|job ID|node NAME [flags]")
 	srv := serverFlag(fs, e)
-	out := cmdkit.OutputFlagCSV(fs)
+	out := cmdkit.OutputFlagWide(fs)
 	live := fs.Bool("live", false, "jobs: only those not finished (pending, running, stopping), as squeue shows")
 	limit := fs.Int("limit", 0, "jobs: only the newest N")
 	user := fs.String("user", "", "jobs: only this user's")
@@ -238,7 +238,9 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 	since := fs.String("since", "", sinceHelp)
 	watch := fs.Bool("watch", false, "jobs: print the list, then a line for each job that changes, until Ctrl-C (kubectl get -w)")
 	fs.BoolVar(watch, "w", false, "short for --watch")
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
+	selector := fs.String("l", "", "jobs and nodes: only those whose labels this selects, as kubectl's -l: key=value,key!=value,key,!key")
+	fs.StringVar(selector, "selector", "", "long for -l")
+	pos, code, ok := cmdkit.ParseArgs(fs, splitKindNames(args))
 	if !ok {
 		return code
 	}
@@ -255,7 +257,15 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintln(e.Stderr, "gangway get: -o csv writes jobs (gangway get jobs); use -o json or -o yaml")
 		return 2
 	}
-	asked := jobsAsked{out: *out, live: *live, all: *all, watch: *watch, me: *me, limit: *limit, user: *user, since: *since}
+	if *out == cmdkit.Wide && (len(pos) == 0 || (pos[0] != "jobs" && pos[0] != "job" && pos[0] != "nodes" && pos[0] != "node")) {
+		fmt.Fprintln(e.Stderr, "gangway get: -o wide shows more columns of jobs and nodes (gangway get jobs|nodes -o wide)")
+		return 2
+	}
+	if *selector != "" && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job" && pos[0] != "nodes" && pos[0] != "node")) {
+		fmt.Fprintln(e.Stderr, "gangway get: -l selects among jobs or nodes (gangway get jobs|nodes -l team=nlp)")
+		return 2
+	}
+	asked := jobsAsked{out: *out, live: *live, all: *all, watch: *watch, me: *me, limit: *limit, user: *user, since: *since, selector: *selector}
 	if err := checkJobsFlags(&asked); err != nil {
 		fmt.Fprintf(e.Stderr, "gangway get: %v\n", err)
 		return 2
@@ -278,8 +288,8 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 			switch *out {
 			case cmdkit.CSV:
 				return exitOn(e, jobsCSV(e.Stdout, []*api.Job{&d.Job}, time.Now()))
-			case cmdkit.Table:
-				printJobs(e.Stdout, []*api.Job{&d.Job})
+			case cmdkit.Table, cmdkit.Wide:
+				printJobs(e.Stdout, []*api.Job{&d.Job}, *out == cmdkit.Wide)
 				return 0
 			}
 			return exitOn(e, printAs(e, *out, d.Job))
@@ -287,9 +297,9 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		return getJobs(ctx, e, c, asked)
 	case "nodes", "node":
 		return getKind(ctx, e, *out, pos, c.Node, func() ([]*api.Node, error) {
-			l, err := c.Nodes(ctx)
+			l, err := c.NodesSelected(ctx, *selector)
 			return l.Nodes, err
-		}, printNodes)
+		}, func(w io.Writer, nodes []*api.Node) { printNodes(w, nodes, *out == cmdkit.Wide) })
 	case "queues", "queue":
 		l, err := c.Queues(ctx)
 		if err != nil {
@@ -329,7 +339,7 @@ func getKind[T any](ctx context.Context, e *Env, out cmdkit.Format, pos []string
 		}
 		items = l
 	}
-	if out != "table" {
+	if out != cmdkit.Table && out != cmdkit.Wide {
 		return exitOn(e, printAs(e, out, items))
 	}
 	table(e.Stdout, items)
@@ -369,18 +379,39 @@ func jobRow(j *api.Job) []string {
 		strconv.Itoa(j.Spec.Ranks), strconv.Itoa(j.Spec.GPUs()), att, nodes, age(j.SubmittedAt), truncate(j.Status.Reason, 70)}
 }
 
-func printJobs(w io.Writer, jobs []*api.Job) {
+// jobsWideHead are the columns -o wide adds to jobsHead.
+var jobsWideHead = []string{"ELAPSED", "RESTARTS", "EXIT", "PRIORITY", "LAUNCH", "LABELS"}
+
+// printJobs writes jobs as a table, with wide jobsWideHead's columns too.
+func printJobs(w io.Writer, jobs []*api.Job, wide bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(jobsHead, "\t"))
-	for _, j := range jobs {
-		fmt.Fprintln(tw, strings.Join(jobRow(j), "\t"))
+	head := jobsHead
+	var more [][]string
+	if wide {
+		head = append(slices.Clone(jobsHead), jobsWideHead...)
+		more = historyRows(jobs, time.Now(), false)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for i, j := range jobs {
+		row := jobRow(j)
+		if wide {
+			h := more[i] // historyHead's columns
+			row = append(row, h[9], h[11], h[12], strconv.Itoa(j.Spec.Priority), dash(string(j.Spec.Launch)), fmtLabels(j.Spec.Labels))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
 }
 
-func printNodes(w io.Writer, nodes []*api.Node) {
+// printNodes writes nodes as a table; wide adds their CPUs, memory,
+// cgroups, where the GPUs were found and the agent's URL.
+func printNodes(w io.Writer, nodes []*api.Node, wide bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tGPUS\tUSED\tFREE\tMODEL\tADDRESS\tLAST SEEN\tLABELS")
+	head := "NAME\tSTATE\tGPUS\tUSED\tFREE\tMODEL\tADDRESS\tLAST SEEN\tLABELS"
+	if wide {
+		head += "\tCPUS\tMEMORY\tCGROUPS\tGPU SOURCE\tAGENT"
+	}
+	fmt.Fprintln(tw, head)
 	for _, n := range nodes {
 		state := nodeState(n)
 		model := "-"
@@ -391,8 +422,16 @@ func printNodes(w io.Writer, nodes []*api.Node) {
 		if out := len(n.GPUs) - inService(n); out > 0 && n.Status.Fault == "" {
 			gpus = fmt.Sprintf("%d (%d out)", len(n.GPUs), out)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.Name, state, gpus, n.Status.UsedGPUs, n.Status.FreeGPUs, model, n.Address,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s", n.Name, state, gpus, n.Status.UsedGPUs, n.Status.FreeGPUs, model, n.Address,
 			age(n.Status.LastHeartbeat), fmtLabels(n.Labels))
+		if wide {
+			mem := "-"
+			if n.MemoryBytes > 0 {
+				mem = fmt.Sprintf("%.0f GiB", float64(n.MemoryBytes)/(1<<30))
+			}
+			fmt.Fprintf(tw, "\t%d\t%s\t%s\t%s\t%s", n.CPUs, mem, dash(n.Cgroups), dash(n.GPUSource), dash(n.AgentURL))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }
@@ -452,10 +491,10 @@ func truncate(s string, n int) string {
 }
 
 func runDescribe(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "describe", "job ID | node NAME")
+	fs := cmdkit.NewFlags(e.Stderr, "describe", "job ID | node NAME (or job/ID, node/NAME)")
 	srv := serverFlag(fs, e)
 	out := cmdkit.OutputFlag(fs)
-	pos, code, ok := cmdkit.ParseArgs(fs, args)
+	pos, code, ok := cmdkit.ParseArgs(fs, splitKindNames(args))
 	if !ok {
 		return code
 	}
@@ -530,6 +569,9 @@ func describeJob(w io.Writer, d *api.JobDetail, now time.Time) {
 		fmt.Fprintf(w, "  %-10s %s\n", label, j.Status.Reason)
 	}
 	fmt.Fprintf(w, "  Queue:     %s (priority %d)\n", j.Spec.Queue, j.Spec.Priority)
+	if len(j.Spec.Labels) > 0 {
+		fmt.Fprintf(w, "  Labels:    %s\n", fmtLabels(j.Spec.Labels))
+	}
 	shape := fmt.Sprintf("%d ranks × %d GPU", j.Spec.Ranks, j.Spec.GPUsPerRank)
 	if j.Spec.RanksPerNode > 0 {
 		shape += fmt.Sprintf(", %d per node", j.Spec.RanksPerNode)

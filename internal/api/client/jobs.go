@@ -94,6 +94,9 @@ type JobQuery struct {
 	// All adds the finished jobs retention moved to the server's job
 	// archive, and lists newest first.
 	All bool
+	// Selector, if set, keeps only the jobs whose labels it selects
+	// (api.ParseSelector's syntax: team=nlp,tier!=low,gpu,!spot).
+	Selector string
 	// Index > 0 makes it a blocking query: the answer waits until jobs
 	// changed after store revision Index, or Wait (the server's default
 	// when 0) ends.
@@ -118,6 +121,9 @@ func (c *Client) Jobs(ctx context.Context, q JobQuery) (api.JobList, error) {
 	}
 	if q.All {
 		v.Set("all", "true")
+	}
+	if q.Selector != "" {
+		v.Set("selector", q.Selector)
 	}
 	r := blockingGet("/v1/jobs", v, q.Index, q.Wait)
 	var l api.JobList
@@ -182,6 +188,9 @@ type LogQuery struct {
 	// WholeNode asks, in per-node launches, for the node's whole launcher
 	// output rather than the rank's lines of it.
 	WholeNode bool
+	// Tail, when above 0, asks for only the last Tail lines of what is
+	// retained (then, with Follow, everything after).
+	Tail int
 }
 
 // Logs copies a rank's log into w until it ends (with Follow, until the
@@ -196,6 +205,9 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	}
 	if q.WholeNode {
 		path += "&node=1"
+	}
+	if q.Tail > 0 {
+		path += "&tail=" + strconv.Itoa(q.Tail)
 	}
 	resp, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {

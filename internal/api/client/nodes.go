@@ -2,14 +2,25 @@ package client
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/gangway/gangway/internal/api"
 )
 
 // Nodes lists the registered nodes, with the store revision as Index.
 func (c *Client) Nodes(ctx context.Context) (api.NodeList, error) {
+	return c.NodesSelected(ctx, "")
+}
+
+// NodesSelected lists the nodes whose labels selector selects
+// (api.ParseSelector's syntax); "" lists them all.
+func (c *Client) NodesSelected(ctx context.Context, selector string) (api.NodeList, error) {
 	var l api.NodeList
-	return l, c.Get(ctx, "/v1/nodes", &l)
+	path := "/v1/nodes"
+	if selector != "" {
+		path += "?selector=" + url.QueryEscape(selector)
+	}
+	return l, c.Get(ctx, path, &l)
 }
 
 // Node returns one node.

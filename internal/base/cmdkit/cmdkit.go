@@ -3,9 +3,12 @@
 // printer, and flag sets that print usage one way and accept flags after
 // positional arguments. YAML output is the JSON output re-spelled: the
 // same field names in the same order, integers as integers. Commands whose
-// output is one table also take -o csv (OutputFlagCSV, WriteCSV).
+// output is one table also take -o csv (OutputFlagCSV, WriteCSV), and
+// listings with more columns to show -o wide (OutputFlagWide). Every -o
+// takes jsonpath=TEMPLATE (package jsonpath's subset of kubectl's).
 //
-// It imports the standard library and github.com/goccy/go-yaml.
+// It imports the standard library, github.com/goccy/go-yaml and
+// base/jsonpath.
 package cmdkit
 
 import (
@@ -19,6 +22,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/gangway/gangway/internal/base/jsonpath"
 )
 
 // Format is an output format.
@@ -33,7 +38,19 @@ const (
 	// of fixed column names, then a row per item. Only the commands that
 	// ask for it with OutputFlagCSV take it.
 	CSV Format = "csv"
+	// Wide is the table with more columns. Only the commands that ask
+	// for it with OutputFlagWide take it; their table writer reads it.
+	Wide Format = "wide"
 )
+
+// jsonPathPrefix begins a -o jsonpath=TEMPLATE format.
+const jsonPathPrefix = "jsonpath="
+
+// JSONPath is the template of a jsonpath=TEMPLATE format, and whether f
+// is one.
+func (f Format) JSONPath() (string, bool) {
+	return strings.CutPrefix(string(f), jsonPathPrefix)
+}
 
 // errFormat says which formats there are.
 var errFormat = errors.New("want table, json or yaml")
@@ -49,6 +66,16 @@ func ParseFormat(s string) (Format, error) {
 	case YAML:
 		return YAML, nil
 	}
+	if len(s) >= len(jsonPathPrefix)-1 && strings.EqualFold(s[:len(jsonPathPrefix)-1], "jsonpath") {
+		tmpl, ok := strings.CutPrefix(s[len(jsonPathPrefix)-1:], "=")
+		if !ok || tmpl == "" {
+			return "", fmt.Errorf("-o %q: want jsonpath=TEMPLATE, as jsonpath='{.items[*].id}'", s)
+		}
+		if _, err := jsonpath.Parse(tmpl); err != nil {
+			return "", fmt.Errorf("-o %q: %w", s, err)
+		}
+		return Format(jsonPathPrefix + tmpl), nil
+	}
 	return "", fmt.Errorf("-o %q: %w", s, errFormat)
 }
 
@@ -59,6 +86,9 @@ func (f *Format) String() string { return string(*f) }
 func (f *Format) Set(s string) error {
 	v, err := ParseFormat(s)
 	if err != nil {
+		if _, tmpl := strings.CutPrefix(strings.ToLower(s), "jsonpath"); tmpl {
+			return err // what is wrong with the template
+		}
 		return errFormat // the flag package names the flag and the value
 	}
 	*f = v
@@ -72,7 +102,7 @@ func (f *Format) Type() string { return "format" }
 // parsed value lands.
 func OutputFlag(fs *flag.FlagSet) *Format {
 	f := Table
-	fs.Var(&f, "o", "output format: table, json or yaml")
+	fs.Var(&f, "o", "output format: table, json, yaml or jsonpath=TEMPLATE")
 	return &f
 }
 
@@ -80,12 +110,23 @@ func OutputFlag(fs *flag.FlagSet) *Format {
 // also takes csv.
 func OutputFlagCSV(fs *flag.FlagSet) *Format {
 	f := Table
-	fs.Var(csvFormat{&f}, "o", "output format: table, json, yaml or csv")
+	fs.Var(csvFormat{f: &f}, "o", "output format: table, json, yaml, csv or jsonpath=TEMPLATE")
 	return &f
 }
 
-// csvFormat is a Format flag that also takes csv.
-type csvFormat struct{ f *Format }
+// OutputFlagWide is OutputFlagCSV for a listing that has more columns to
+// show: -o also takes wide.
+func OutputFlagWide(fs *flag.FlagSet) *Format {
+	f := Table
+	fs.Var(csvFormat{f: &f, wide: true}, "o", "output format: table, wide (more columns), json, yaml, csv or jsonpath=TEMPLATE")
+	return &f
+}
+
+// csvFormat is a Format flag that also takes csv, and with wide, wide.
+type csvFormat struct {
+	f    *Format
+	wide bool
+}
 
 func (c csvFormat) String() string {
 	if c.f == nil {
@@ -99,8 +140,17 @@ func (c csvFormat) Set(s string) error {
 		*c.f = CSV
 		return nil
 	}
-	if c.f.Set(s) != nil {
-		return errors.New("want table, json, yaml or csv")
+	if c.wide && strings.EqualFold(s, string(Wide)) {
+		*c.f = Wide
+		return nil
+	}
+	if err := c.f.Set(s); err != nil {
+		if errors.Is(err, errFormat) && c.wide {
+			return errors.New("want table, wide, json, yaml or csv")
+		} else if errors.Is(err, errFormat) {
+			return errors.New("want table, json, yaml or csv")
+		}
+		return err
 	}
 	return nil
 }
@@ -132,7 +182,7 @@ func Print(w io.Writer, f Format, v any, table func(io.Writer) error) error {
 		}
 		_, err = w.Write(y)
 		return err
-	case Table, "":
+	case Table, Wide, "":
 		if table == nil {
 			return errors.New("this command has no table output: use -o json or -o yaml")
 		}
@@ -140,7 +190,33 @@ func Print(w io.Writer, f Format, v any, table func(io.Writer) error) error {
 	case CSV:
 		return errors.New("this command has no CSV output: use -o json or -o yaml")
 	}
+	if tmpl, ok := f.JSONPath(); ok {
+		return printJSONPath(w, tmpl, v)
+	}
 	return fmt.Errorf("unknown output format %q", f)
+}
+
+// printJSONPath writes v through a jsonpath template: v as its JSON, a
+// list as {"items": [...]}, as kubectl's lists are.
+func printJSONPath(w io.Writer, tmpl string, v any) error {
+	t, err := jsonpath.Parse(tmpl)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var data any
+	if err := dec.Decode(&data); err != nil {
+		return err
+	}
+	if l, ok := data.([]any); ok {
+		data = map[string]any{"items": l}
+	}
+	return t.Execute(w, data)
 }
 
 // MarshalYAML encodes v as YAML with its JSON field names and order (json
@@ -247,7 +323,8 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // PrintItem writes v as one item of a stream that a command prints as it
 // goes (a row per policy, per packer): with json a line of its own (JSON
-// lines), with yaml a document of its own. It writes nothing for table,
+// lines), with yaml a document of its own, with jsonpath the template
+// applied to it. It writes nothing for table,
 // whose rows the command prints itself.
 func PrintItem(w io.Writer, f Format, v any) error {
 	switch f {
@@ -263,6 +340,9 @@ func PrintItem(w io.Writer, f Format, v any) error {
 		}
 		_, err = w.Write(y)
 		return err
+	}
+	if tmpl, ok := f.JSONPath(); ok {
+		return printJSONPath(w, tmpl, v)
 	}
 	return nil
 }

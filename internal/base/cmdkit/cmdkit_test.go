@@ -257,3 +257,64 @@ func TestParseExitCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestOutputFlagWideAndJSONPath(t *testing.T) {
+	for _, tc := range []struct {
+		arg     string
+		wide    bool
+		want    Format
+		wantErr string
+	}{
+		{"wide", true, Wide, ""},
+		{"WIDE", true, Wide, ""},
+		{"csv", true, CSV, ""},
+		{"wide", false, "", "want table, json, yaml or csv"},
+		{"xml", true, "", "want table, wide, json, yaml or csv"},
+		{"jsonpath={.items[*].id}", true, "jsonpath={.items[*].id}", ""},
+		{"JSONPath={.A}", false, "jsonpath={.A}", ""},
+		{"jsonpath=", true, "", "want jsonpath=TEMPLATE"},
+		{"jsonpath", true, "", "want jsonpath=TEMPLATE"},
+		{"jsonpath={.items[x]}", true, "", "index [x]"},
+		{"jsonpath={range .items[*]}", false, "", "{range} without an {end}"},
+	} {
+		var stderr bytes.Buffer
+		fs := NewFlags(&stderr, "get", "jobs")
+		var o *Format
+		if tc.wide {
+			o = OutputFlagWide(fs)
+		} else {
+			o = OutputFlagCSV(fs)
+		}
+		_, err := Parse(fs, []string{"-o", tc.arg})
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Errorf("-o %s: %v, stderr %q; want an error naming %q", tc.arg, err, stderr.String(), tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || *o != tc.want {
+			t.Errorf("-o %s: %q, %v; want %q", tc.arg, *o, err, tc.want)
+		}
+	}
+}
+
+func TestPrintJSONPath(t *testing.T) {
+	type item struct {
+		ID   string `json:"id"`
+		GPUs int    `json:"gpus"`
+	}
+	for _, tc := range []struct {
+		name string
+		v    any
+		tmpl string
+		want string
+	}{
+		{"a list is items", []item{{"1", 8}, {"2", 16}}, `{range .items[*]}{.id}={.gpus}{"\n"}{end}`, "1=8\n2=16\n"},
+		{"one object", item{"7", 4}, "{.id} {.gpus}", "7 4"},
+	} {
+		var b bytes.Buffer
+		if err := Print(&b, Format("jsonpath="+tc.tmpl), tc.v, nil); err != nil || b.String() != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, b.String(), err, tc.want)
+		}
+	}
+}

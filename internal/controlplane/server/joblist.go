@@ -17,12 +17,13 @@ type jobListQuery struct {
 	limit     int
 	since     time.Time // zero: no bound
 	user      string
+	selector  api.Selector // of the jobs' spec.labels; nil: all
 }
 
 // parseJobList reads GET /v1/jobs's parameters, refusing the ones it does
 // not take and naming every bad one.
 func parseJobList(r *http.Request, now time.Time) (jobListQuery, error) {
-	if err := onlyParams(r, "live", "all", "since", "limit", "user", "index", "wait"); err != nil {
+	if err := onlyParams(r, "live", "all", "since", "limit", "user", "selector", "index", "wait"); err != nil {
 		return jobListQuery{}, err
 	}
 	q := r.URL.Query()
@@ -41,6 +42,13 @@ func parseJobList(r *http.Request, now time.Time) (jobListQuery, error) {
 			fields.Add("since", "%s", fieldMsg(err))
 		}
 		jq.since = t
+	}
+	if v := q.Get("selector"); v != "" {
+		sel, err := api.ParseSelector(v)
+		if err != nil {
+			fields.Add("selector", "%v", err)
+		}
+		jq.selector = sel
 	}
 	if jq.live && jq.all {
 		fields.Add("all", "lists finished jobs, which live leaves out: give one or the other")
@@ -67,7 +75,8 @@ func boolParam(q url.Values, name string, fields *api.FieldErrors) bool {
 // keeps those not finished or finished at T or later (as sacct -S).
 // ?all=1 adds the finished jobs retention moved to this server's job
 // archive, and lists newest first (as sacct shows a history). ?limit=N
-// keeps only the newest N (by submission), ?user=U only U's.
+// keeps only the newest N (by submission), ?user=U only U's,
+// ?selector=S only those whose labels S selects (api.ParseSelector).
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	jq, err := parseJobList(r, time.Now())
 	if err != nil {
@@ -103,7 +112,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	jobs = slices.DeleteFunc(jobs, func(j *api.Job) bool {
-		return (jq.user != "" && j.Spec.User != jq.user) || finishedBefore(j, jq.since)
+		return (jq.user != "" && j.Spec.User != jq.user) || finishedBefore(j, jq.since) || !jq.selector.Matches(j.Spec.Labels)
 	})
 	if jq.all {
 		store.SortJobs(jobs)

@@ -92,7 +92,10 @@ func TestListFinishedJobs(t *testing.T) {
 	for _, tc := range []struct {
 		path, field, says string
 	}{
-		{"/v1/jobs?sinse=7d", "sinse", "unknown query parameter: GET /v1/jobs takes live, all, since, limit, user, index, wait"},
+		{"/v1/jobs?sinse=7d", "sinse", "unknown query parameter: GET /v1/jobs takes live, all, since, limit, user, selector, index, wait"},
+		{"/v1/jobs?selector=a%3Db,,c", "selector", `label selector: term "": empty`},
+		{"/v1/nodes?selector=team+in+(a)", "selector", "set-based terms"},
+		{"/v1/nodes?labels=a", "labels", "unknown query parameter: GET /v1/nodes takes selector, index, wait"},
 		{"/v1/jobs?all=1&since=7x", "since", `"7x" is not a time: want how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09:00:00Z) or a date (2026-12-01)`},
 		{"/v1/jobs?all=yes", "all", `"yes": want true or false`},
 		{"/v1/jobs?all=1&live=1", "all", "which live leaves out"},

@@ -19,6 +19,9 @@ import (
 // streamed, and for torchrun only the rank's lines of it (those torchrun's
 // --tee marks [default<local rank>]:, the mark removed) and the
 // launcher's own unmarked ones, unless node=1 asks for all of it.
+// tail=N sends only the last N lines of what is retained (then, with
+// follow, everything after); in a torchrun rank's filtered lines that are
+// followed, the last N of its node's lines are filtered.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
@@ -53,8 +56,20 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	tail := 0
+	if v := q.Get("tail"); v != "" {
+		if tail, err = strconv.Atoi(v); err != nil || tail < 0 {
+			writeError(w, http.StatusBadRequest, api.ErrorForField("tail", "must be a number of lines, 0 or more"))
+			return
+		}
+	}
+	follow := q.Get("follow")
 	a := j.Status.Attempts[attempt-1]
 	proc, local := logProcess(&j.Spec, &a, rank, q.Get("node") == "1")
+	agentTail := tail
+	if local >= 0 && follow != "1" {
+		agentTail = 0 // the rank's lines are picked here: so are their last ones
+	}
 	node := a.Placement[rank].Node
 	n, err := s.st.Node(ctx, node)
 	if err != nil {
@@ -72,8 +87,11 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("node %s serves logs at %q, not over https; upgrade its agent", node, n.AgentURL))
 		return
 	}
-	u := fmt.Sprintf("%s/v1/logs?%s", strings.TrimRight(n.AgentURL, "/"), url.Values{
-		"task": {api.TaskKey(j.ID, attempt, proc)}, "stream": {q.Get("stream")}, "follow": {q.Get("follow")}}.Encode())
+	v := url.Values{"task": {api.TaskKey(j.ID, attempt, proc)}, "stream": {q.Get("stream")}, "follow": {follow}}
+	if agentTail > 0 {
+		v.Set("tail", strconv.Itoa(agentTail))
+	}
+	u := fmt.Sprintf("%s/v1/logs?%s", strings.TrimRight(n.AgentURL, "/"), v.Encode())
 	req, err := http.NewRequestWithContext(pki.ForNode(ctx, node), http.MethodGet, u, nil)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
@@ -91,9 +109,11 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		copyFlush(w, w, resp.Body)
 		return
 	}
-	lf := &localRankLines{w: w, local: local}
+	tw := api.NewTailWriter(w, tail-agentTail)
+	lf := &localRankLines{w: tw, local: local}
 	copyFlush(w, lf, resp.Body)
 	_ = lf.close()
+	_ = tw.Release()
 }
 
 // logProcess returns the rank whose process holds rank's output: rank

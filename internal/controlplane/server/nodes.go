@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,10 +20,16 @@ func (s *Server) nodeRoutes(mux *http.ServeMux) {
 }
 
 // listNodes lists the nodes with their last heartbeat, their GPUs in use
-// and free, and their GPUs' newest readings.
+// and free, and their GPUs' newest readings; ?selector=S only those whose
+// labels S selects (api.ParseSelector).
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
-	if err := onlyParams(r, "index", "wait"); err != nil {
+	if err := onlyParams(r, "selector", "index", "wait"); err != nil {
 		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	sel, err := api.ParseSelector(r.URL.Query().Get("selector"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.ErrorForField("selector", "%v", err))
 		return
 	}
 	if err := s.blockingIndex(r, store.NodesPrefix); err != nil {
@@ -30,6 +37,7 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nodes, rev, err := s.st.Nodes(r.Context())
+	nodes = slices.DeleteFunc(nodes, func(n *api.Node) bool { return !sel.Matches(n.Labels) })
 	if err == nil {
 		err = s.fillUse(r.Context(), nodes)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/gangway/gangway/internal/api"
@@ -23,13 +24,24 @@ func (a *Agent) handler() http.Handler {
 
 // serveLogs streams what a rank's stdout or stderr retains, the rotated
 // files oldest first; with follow=1 it keeps streaming, across rotations,
-// until the rank has exited and the log is drained.
+// until the rank has exited and the log is drained. With tail=N, of what
+// is retained when asked only the last N lines are sent (then, when
+// following, everything written after).
 func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	key := q.Get("task")
 	if _, _, _, err := api.ParseTaskKey(key); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	tail := 0
+	if v := q.Get("tail"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, fmt.Sprintf("tail %q: want a number of lines, 0 or more", v), http.StatusBadRequest)
+			return
+		}
+		tail = n
 	}
 	stream := q.Get("stream")
 	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
@@ -38,7 +50,7 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		stream = api.LogStreamStdout
 	case api.LogStreamStderr:
 	case api.LogStreamBoth:
-		a.serveBothLogs(w, r, key, follow)
+		a.serveBothLogs(w, r, key, follow, tail)
 		return
 	default:
 		http.Error(w, fmt.Sprintf("stream %q: want stdout, stderr or both", stream), http.StatusBadRequest)
@@ -56,11 +68,13 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	defer f.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	flusher, _ := w.(http.Flusher)
+	out := api.NewTailWriter(w, tail)
+	defer out.Release()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if _, werr := out.Write(buf[:n]); werr != nil {
 				return
 			}
 			if flusher != nil {
@@ -81,13 +95,20 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 		} else if more {
 			continue
 		}
+		// Caught up with what was retained: its tail goes out now.
+		if out.Release() != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
 		if a.taskFinished(key) {
 			// Read once more: the rank may have written before exiting.
 			if more, _ := f.Next(); more {
 				continue
 			}
 			if n, _ := f.Read(buf); n > 0 {
-				_, _ = w.Write(buf[:n])
+				_, _ = out.Write(buf[:n])
 				continue
 			}
 			return
@@ -111,8 +132,9 @@ func (a *Agent) taskFinished(key string) bool {
 // stderr line after api.StderrMark: what both retain when asked (stdout's
 // lines, then stderr's: the node keeps no timestamps to order them by),
 // then, with follow, the lines of either as they are read, until the rank
-// has exited and both are drained.
-func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string, follow bool) {
+// has exited and both are drained. With tail > 0, of what both retain
+// when asked only the last tail lines are sent.
+func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string, follow bool, tail int) {
 	var srcs []*lineSource
 	for _, st := range []struct {
 		stream string
@@ -144,7 +166,9 @@ func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string
 	if flusher != nil {
 		flusher.Flush() // the headers: a follower waits for its first line
 	}
-	out := &lineGuard{w: w}
+	tw := api.NewTailWriter(w, tail)
+	defer tw.Release()
+	out := &lineGuard{w: tw}
 	buf := make([]byte, 32<<10)
 	for {
 		if !follow || a.taskFinished(key) {
@@ -182,6 +206,13 @@ func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string
 		}
 		if read || more {
 			continue
+		}
+		// Caught up with what was retained: its tail goes out now.
+		if tw.Release() != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
 		}
 		select {
 		case <-r.Context().Done():
@@ -254,14 +285,7 @@ func (s *lineSource) write(w io.Writer, lines []byte) error {
 		_, err := w.Write(lines)
 		return err
 	}
-	var out bytes.Buffer
-	for len(lines) > 0 {
-		i := bytes.IndexByte(lines, '\n') + 1
-		out.Write(s.mark)
-		out.Write(lines[:i])
-		lines = lines[i:]
-	}
-	_, err := w.Write(out.Bytes())
+	_, err := w.Write(api.PrefixLines(nil, s.mark, lines))
 	return err
 }
 
