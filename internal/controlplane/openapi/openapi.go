@@ -73,6 +73,7 @@ var Operations = []Operation{
 		{"since", "string", "Only jobs not finished or finished since then: a duration ago (7d, 12h) or a time (RFC 3339 or a date)."},
 		{"limit", "integer", "Only the newest this many jobs."},
 		{"user", "string", "Only this user's jobs."},
+		{"selector", "string", "Only jobs whose labels match: k=v, k!=v, k, !k, joined by commas."},
 	}, blocking...), Status: 200, Answer: typ[api.JobList]()},
 	{Method: "GET", Path: "/v1/jobs/{id}", Tag: "jobs", Summary: "A job's detail: attempts, ranks, checkpoints, progress", Description: "The X-Gangway-Index header of the answer is the index for a blocking query on the job.", Params: blocking, Status: 200, Answer: typ[api.JobDetail]()},
 	{Method: "POST", Path: "/v1/jobs/{id}/cancel", Tag: "jobs", Summary: "Cancel a job (or, with array, every task of an array)", Params: []Param{{"array", "boolean", "Cancel the array the ID names; the answer is an ArrayCancel."}}, Status: 202, Answer: typ[api.Job]()},
@@ -91,7 +92,7 @@ var Operations = []Operation{
 	{Method: "POST", Path: "/v1/deployments/{name}/scale", Tag: "deployments", Summary: "Set a deployment's replicas", Params: []Param{{"replicas", "integer", "How many replicas."}}, Status: 200, Answer: typ[api.Deployment]()},
 	{Method: "DELETE", Path: "/v1/deployments/{name}", Tag: "deployments", Summary: "Delete a deployment (its replicas stop first)", Status: 202, Answer: typ[api.Deployment]()},
 
-	{Method: "GET", Path: "/v1/nodes", Tag: "nodes", Summary: "List nodes", Params: blocking, Status: 200, Answer: typ[api.NodeList]()},
+	{Method: "GET", Path: "/v1/nodes", Tag: "nodes", Summary: "List nodes", Params: append([]Param{{"selector", "string", "Only nodes whose labels match: k=v, k!=v, k, !k, joined by commas."}}, blocking...), Status: 200, Answer: typ[api.NodeList]()},
 	{Method: "GET", Path: "/v1/nodes/{name}", Tag: "nodes", Summary: "One node", Status: 200, Answer: typ[api.Node]()},
 	{Method: "POST", Path: "/v1/nodes/{name}/{action}", Tag: "nodes", Summary: "cordon, uncordon, drain or revoke a node (admins)", Description: "drain takes an optional DrainRequest body; without one it moves the node's gangs at once.", Body: typ[api.DrainRequest](), BodyOptional: true, Status: 200, Answer: typ[api.Node]()},
 
