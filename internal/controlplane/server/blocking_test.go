@@ -61,7 +61,18 @@ func TestBlockingJobAndQueues(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d api.JobDetail
-	idx := must(get("/v1/jobs/"+j.ID, &d)).idx
+	// The controller's first pass writes the job's waiting reason; only
+	// then is the job unchanged, as the blocking read below needs.
+	var idx int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		idx = must(get("/v1/jobs/"+j.ID, &d)).idx
+		if d.Job.Status.Reason != "" && d.Job.Status.Reason != api.ReasonNew {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never got the scheduler's reason: %q", j.ID, d.Job.Status.Reason)
+		}
+	}
 	if d.Job.ID != j.ID {
 		t.Fatalf("detail of job %s: %+v", j.ID, d.Job)
 	}

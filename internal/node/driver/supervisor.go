@@ -233,7 +233,13 @@ func serve(dir string, logw io.Writer) error {
 		s.endedLocked(r, unknownExit)
 	}
 	s.mu.Unlock()
-	_ = os.WriteFile(filepath.Join(dir, "supervisor.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	// Written aside and renamed: a reader (the client, a test, the chaos
+	// harness) never sees the file empty, as it could between
+	// WriteFile's truncation and its write.
+	pidTmp := filepath.Join(dir, "supervisor.pid.tmp")
+	if os.WriteFile(pidTmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644) == nil {
+		_ = os.Rename(pidTmp, filepath.Join(dir, "supervisor.pid"))
+	}
 	fmt.Fprintf(logw, "%s supervisor %d serving %s (%d tasks from the journal)\n", time.Now().Format(time.RFC3339), os.Getpid(), dir, len(s.recs))
 
 	var wg sync.WaitGroup
