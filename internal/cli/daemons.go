@@ -280,6 +280,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 	metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at /metrics in plain HTTP here: each GPU in dcgm-exporter's names and labels with the rank using it, and the ranks' progress (e.g. :9400; default: none)")
 	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port logged at start (\"\": none)")
 	gpuMetricsInterval := fs.Duration("gpu-metrics-interval", agent.DefaultGPUMetricsInterval, "how often the agent reads the GPUs (NVML, or the fake GPUs) for its metrics and for gangway top")
+	registryAuth := fs.String("registry-auth", "", "a Docker client config (config.json, as docker login writes it) with the registry credentials to pull jobs' images with (default: anonymous pulls)")
 	dockerHost := fs.String("docker-host", "", "the Docker engine that runs the ranks of jobs with an image (unix:///PATH or tcp://HOST:PORT; default $DOCKER_HOST, else /var/run/docker.sock)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
@@ -349,7 +350,7 @@ func runAgent(ctx context.Context, e *Env, args []string) int {
 		Server: cc.Server, Name: n, Address: *addr, Listen: *listen, DataDir: dir,
 		Labels: labels, GPUs: disc, Cgroups: cg, ReleaseLimits: release, Log: log, TaskRetention: *taskRetention,
 		Health: checks, MetricsListen: *metricsListen, DebugListen: *debugListen, GPUMetricsInterval: *gpuMetricsInterval,
-		DockerHost: *dockerHost,
+		DockerHost: *dockerHost, RegistryAuth: *registryAuth,
 	})
 	if err != nil {
 		return fail(e, err)

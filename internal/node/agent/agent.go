@@ -71,6 +71,10 @@ type Config struct {
 	// ("unix:///PATH", "tcp://HOST:PORT"); "": $DOCKER_HOST, else the
 	// default socket.
 	DockerHost string
+	// RegistryAuth is a Docker client config (config.json, as docker
+	// login writes it) whose credentials pulls of container ranks' images
+	// use; "": anonymous pulls.
+	RegistryAuth string
 	// ShimPath is the binary that runs the node's rank supervisor
 	// (`ShimPath supervise`): a small gangway-shim when installed, else
 	// Executable.

@@ -42,6 +42,7 @@ func (a *Agent) containerize(spec *driver.Spec, asg *api.Assignment, rankEnv []s
 		GPUs:       uuids,
 		Node:       a.cfg.Name,
 		Engine:     a.cfg.DockerHost,
+		AuthFile:   a.cfg.RegistryAuth,
 		Labels: map[string]string{
 			container.LabelJob: asg.JobID, container.LabelAttempt: strconv.Itoa(asg.Attempt),
 			container.LabelRank: strconv.Itoa(asg.Rank), container.LabelTask: k,

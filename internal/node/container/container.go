@@ -67,6 +67,9 @@ type Spec struct {
 	// Engine is the Docker engine's address; "": $DOCKER_HOST, else its
 	// default socket.
 	Engine string `json:"engine,omitempty"`
+	// AuthFile is a Docker client config (config.json) with the node's
+	// registry credentials (RegistryAuth); "": pulls are anonymous.
+	AuthFile string `json:"authFile,omitempty"`
 
 	// dir is where the spec was read from (the task's directory): the
 	// shim's PullFile goes there; "": nowhere.

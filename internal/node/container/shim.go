@@ -261,7 +261,11 @@ func ensureImage(ctx context.Context, cli *client.Client, spec *Spec, stderr io.
 	fmt.Fprintf(stderr, "gangway: pulling image %s on node %s\n", spec.Image, spec.Node)
 	pctx, cancel := context.WithTimeout(ctx, pullTimeout)
 	defer cancel()
-	rc, err := cli.ImagePull(pctx, spec.Image, image.PullOptions{})
+	auth, err := RegistryAuth(spec.AuthFile, spec.Image)
+	if err != nil {
+		return fmt.Errorf("pull image %s on node %s: %w", spec.Image, spec.Node, err)
+	}
+	rc, err := cli.ImagePull(pctx, spec.Image, image.PullOptions{RegistryAuth: auth})
 	if err == nil {
 		// The pull runs while its progress is read; the task directory
 		// keeps how far it has got, for `gangway describe job`.
