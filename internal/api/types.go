@@ -108,6 +108,9 @@ type JobSpec struct {
 	// Logs bounds what each rank's kept stdout and stderr leave on the
 	// node's disk. Absent: the node's bounds (5 files of 10 MiB).
 	Logs *LogSpec `json:"logs,omitempty"`
+	// Hold submits the job held: it waits, placed by nothing, until
+	// `gangway release` (sbatch --hold).
+	Hold bool `json:"hold,omitempty"`
 	// Dependency holds the job back until other jobs have started,
 	// ended or succeeded, in Slurm's syntax: "afterok:12:13",
 	// "afterany:14,afterok:15", "singleton" (ParseDependency). A job whose
@@ -402,6 +405,11 @@ type JobStatus struct {
 	NotBefore time.Time `json:"notBefore,omitzero"`
 	// CancelRequested asks the controller to stop the job for good.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// Held keeps a waiting job from being placed until it is released
+	// (gangway hold / release, Slurm's scontrol hold / release); Released
+	// says a job submitted held (spec.hold) was let go.
+	Held     bool `json:"held,omitempty"`
+	Released bool `json:"released,omitempty"`
 	// Avoid are nodes kept out of this job's placements: by its
 	// preflight tests, or for a fault of theirs one of its ranks met
 	// (RankStatus.NodeFault: a container engine down).
@@ -1040,4 +1048,10 @@ func cloneMap(m map[string]string) map[string]string {
 		c[k] = v
 	}
 	return c
+}
+
+// IsHeld reports whether a waiting job is held (gangway hold, or
+// submitted with spec.hold and not released since).
+func (j *Job) IsHeld() bool {
+	return j.Status.Held || (j.Spec.Hold && !j.Status.Released)
 }

@@ -53,6 +53,8 @@ func commands() []command {
 		{name: "logs", args: "ID [--rank N | --all-ranks] [--tail N] [--previous] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]), or every rank's ([rank N] before each line); -f follows the job through its attempts", run: runLogs},
 		{name: "events", args: "[-f] [--job ID] [--node N]", summary: "show what happened: jobs scheduled, started, checkpointed, preempted, restarted; nodes lost, GPU faults; deployments scaled (-f follows)", run: runEvents},
 		{name: "cancel", args: "ID... | --user U | --name N | -l SELECTOR", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state, or by labels (-l)", run: runCancel},
+		{name: "hold", args: "ID...", summary: "keep waiting jobs from being placed until released (as scontrol hold; sbatch --hold submits held)", run: runHold},
+		{name: "release", args: "ID...", summary: "let held jobs be placed again", run: runRelease},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},
 		{name: "delete", args: "deployment NAME | job ID...", summary: "stop a deployment's replicas and remove it; delete job (or job/ID) is cancel, as kubectl users type it", run: runDelete},

@@ -159,8 +159,6 @@ func Spec(o *Options, script *Script, name string, args []string) (*api.JobSpec,
 		}
 		spec.Dependency = o.Dependency
 	}
-	if o.Hold {
-		return nil, nil, fmt.Errorf("--hold: gangway cannot hold a job yet")
-	}
+	spec.Hold = o.Hold
 	return spec, notes, nil
 }

@@ -221,3 +221,15 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	_, err = io.Copy(w, resp.Body)
 	return err
 }
+
+// Hold keeps a waiting job from being placed until Release.
+func (c *Client) Hold(ctx context.Context, id string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/hold", nil, nil, &j)
+}
+
+// Release lets a held job be placed again.
+func (c *Client) Release(ctx context.Context, id string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/release", nil, nil, &j)
+}

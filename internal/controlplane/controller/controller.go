@@ -329,6 +329,10 @@ func (c *Controller) reconcile(ctx context.Context) (int64, bool, error) {
 			if j.Status.NotBefore.After(p.now) {
 				continue
 			}
+			if j.IsHeld() && j.Status.Phase == api.JobPending {
+				p.heldByUser(j)
+				continue
+			}
 			if j.Spec.Dependency != "" && len(j.Status.Attempts) == 0 {
 				if why, never := p.dependency(j); why != "" {
 					p.heldByDependency(j, why, never)

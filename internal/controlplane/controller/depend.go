@@ -87,3 +87,19 @@ func (p *pass) heldByDependency(j *api.Job, why string, never bool) {
 	m.Status.Reason = why
 	p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
 }
+
+// PendingHeld: a user holds the job (gangway hold, or spec.hold).
+const PendingHeld = "held"
+
+// heldByUser says in a held job's reason that it is held and how to let
+// it go.
+func (p *pass) heldByUser(j *api.Job) {
+	p.kinds[j.ID] = PendingHeld
+	why := fmt.Sprintf("held: nothing places it until gangway release %s", j.ID)
+	if p.fresh[j.ID] != nil || j.Status.Reason == why || !p.c.reasonDue(j.ID, j.Status.Reason, p.now) {
+		return
+	}
+	m := j.Clone()
+	m.Status.Reason = why
+	p.queueQuiet(p.c.st.UpdateJobWrite(m), nil)
+}

@@ -84,6 +84,8 @@ var Operations = []Operation{
 		{"follow", "boolean", "Keep the answer open while the rank writes."},
 		{"node", "boolean", "In per-node launches, the node launcher's whole log rather than the rank's lines."},
 	}, Status: 200, Text: "text/plain"},
+	{Method: "POST", Path: "/v1/jobs/{id}/hold", Tag: "jobs", Summary: "Hold a waiting job: nothing places it until it is released", Status: 200, Answer: typ[api.Job]()},
+	{Method: "POST", Path: "/v1/jobs/{id}/release", Tag: "jobs", Summary: "Release a held job (or one submitted with spec.hold)", Status: 200, Answer: typ[api.Job]()},
 	{Method: "POST", Path: "/v1/jobs/{id}/priority", Tag: "jobs", Summary: "Set a pending job's priority", Params: []Param{{"priority", "integer", "The new priority."}}, Status: 200, Answer: typ[api.Job]()},
 
 	{Method: "POST", Path: "/v1/deployments", Tag: "deployments", Summary: "Create or update a deployment (201 when created, 200 when updated)", Body: typ[api.DeploymentSpec](), Spec: true, Status: 201, Answer: typ[api.Deployment]()},

@@ -57,6 +57,8 @@ var routeAccess = map[string]access{
 	"POST /v1/jobs/{id}/cancel":         act,
 	"GET /v1/jobs/{id}/logs":            act,
 	"POST /v1/jobs/{id}/priority":       act,
+	"POST /v1/jobs/{id}/hold":           act,
+	"POST /v1/jobs/{id}/release":        act,
 	"POST /v1/deployments":              act,
 	"GET /v1/deployments":               read,
 	"GET /v1/deployments/{name}":        read,

@@ -21,6 +21,8 @@ func (s *Server) jobRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/jobs/{id}/cancel", s.cancelJob)
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.jobLogs)
 	mux.HandleFunc("POST /v1/jobs/{id}/priority", s.setPriority)
+	mux.HandleFunc("POST /v1/jobs/{id}/hold", s.holdJob)
+	mux.HandleFunc("POST /v1/jobs/{id}/release", s.releaseJob)
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
