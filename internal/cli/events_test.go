@@ -112,6 +112,9 @@ command: [%s, train-example, --steps, "60", --checkpoint-every, "20", --step-del
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var fout, ferr lockedBuffer
+	// The placement is in the log (the Recorder writes within a quarter
+	// second, later under load); -f starts after it, printing it first.
+	cl.wait(30*time.Second, "the sleeper's placement event", func() bool { return slices.Contains(cl.reasonsOf(sleeper), api.ReasonScheduled) })
 	done := cl.start(ctx, &fout, &ferr, "events", "-f", "--job", sleeper)
 	cl.wait(10*time.Second, "events -f to print the job's placement", func() bool { return strings.Contains(fout.String(), "Scheduled") })
 	cl.stopAgent(dead)
