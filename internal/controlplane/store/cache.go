@@ -159,6 +159,7 @@ func (c *Cache) watch(ctx context.Context, rev int64) {
 		if wr.Header.Revision > c.rev {
 			c.rev = wr.Header.Revision
 		}
+		c.events.settle(wr.Header.Revision)
 		c.flushTapLocked(nil)
 		c.revCond.Broadcast()
 		c.mu.Unlock()
@@ -328,7 +329,7 @@ func (c *Cache) applyLocked(key string, val []byte, modRev int64, del bool) {
 			c.deploys[name] = &d
 		}
 	case strings.HasPrefix(key, eventsPrefix):
-		c.events.apply(key, val, modRev, del)
+		c.events.applyPending(key, val, modRev, del) // settled once its whole answer is in
 	case strings.HasPrefix(key, stragPrefix):
 		c.tapStragglerLocked(key, val, modRev, del)
 	}

@@ -24,8 +24,14 @@ type EventLog struct {
 	evs    []loggedEvent // by Index, then key; some dead
 	byKey  map[string]int64
 	dead   int
-	newest int64         // the newest Index ever put
-	wake   chan struct{} // closed when an event is put; nil: nobody waits
+	newest int64 // the newest Index ever put
+	// settled is the revision up to which every event is in the log: a
+	// watch answer's events come one by one, and a reader that saw some
+	// events of a revision and answered it as its next index would never
+	// see the others (a node's and its job's events share a batch's
+	// revision). Only events up to settled are answered.
+	settled int64
+	wake    chan struct{} // closed when settled moves; nil: nobody waits
 }
 
 type loggedEvent struct {
@@ -63,6 +69,9 @@ func (l *EventLog) replace(s *EventLog) {
 	l.evs, l.byKey, l.dead = s.evs, s.byKey, s.dead
 	if s.newest > l.newest {
 		l.newest = s.newest
+	}
+	if top := max(s.newest, s.settled); top > l.settled {
+		l.settled = top // a list is whole
 		if l.wake != nil {
 			close(l.wake)
 			l.wake = nil
@@ -70,9 +79,33 @@ func (l *EventLog) replace(s *EventLog) {
 	}
 }
 
-// apply puts or deletes the event stored at key (the cache's watch or
-// list); a value that does not decode is left out.
+// apply puts or deletes the event stored at key, and settles its
+// revision (see settled).
 func (l *EventLog) apply(key string, val []byte, rev int64, del bool) {
+	l.applyPending(key, val, rev, del)
+	l.settle(rev)
+}
+
+// settle says every event up to rev is in the log, and wakes the waiters.
+func (l *EventLog) settle(rev int64) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rev > l.settled {
+		l.settled = rev
+		if l.wake != nil {
+			close(l.wake)
+			l.wake = nil
+		}
+	}
+}
+
+// applyPending puts or deletes the event stored at key (the cache's
+// watch or list), not yet answered until its revision is settled; a value
+// that does not decode is left out.
+func (l *EventLog) applyPending(key string, val []byte, rev int64, del bool) {
 	if l == nil {
 		return
 	}
@@ -102,10 +135,6 @@ func (l *EventLog) apply(key string, val []byte, rev int64, del bool) {
 	l.compactLocked()
 	if rev > l.newest {
 		l.newest = rev
-		if l.wake != nil {
-			close(l.wake)
-			l.wake = nil
-		}
 	}
 }
 
@@ -196,6 +225,9 @@ func (l *EventLog) matchLocked(after int64, f *api.EventFilter, limit int) ([]ap
 	i := sort.Search(len(l.evs), func(i int) bool { return l.evs[i].ev.Index > after })
 	var out []api.Event
 	for _, e := range l.evs[i:] {
+		if e.ev.Index > l.settled {
+			break // its revision's other events may not be in yet
+		}
 		if !e.dead && f.Match(&e.ev) {
 			out = append(out, e.ev)
 		}
@@ -203,5 +235,5 @@ func (l *EventLog) matchLocked(after int64, f *api.EventFilter, limit int) ([]ap
 	if limit > 0 && len(out) > limit {
 		out = out[len(out)-limit:]
 	}
-	return out, max(after, l.newest)
+	return out, max(after, l.settled)
 }
