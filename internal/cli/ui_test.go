@@ -269,7 +269,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	b := newBrowser(t, exe)
 	// Sign in: without a token the page asks for one.
 	b.do("open the dashboard", chromedp.Navigate(cl.url+"/"))
-	b.until(10*time.Second, "the login box", `document.getElementById('login').open`)
+	// A browser's first page, under CI's load, can take long to start.
+	b.until(45*time.Second, "the login box", `document.getElementById('login').open`)
 	b.do("sign in", chromedp.SendKeys(chromedp.ID("token"), cl.admin.Token), chromedp.Click(chromedp.ID("login-submit")))
 	b.until(10*time.Second, "the login box to close", `!document.getElementById('login').open`)
 	if got := eval[string](b, "sessionStorage.getItem('gangway.token')"); got != cl.admin.Token {
