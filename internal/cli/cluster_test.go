@@ -792,25 +792,24 @@ ranks: 1
 restartBackoff: 100ms
 command: [sh, -c, 'echo "attempt $GANGWAY_ATTEMPT"; if [ "$GANGWAY_ATTEMPT" = 1 ]; then while [ ! -e %s ]; do sleep 0.05; done; exit 3; fi']
 `, gate))
-	type result struct {
-		out, errOut string
-		code        int
-	}
-	followed := make(chan result, 1)
-	go func() {
-		out, errOut, code := cl.run("logs", id, "-f")
-		followed <- result{out, errOut, code}
-	}()
-	cl.wait(20*time.Second, "attempt 1 running", func() bool {
-		d := cl.detail(id)
-		return len(d.Ranks) > 0 && d.Ranks[0].State == api.RankRunning
+	// logs -f follows from the newest attempt when it starts, so the gate
+	// opens only once it has shown attempt 1's line: under load it could
+	// otherwise start after attempt 2 had, and rightly show only that.
+	var stdout, stderr lockedBuffer
+	followed := cl.start(context.Background(), &stdout, &stderr, "logs", id, "-f")
+	cl.wait(60*time.Second, "logs -f to show attempt 1", func() bool {
+		return strings.Contains(stdout.String(), "attempt 1\n")
 	})
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var r result
+	var r struct {
+		out, errOut string
+		code        int
+	}
 	select {
-	case r = <-followed:
+	case r.code = <-followed:
+		r.out, r.errOut = stdout.String(), stderr.String()
 	case <-time.After(60 * time.Second):
 		t.Fatal("gangway logs -f did not end with the job")
 	}
