@@ -249,7 +249,6 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	return cfg, ln, 0, true
 }
 
-
 // The server's simulator is gangway simulate's replay.
 var _ server.Simulator = simcli.Service{}
 
