@@ -183,6 +183,9 @@ func readSimulateRequest(w http.ResponseWriter, r *http.Request) (api.SimulateRe
 		}
 		return req, api.ErrorForField("", "reading the body: %v", err)
 	}
+	if dec.More() {
+		return req, api.ErrorForField("", "the body has more after its JSON object")
+	}
 	return req, req.Validate()
 }
 

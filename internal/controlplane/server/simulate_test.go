@@ -133,6 +133,7 @@ func TestSimulateAPI(t *testing.T) {
 		{"a string for nodes", `{"trace": "tiny.csv", "nodes": "2"}`, "nodes"},
 		{"an unknown field", `{"trace": "tiny.csv", "nodes": 2, "policy": "fifo"}`, "policy"},
 		{"not JSON", `trace=tiny.csv`, ""},
+		{"more after the object", `{"trace": "tiny.csv", "nodes": 1} {}`, ""},
 		{"the simulator's own check", `{"trace": "tiny.csv", "nodes": 1, "policies": ["nope"]}`, "policies"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -234,4 +235,23 @@ func TestSimulateAccess(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// FuzzSimulateRequest: any body decodes to a valid request or to bad
+// input (400), never a panic or another error.
+func FuzzSimulateRequest(f *testing.F) {
+	f.Add(`{"trace": "tiny.csv", "nodes": 2, "policies": ["fifo"]}`)
+	f.Add(`{"traceData": "submit,duration,gpus\n0,1,1\n", "load": 0.8, "from": "2017-10-01"}`)
+	f.Add(`{"nodes": "x"}`)
+	f.Add(`[1, 2]`)
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest("POST", "/v1/simulate", strings.NewReader(body))
+		req, err := readSimulateRequest(httptest.NewRecorder(), r)
+		if err != nil && !errors.Is(err, api.ErrInvalid) {
+			t.Fatalf("%q: %v; want nil or bad input", body, err)
+		}
+		if err == nil && req.Validate() != nil {
+			t.Fatalf("%q: decoded to an invalid request", body)
+		}
+	})
 }
