@@ -15,6 +15,7 @@ import (
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/api/client"
 	"github.com/gangway/gangway/internal/base/cmdkit"
+	"github.com/gangway/gangway/internal/cli/simcli"
 	"github.com/gangway/gangway/internal/controlplane/controller"
 	"github.com/gangway/gangway/internal/controlplane/jobarchive"
 	"github.com/gangway/gangway/internal/controlplane/server"
@@ -150,6 +151,7 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	advertise := fs.String("advertise-url", "", "URL clients reach this server at, written into the admin's client config (default https:// and the listen address)")
 	metricsListen := fs.String("metrics-listen", "", "also serve Prometheus metrics at /metrics in plain HTTP here, for a Prometheus on another machine (e.g. :9464; default: none)")
 	debugListen := fs.String("debug-listen", "127.0.0.1:0", "serve /metrics and Go's pprof (/debug/pprof/) in plain HTTP here; loopback by default, on a port logged at start (\"\": none)")
+	traceDir := fs.String("trace-dir", "", "directory of traces the dashboard's Simulate page (POST /v1/simulate) may name by file name (default: none; traces are then uploaded)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if _, code, ok := cmdkit.ParseArgs(fs, args); !ok {
 		return cfg, nil, code, false
@@ -168,11 +170,17 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 		}
 		f.Close()
 	}
+	if *traceDir != "" {
+		if fi, err := os.Stat(*traceDir); err != nil || !fi.IsDir() {
+			return cfg, nil, fail(e, fmt.Errorf("--trace-dir %s: not a directory", *traceDir)), false
+		}
+	}
 	log, err := newLogger(e.Stderr, *logLevel)
 	if err != nil {
 		return cfg, nil, fail(e, err), false
 	}
 	cfg = server.Config{
+		Simulator: simcli.Service{}, TraceDir: *traceDir,
 		DataDir: *dataDir, NodeTimeout: *nodeTimeout, HeartbeatInterval: *hbInterval, MaxOutage: *maxOutage,
 		HealthReturn: *healthReturn, LemonFaults: *lemonFaults, LemonWindow: *lemonWindow,
 		StragglerAction: *stragAction, StragglerFactor: *stragFactor, StragglerWindow: *stragWindow,
@@ -240,6 +248,9 @@ func serverConfig(e *Env, args []string) (cfg server.Config, ln net.Listener, co
 	}
 	return cfg, ln, 0, true
 }
+
+// The server's simulator is gangway simulate's replay.
+var _ server.Simulator = simcli.Service{}
 
 // stringList collects a repeated flag.
 type stringList []string

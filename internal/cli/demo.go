@@ -26,6 +26,7 @@ import (
 	"github.com/gangway/gangway/internal/base/cmdkit"
 	"github.com/gangway/gangway/internal/base/wait"
 	"github.com/gangway/gangway/internal/bench/chaos"
+	"github.com/gangway/gangway/internal/cli/simcli"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/driver"
 )
@@ -268,7 +269,7 @@ func demo(ctx context.Context, cfg demoConfig, w io.Writer, keep bool) (*DemoSum
 	}
 
 	// Control plane, in this process.
-	scfg := server.Config{DataDir: filepath.Join(dir, "server")}
+	scfg := server.Config{DataDir: filepath.Join(dir, "server"), Simulator: simcli.Service{}}
 	slowFile := filepath.Join(dir, "slow-nodes")
 	if cfg.straggler {
 		scfg.StragglerAction, scfg.StragglerWindow = server.StragglerCordon, demoStragglerWindow

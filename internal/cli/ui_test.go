@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/cli/simcli"
 	"github.com/gangway/gangway/internal/controlplane/server"
 	"github.com/gangway/gangway/internal/node/agent"
 )
@@ -30,7 +31,7 @@ var updateDocShots = flag.Bool("update-doc-shots", false, "write the dashboard t
 
 // docShots are the screenshots the README shows, by the test's name for
 // them.
-var docShots = map[string]string{"cluster": "dashboard-cluster.png", "job": "dashboard-job.png"}
+var docShots = map[string]string{"cluster": "dashboard-cluster.png", "job": "dashboard-job.png", "simulate": "dashboard-simulate.png"}
 
 // browser is a headless Chromium tab on the dashboard, with what went
 // wrong in the page: uncaught exceptions, console.error calls, and the
@@ -224,7 +225,26 @@ const (
 	xssName = `<script>window.__xss=1</script><img src=x onerror="window.__xss=2">`
 	xssEnv  = `<img src=x onerror="window.__xss=3">`
 	xssLog  = `<img src=x onerror=window.__xss=4><svg onload=window.__xss=5>`
+	// xssTrace is a trace's file name in the server's trace directory.
+	xssTrace = `<img src=x onerror=window.__xss=6>.csv`
 )
+
+// simTraceDir is a trace directory with testdata's tiny trace and a copy
+// under a hostile name.
+func simTraceDir(t *testing.T) string {
+	t.Helper()
+	tiny, err := os.ReadFile(filepath.Join("testdata", "traces", "tiny.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"tiny.csv", xssTrace} {
+		if err := os.WriteFile(filepath.Join(dir, name), tiny, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
 
 // TestDashboardInBrowser drives the dashboard in headless Chromium
 // against an in-process cluster of three fake-GPU nodes under two leaves:
@@ -232,7 +252,8 @@ const (
 // and change state without a reload, follow a training job's loss curve
 // and log, see a deployment's TTFT and requests a second, see a killed
 // node turn lost and the job's next attempt start with its cause on the
-// timeline, and find every hostile string shown as text with nothing run.
+// timeline, replay a named trace on the Simulate page and see its charts,
+// and find every hostile string shown as text with nothing run.
 // No page may log an error or throw, and a quiet page makes no requests.
 // Screenshots of each page are saved (GANGWAY_UI_SHOTS=DIR keeps them;
 // -update-doc-shots writes the README's two in docs/img).
@@ -247,7 +268,11 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	gwURL := "http://" + gl.Addr().String()
-	cl := startClusterWith(t, 0, 0, func(c *server.Config) { c.Gateway = gl })
+	traces := simTraceDir(t)
+	cl := startClusterWith(t, 0, 0, func(c *server.Config) {
+		c.Gateway = gl
+		c.Simulator, c.TraceDir = simcli.Service{}, traces
+	})
 	labels := map[string]map[string]string{
 		"n1": {"spine": "s1", "leaf": "l1", "nvlink-domain": "nvl-a"},
 		"n2": {"spine": "s1", "leaf": "l1", "nvlink-domain": "nvl-a"},
@@ -409,6 +434,33 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.open("#/queues")
 	b.until(10*time.Second, "research's pending gang", `document.querySelector('tr[data-queue="research"] td:nth-child(9)').textContent === '1 (8 GPUs)'`)
 	b.shot("queues")
+
+	// The simulator: bad input marks its field; a named trace replays
+	// with two policies and draws their charts and summaries. Trace
+	// names are text.
+	b.open("#/simulate")
+	b.until(10*time.Second, "the named traces", `document.querySelector('#sim-trace option[value="tiny.csv"]')`)
+	if got := eval[string](b, `[...document.querySelectorAll('#sim-trace option')].map((o) => o.textContent).join('|')`); !strings.Contains(got, xssTrace+" (") {
+		t.Errorf("the trace list reads %q; want %q as text", got, xssTrace)
+	}
+	eval[chromedp.Void](b, `(() => {
+		document.getElementById('sim-trace').value = 'tiny.csv';
+		const by = document.getElementById('sim-size-by');
+		by.value = 'nodes';
+		by.dispatchEvent(new Event('change'));
+		document.getElementById('sim-size').value = '0';
+		document.getElementById('sim-run').click();
+	})()`)
+	b.until(10*time.Second, "the cluster's size refused, its field marked", `document.querySelector('#sim-size.bad-field') && /nodes/.test(document.querySelector('main p.error').textContent)`)
+	eval[chromedp.Void](b, `document.getElementById('sim-size').value = '3'; document.getElementById('sim-run').click()`)
+	b.until(30*time.Second, "two policies' charts and summaries", `document.querySelectorAll('svg.sim-jct path.series').length === 2 && document.querySelectorAll('svg.sim-util path.series').length === 2 && document.querySelectorAll('svg.sim-queue path.series').length === 2 && document.querySelectorAll('table.sim-summary tbody tr').length === 2`)
+	if got := eval[string](b, `document.querySelector('.sim-state').getAttribute('data-state') + ' ' + document.querySelector('main p.error').hidden + ' ' + document.querySelector('table.sim-summary tr[data-policy="fifo"] td:nth-child(2)').textContent`); got != "done true 60" {
+		t.Errorf("after the run: %q; want done, no error, fifo's 60 jobs", got)
+	}
+	b.shot("simulate")
+	if got := eval[string](b, `String(window.__xss) + ' ' + document.querySelectorAll('img').length`); got != "undefined 0" {
+		t.Errorf("after the simulator, window.__xss and images: %q; want undefined 0", got)
+	}
 
 	// No reload happened all along: the pages updated in place.
 	if got := eval[bool](b, `window.__loaded === performance.timeOrigin`); !got {

@@ -6,8 +6,12 @@
 // reference runs, the openb allocation-ratio experiment and the goodput
 // experiment under failures.
 //
-// It imports the standard library, internal/sim, internal/sim/trace,
-// internal/sim/experiments and internal/base/cmdkit.
+// Service is the same replay for the server's POST /v1/simulate (the
+// dashboard's Simulate page): the server defines the interface, and the
+// cli, which may import the simulator, hands this in.
+//
+// It imports the standard library, internal/api, internal/sim,
+// internal/sim/trace, internal/sim/experiments and internal/base/cmdkit.
 package simcli
 
 import (
@@ -249,29 +253,32 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 // date in -to means the end of that day.
 func window(from, to string) (trace.Options, error) {
 	var opt trace.Options
-	parse := func(flagName, s string, end bool) (time.Time, error) {
-		for _, layout := range []string{"2006-01-02 15:04:05", time.RFC3339, "2006-01-02"} {
-			if t, err := time.Parse(layout, s); err == nil {
-				if end && layout == "2006-01-02" {
-					t = t.Add(24*time.Hour - time.Second)
-				}
-				return t.UTC(), nil
-			}
-		}
-		return time.Time{}, usageError{fmt.Errorf("-%s %q: want YYYY-MM-DD, \"YYYY-MM-DD HH:MM:SS\" or RFC 3339", flagName, s)}
-	}
 	var err error
 	if from != "" {
-		if opt.From, err = parse("from", from, false); err != nil {
-			return opt, err
+		if opt.From, err = parseWhen(from, false); err != nil {
+			return opt, usageError{fmt.Errorf("-from %w", err)}
 		}
 	}
 	if to != "" {
-		if opt.To, err = parse("to", to, true); err != nil {
-			return opt, err
+		if opt.To, err = parseWhen(to, true); err != nil {
+			return opt, usageError{fmt.Errorf("-to %w", err)}
 		}
 	}
 	return opt, nil
+}
+
+// parseWhen reads a date, "YYYY-MM-DD HH:MM:SS" or an RFC 3339 time, in
+// UTC; with end, a bare date is the end of that day.
+func parseWhen(s string, end bool) (time.Time, error) {
+	for _, layout := range []string{"2006-01-02 15:04:05", time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			if end && layout == "2006-01-02" {
+				t = t.Add(24*time.Hour - time.Second)
+			}
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q: want YYYY-MM-DD, \"YYYY-MM-DD HH:MM:SS\" or RFC 3339", s)
 }
 
 func readTrace(path string, f trace.Format, opt trace.Options) (*trace.Trace, error) {

@@ -129,6 +129,11 @@ var Operations = []Operation{
 	}, blocking...), Status: 200, Answer: typ[api.EventList]()},
 	{Method: "GET", Path: "/v1/gateway/stats", Tag: "reports", Summary: "The inference gateway's counters, by model", Status: 200, Answer: typ[api.GatewayStats]()},
 
+	{Method: "GET", Path: "/v1/simulate/traces", Tag: "simulate", Summary: "The traces a simulation may name (the server's --trace-dir) and the simulator's policies", Description: "501 on a server without a simulator.", Status: 200, Answer: typ[api.SimulateTraces]()},
+	{Method: "POST", Path: "/v1/simulate", Tag: "simulate", Summary: "Replay a trace through the simulator: each policy's summary, JCT distribution and queue and GPU use over time (users and admins)",
+		Description: "The body names a trace of the server's --trace-dir, or uploads one as traceData (at most 64 MiB; the formats `gangway simulate` reads), with the options of `gangway simulate`'s flags of the same names. It answers when every policy has run: one simulation runs at a time on a replica (429 while another does), for at most 10 minutes, and ends if the caller goes. 501 on a server without a simulator.",
+		Body:        typ[api.SimulateRequest](), Status: 200, Answer: typ[api.SimulateResult]()},
+
 	{Method: "POST", Path: "/v1/agent/join", Tag: "agent", Summary: "A new node trades a join token for its certificate", Body: typ[api.JoinRequest](), Status: 200, Answer: typ[api.JoinAnswer](), Public: true, Agent: true},
 	{Method: "POST", Path: "/v1/agent/renew", Tag: "agent", Summary: "A node renews its certificate", Body: typ[api.JoinRequest](), Status: 200, Answer: typ[api.JoinAnswer](), Agent: true},
 	{Method: "POST", Path: "/v1/agent/register", Tag: "agent", Summary: "A node's agent registers its hardware", Body: typ[api.RegisterRequest](), Status: 200, Answer: typ[api.RegisterResponse](), Agent: true},
@@ -136,7 +141,7 @@ var Operations = []Operation{
 	{Method: "GET", Path: "/v1/agent/assignments", Tag: "agent", Summary: "What a node should run", Params: append([]Param{{"node", "string", "The node (its certificate's)."}}, blocking...), Status: 200, Answer: typ[api.AssignmentList](), Agent: true},
 }
 
-const description = `gangway's API: jobs, deployments, nodes, queues, tokens and reports.
+const description = `gangway's API: jobs, deployments, nodes, queues, tokens, reports and the simulator.
 
 Every route but /healthz, /openapi.json and /v1/agent/join needs credentials: a bearer token (gangway token create) or, for the agent routes, the node's client certificate. The server's certificate is signed by the cluster CA. Errors answer an ErrorBody: a message and, for bad input, the fields at fault. Every GET takes ?pretty for indented JSON. The agent routes are listed for completeness; only gangway's node agents call them.`
 

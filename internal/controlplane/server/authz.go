@@ -76,11 +76,15 @@ var routeAccess = map[string]access{
 	"GET /v1/audit":                     admin,
 	"GET /v1/reports/usage":             read,
 	"GET /v1/gateway/stats":             read,
-	"GET /ui/":                          public,
-	"GET /{$}":                          public,
-	"GET /v1/top/jobs":                  read,
-	"GET /v1/events":                    read,
-	"/":                                 authenticated,
+	// A simulation changes nothing but spends the replica's CPU: users
+	// and admins may run one, viewers only see what may be run.
+	"GET /v1/simulate/traces": read,
+	"POST /v1/simulate":       act,
+	"GET /ui/":                public,
+	"GET /{$}":                public,
+	"GET /v1/top/jobs":        read,
+	"GET /v1/events":          read,
+	"/":                       authenticated,
 }
 
 var (

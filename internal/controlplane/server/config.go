@@ -140,7 +140,13 @@ type Config struct {
 	// the admin's client config; default https:// and the listener's
 	// address (loopback for a wildcard one).
 	AdvertiseURL string
-	Log          *slog.Logger
+	// Simulator, if set, answers POST /v1/simulate (simulate.go): the cli
+	// tier's, as this tier may not import internal/sim. nil: 501.
+	Simulator Simulator
+	// TraceDir, if set, holds the traces a simulation may name; without
+	// it, traces are uploaded.
+	TraceDir string
+	Log      *slog.Logger
 }
 
 // applyDefaults fills what was left zero.

@@ -61,6 +61,7 @@ func (s *Server) routes() *http.ServeMux {
 	s.eventRoutes(mux)
 	s.topRoutes(mux)
 	s.gatewayRoutes(mux)
+	s.simulateRoutes(mux)
 	// The API's description (internal/controlplane/openapi), public as
 	// health is: it tells nothing of the cluster.
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {

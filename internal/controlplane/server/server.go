@@ -143,6 +143,8 @@ type Server struct {
 	// listeners' addresses (admin.go).
 	metrics *metrics
 	admin   adminAddrs
+	// sim lets one simulation run at a time (simulate.go).
+	sim simSlot
 	// hooks are what only tests set.
 	hooks testHooks
 }

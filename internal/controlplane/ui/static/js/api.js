@@ -41,12 +41,16 @@ function headers() {
 
 async function failure(resp) {
   let msg = resp.status + ' ' + resp.statusText;
+  let fields = [];
   try {
     const body = await resp.json();
     if (body && body.error) msg = body.error;
+    if (body && body.fields) fields = body.fields;
   } catch (e) { /* not JSON */ }
   if (resp.status === 401) hooks.unauthorized(msg);
-  return new APIError(resp.status, msg);
+  const err = new APIError(resp.status, msg);
+  err.fields = fields;
+  return err;
 }
 
 // get fetches /v1+path: its body and its index (X-Gangway-Index, or the
@@ -57,6 +61,17 @@ export async function get(path, signal) {
   const body = await resp.json();
   const index = Number(resp.headers.get('X-Gangway-Index')) || (body && body.index) || 0;
   return {body, index};
+}
+
+// post sends body as JSON to /v1+path and resolves to the answer's body;
+// a failure throws an APIError with the server's message and, for bad
+// input, the fields at fault (error.fields).
+export async function post(path, body, signal) {
+  const hd = headers();
+  hd['Content-Type'] = 'application/json';
+  const resp = await fetch('/v1' + path, {method: 'POST', headers: hd, body: JSON.stringify(body), signal, cache: 'no-store', credentials: 'omit'});
+  if (!resp.ok) throw await failure(resp);
+  return resp.json();
 }
 
 // sleep resolves after millis, or at once when signal aborts.

@@ -1,7 +1,7 @@
 // app.js: the dashboard's shell: the header, the login box, the hover
 // tip, and the router (#/cluster, #/queues, #/jobs, #/jobs/ID,
-// #/deployments). Each page gets an AbortSignal that ends when another
-// page opens, which stops its loops and streams.
+// #/deployments, #/simulate). Each page gets an AbortSignal that ends
+// when another page opens, which stops its loops and streams.
 
 import {h, fill} from './dom.js';
 import {auth, hooks, get} from './api.js';
@@ -10,6 +10,7 @@ import {queues} from './pages/queues.js';
 import {jobs} from './pages/jobs.js';
 import {job} from './pages/job.js';
 import {deployments} from './pages/deployments.js';
+import {simulate} from './pages/simulate.js';
 
 const routes = [
   [/^#\/cluster$/, 'cluster', cluster],
@@ -17,6 +18,7 @@ const routes = [
   [/^#\/jobs(?:\?(.*))?$/, 'jobs', jobs],
   [/^#\/jobs\/([^/?]+)$/, 'jobs', job],
   [/^#\/deployments$/, 'deployments', deployments],
+  [/^#\/simulate$/, 'simulate', simulate],
 ];
 
 const $ = (id) => document.getElementById(id);

@@ -1,6 +1,7 @@
 // charts.js: the dashboard's charts, drawn by hand in SVG: a line chart
-// (a job's loss, requests a second), an attempts timeline, and a usage
-// bar. Labels are text nodes, hover texts <title> elements.
+// (a job's loss, requests a second), a chart of several named lines (the
+// simulator's policies), an attempts timeline, and a usage bar. Labels
+// are text nodes, hover texts <title> elements.
 
 import {s, num, duration, when, ms} from './dom.js';
 
@@ -136,5 +137,64 @@ export function usageBar(q, max, {width = 220, height = 18} = {}) {
     s('rect', {class: 'pending', x: X(used), y: 3, width: X(used + pending) - X(used), height: height - 6}),
     s('rect', {class: 'guarantee', x: 1, y: 1, width: X(g) - 1, height: height - 2}),
     s('title', null, `guarantee ${g}, used ${used} (borrowed ${borrowed}), pending ${pending} GPUs`));
+  return svg;
+}
+
+// SERIES is how many colours linesChart has (classes s0…s5); lines past
+// them reuse them.
+export const SERIES = 6;
+
+// linesChart draws named lines [{name, x: [], y: []}] on one pair of axes,
+// each a path of its own colour (class sN, as the legend's swatches),
+// with the line's name as its hover text. logX puts x on a log scale (of
+// positive values); xTicks are the x ticks to draw where in range
+// (default: round values); xFormat and yFormat write the ticks; yMin and
+// yMax fix the y range.
+export function linesChart(lines, {width = 640, height = 260, xLabel = '', yLabel = '', logX = false, xTicks = null,
+  xFormat = (v) => num(v, 4), yFormat = (v) => num(v), yMin, yMax, cls = ''} = {}) {
+  const pad = {l: 56, r: 16, t: 14, b: 36};
+  const svg = s('svg', {class: 'chart lines ' + cls, viewBox: `0 0 ${width} ${height}`, width, height, role: 'img'});
+  const fx = logX ? (x) => Math.log10(Math.max(x, 1e-9)) : (x) => x;
+  const xs = lines.flatMap((l) => l.x.filter((x) => !logX || x > 0).map(fx));
+  const ys = lines.flatMap((l) => l.y);
+  if (!xs.length) {
+    svg.append(s('text', {x: width / 2, y: height / 2, 'text-anchor': 'middle', class: 'muted'}, 'nothing to draw'));
+    return svg;
+  }
+  let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  let y0 = yMin ?? Math.min(0, ...ys);
+  let y1 = yMax ?? Math.max(...ys);
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  if (y0 === y1) y1 = y0 + 1;
+  const W = width - pad.l - pad.r;
+  const H = height - pad.t - pad.b;
+  const X = (x) => pad.l + ((fx(x) - x0) / (x1 - x0)) * W;
+  const Y = (y) => pad.t + (1 - (y - y0) / (y1 - y0)) * H;
+  const axes = s('g', {class: 'axes'});
+  for (const t of ticks(y0, y1, 4)) {
+    axes.append(s('line', {x1: pad.l, x2: pad.l + W, y1: Y(t), y2: Y(t), class: 'grid'}),
+      s('text', {x: pad.l - 6, y: Y(t) + 4, 'text-anchor': 'end'}, yFormat(t)));
+  }
+  let xt;
+  if (xTicks) xt = xTicks.filter((t) => fx(t) >= x0 && fx(t) <= x1);
+  else if (logX) xt = ticks(Math.ceil(x0), Math.floor(x1), 6).filter(Number.isInteger).map((e) => 10 ** e);
+  else xt = ticks(x0, x1, 6);
+  for (const t of xt) {
+    axes.append(s('line', {x1: X(t), x2: X(t), y1: pad.t + H, y2: pad.t + H + 4, class: 'tick'}),
+      s('text', {x: X(t), y: pad.t + H + 16, 'text-anchor': 'middle'}, xFormat(t)));
+  }
+  axes.append(s('line', {x1: pad.l, x2: pad.l + W, y1: pad.t + H, y2: pad.t + H, class: 'axis'}),
+    s('line', {x1: pad.l, x2: pad.l, y1: pad.t, y2: pad.t + H, class: 'axis'}));
+  if (xLabel) axes.append(s('text', {x: pad.l + W / 2, y: height - 4, 'text-anchor': 'middle', class: 'label'}, xLabel));
+  if (yLabel) axes.append(s('text', {x: 12, y: pad.t + H / 2, 'text-anchor': 'middle', class: 'label', transform: `rotate(-90 12 ${pad.t + H / 2})`}, yLabel));
+  svg.append(axes);
+  lines.forEach((l, i) => {
+    let d = '';
+    l.x.forEach((x, k) => {
+      if (logX && !(x > 0)) return;
+      d += (d ? 'L' : 'M') + X(x).toFixed(1) + ',' + Y(l.y[k]).toFixed(1);
+    });
+    if (d) svg.append(s('path', {class: `series s${i % SERIES}`, d, 'data-series': l.name}, s('title', null, l.name)));
+  });
   return svg;
 }
