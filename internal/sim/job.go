@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -72,8 +73,19 @@ type job struct {
 	lastKey      key              // key under which it sits in the pending queue
 	rekeyAt      float64
 	firstNodes   string
-	promoted     int // aging steps taken (gangway policy)
-	promotedBase int // promoted when the current wait began
+	// ps is the job as internal/scheduler/policy sees it: pstate fills
+	// it from the fields above; its aging state (Promoted, PromotedBase)
+	// lives only there.
+	ps policy.Job
+}
+
+// pstate is j as the policies of internal/scheduler/policy see it, in
+// j's own storage, so that a call allocates nothing.
+func (j *job) pstate() *policy.Job {
+	s := &j.ps
+	s.Submit, s.PendSince, s.Attained, s.GPUs = j.submit, j.pendSince, j.attained, j.gpus
+	s.Running, s.SegStart = j.phase == phaseRunning, j.segStart
+	return s
 }
 
 func (j *job) segOverhead() float64 { return j.segRestart + j.segPreempt }
