@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangway/gangway/internal/api"
 )
 
 func TestNew(t *testing.T) {
@@ -126,5 +128,27 @@ func BenchmarkGangwayKey(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		_ = p.Key(j, float64(i))
+	}
+}
+
+// TestAPINames: the API validates queue specs against the policies
+// registered here.
+func TestAPINames(t *testing.T) {
+	if d := cmp.Diff(api.QueuePolicies, Names()); d != "" {
+		t.Errorf("api.QueuePolicies differs from the registered policies (-api +registered):\n%s", d)
+	}
+	if api.DefaultQueuePolicy != Default {
+		t.Errorf("api.DefaultQueuePolicy = %q; want %q", api.DefaultQueuePolicy, Default)
+	}
+	q := api.QueueSpec{Name: "a", Policy: "sjf"}
+	q.Default()
+	err := q.Validate()
+	if err == nil || !strings.Contains(err.Error(), "policy") || !strings.Contains(err.Error(), `"sjf"`) || !strings.Contains(err.Error(), "backfill, fifo") {
+		t.Errorf("Validate(policy sjf) = %v; want the field, the value and the accepted names", err)
+	}
+	q.Policy = " LAS"
+	q.Default()
+	if err := q.Validate(); err != nil || q.Policy != "las" {
+		t.Errorf("Validate(policy LAS) = %v, policy %q; want nil, las", err, q.Policy)
 	}
 }
