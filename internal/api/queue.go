@@ -2,6 +2,8 @@ package api
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -26,7 +28,23 @@ type QueueSpec struct {
 	Groups []string `json:"groups,omitempty"`
 	// AllowRoot lets users whose account is root (uid 0) run jobs here.
 	AllowRoot bool `json:"allowRoot,omitempty"`
+	// Policy orders the queue's pending jobs and decides which of its
+	// running jobs yield to them: one of QueuePolicies; empty means
+	// DefaultQueuePolicy. Job priorities rank above it, and guarantees
+	// across queues still preempt borrowers.
+	Policy string `json:"policy,omitempty"`
 }
+
+// QueuePolicies lists the queue policies, as internal/scheduler/policy
+// registers them (its tests check that the two agree): fifo (submit
+// order, strictly), backfill (submit order; later gangs pass a blocked
+// one where they cannot delay it), greedy (submit order; any gang that
+// fits starts), gangway and its synonym las (least attained GPU-service
+// first, with aging, preempting).
+var QueuePolicies = []string{"backfill", "fifo", "gangway", "greedy", "las"}
+
+// DefaultQueuePolicy is the policy of a queue that names none.
+const DefaultQueuePolicy = "backfill"
 
 // Admits reports whether a user in groups may submit to the queue.
 func (q *QueueSpec) Admits(user string, groups []string) bool {
@@ -53,6 +71,7 @@ func (q *QueueSpec) Default() {
 	if q.Weight == 0 {
 		q.Weight = 1
 	}
+	q.Policy = strings.ToLower(strings.TrimSpace(q.Policy))
 }
 
 // Validate checks a defaulted queue spec.
@@ -85,6 +104,9 @@ func (q *QueueSpec) Validate() error {
 	}
 	if q.Weight <= 0 || q.Weight > 1e6 {
 		fe.Add("weight", "must be in (0, 1e6] (got %g)", q.Weight)
+	}
+	if q.Policy != "" && !slices.Contains(QueuePolicies, q.Policy) {
+		fe.Add("policy", "%q is not a queue policy; use one of %s", q.Policy, strings.Join(QueuePolicies, ", "))
 	}
 	return fe.Err()
 }

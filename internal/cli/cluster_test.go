@@ -858,15 +858,18 @@ command: [sh, -c, 'if [ "$RANK" = 0 ]; then for t in 0 16000 32000; do echo "{\"
 
 func TestQueuesAndPriority(t *testing.T) {
 	cl := startCluster(t, 1, 8)
-	out, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research")
+	out, errOut, code := cl.run("queue", "set", "team-a", "--guarantee", "4", "--borrow-limit", "2", "--weight", "2", "--cohort", "research", "--policy", "las")
 	if code != 0 {
 		t.Fatal(errOut)
 	}
-	if want := "queue team-a: guarantee 4 GPUs, borrow limit 2 GPUs, weight 2, cohort research\n"; out != want {
+	if want := "queue team-a: guarantee 4 GPUs, borrow limit 2 GPUs, weight 2, cohort research, policy las\n"; out != want {
 		t.Errorf("queue set said %q; want every setting: %q", out, want)
 	}
 	if _, errOut, code := cl.run("queue", "set", "bad name", "--guarantee", "-1"); code == 0 || !strings.Contains(errOut, "name") || !strings.Contains(errOut, "guaranteeGPUs") {
 		t.Errorf("bad queue: code %d %q", code, errOut)
+	}
+	if _, errOut, code := cl.run("queue", "set", "team-c", "--policy", "sjf"); code == 0 || !strings.Contains(errOut, "policy") || !strings.Contains(errOut, `"sjf"`) || !strings.Contains(errOut, "backfill") {
+		t.Errorf("queue with an unknown policy: code %d %q; want the field, the value and the known policies", code, errOut)
 	}
 	_, errOut, code = cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "spec.queue") {
@@ -883,8 +886,8 @@ func TestQueuesAndPriority(t *testing.T) {
 		}
 		return nil
 	}
-	// NAME COHORT GUARANTEE BORROW-LIMIT WEIGHT USED BORROWED RUNNING PENDING
-	if f := fields("team-a"); len(f) < 8 || f[1] != "research" || f[2] != "4" || f[3] != "2" || f[4] != "2" || f[5] != "2" || f[6] != "0" || f[7] != "1" {
+	// NAME COHORT GUARANTEE BORROW-LIMIT WEIGHT USED BORROWED RUNNING PENDING POLICY
+	if f := fields("team-a"); len(f) < 8 || f[1] != "research" || f[2] != "4" || f[3] != "2" || f[4] != "2" || f[5] != "2" || f[6] != "0" || f[7] != "1" || f[len(f)-1] != "las" {
 		t.Errorf("get queues row for team-a = %v\n%s", f, out)
 	}
 	if fields("default") == nil {

@@ -14,7 +14,7 @@ import (
 
 func runQueue(ctx context.Context, e *Env, args []string) int {
 	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
-		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root]\n       gangway queue delete NAME")
+		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root] [--policy P]\n       gangway queue delete NAME")
 		return 2
 	}
 	verb := args[0]
@@ -28,6 +28,7 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	users := fs.String("users", "", "comma-separated users who may submit to it (with --groups; both empty: every user)")
 	groups := fs.String("groups", "", "comma-separated groups whose users may submit to it")
 	allowRoot := fs.Bool("allow-root", false, "let users whose account is root (uid 0) run jobs in it")
+	pol := fs.String("policy", "", "how its pending jobs are ordered and preempt its running ones: "+strings.Join(api.QueuePolicies, ", ")+" (default "+api.DefaultQueuePolicy+")")
 	pos, code, ok := cmdkit.ParseArgs(fs, args[1:])
 	if !ok {
 		return code
@@ -48,7 +49,7 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		return 0
 	}
 	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight,
-		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot}
+		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot, Policy: *pol}
 	spec.BorrowLimitGPUs = borrow.v
 	q, err := c.SetQueue(ctx, spec)
 	if err != nil {
@@ -70,7 +71,7 @@ func queueSummary(q *api.QueueSpec) string {
 	} else {
 		fmt.Fprintf(&b, "%d GPUs", *q.BorrowLimitGPUs)
 	}
-	fmt.Fprintf(&b, ", weight %g, cohort %s", q.Weight, dash(q.Cohort))
+	fmt.Fprintf(&b, ", weight %g, cohort %s, policy %s", q.Weight, dash(q.Cohort), queuePolicy(q))
 	if len(q.Users) > 0 || len(q.Groups) > 0 {
 		fmt.Fprintf(&b, ", users %s, groups %s", dash(strings.Join(q.Users, ",")), dash(strings.Join(q.Groups, ",")))
 	}
@@ -78,6 +79,14 @@ func queueSummary(q *api.QueueSpec) string {
 		b.WriteString(", root allowed")
 	}
 	return b.String()
+}
+
+// queuePolicy is the queue's policy, the default named when it has none.
+func queuePolicy(q *api.QueueSpec) string {
+	if q.Policy == "" {
+		return api.DefaultQueuePolicy
+	}
+	return q.Policy
 }
 
 func runPriority(ctx context.Context, e *Env, args []string) int {
@@ -109,14 +118,14 @@ func runPriority(ctx context.Context, e *Env, args []string) int {
 
 func printQueues(w io.Writer, qs []*api.Queue) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCOHORT\tGUARANTEE\tBORROW LIMIT\tWEIGHT\tUSED\tBORROWED\tRUNNING\tPENDING")
+	fmt.Fprintln(tw, "NAME\tCOHORT\tGUARANTEE\tBORROW LIMIT\tWEIGHT\tUSED\tBORROWED\tRUNNING\tPENDING\tPOLICY")
 	for _, q := range qs {
 		limit := "-"
 		if q.Spec.BorrowLimitGPUs != nil {
 			limit = strconv.Itoa(*q.Spec.BorrowLimitGPUs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%g\t%d\t%d\t%d\t%d (%d GPUs)\n", q.Spec.Name, dash(q.Spec.Cohort), q.Spec.GuaranteeGPUs, limit,
-			q.Spec.Weight, q.Status.UsedGPUs, q.Status.BorrowedGPUs, q.Status.RunningJobs, q.Status.PendingJobs, q.Status.PendingGPUs)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%g\t%d\t%d\t%d\t%d (%d GPUs)\t%s\n", q.Spec.Name, dash(q.Spec.Cohort), q.Spec.GuaranteeGPUs, limit,
+			q.Spec.Weight, q.Status.UsedGPUs, q.Status.BorrowedGPUs, q.Status.RunningJobs, q.Status.PendingJobs, q.Status.PendingGPUs, queuePolicy(&q.Spec))
 	}
 	tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/goodput"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -146,7 +147,7 @@ func Run(ctx context.Context, cfg Config, jobs []trace.Job) (*Result, error) {
 			return nil, fmt.Errorf("sim: job %s shares GPUs (%d thousandths) across %d GPUs; only one-GPU jobs may share", t.ID, m, t.GPUs)
 		}
 		e.jobs[i] = job{idx: int32(i), t: t, submit: t.Submit, dur: t.Duration, gpus: t.GPUs, milli: m,
-			remaining: t.Duration, firstStart: -1, end: -1}
+			remaining: t.Duration, firstStart: -1, end: -1, ps: policy.Job{Queue: t.Queue, User: t.User}}
 	}
 	if len(jobs) > 0 {
 		e.ranSince = jobs[0].Submit
@@ -284,7 +285,7 @@ func (e *engine) handle(ev event) bool {
 func (e *engine) arrive(j *job) {
 	j.phase = phasePending
 	j.pendSince = e.now
-	j.promotedBase = j.promoted
+	j.ps.PromotedBase = j.ps.Promoted
 	e.insertPending(j)
 	e.scheduleRekey(j)
 }
@@ -426,7 +427,7 @@ func (e *engine) complete(j *job) {
 func (e *engine) requeue(j *job) {
 	j.phase = phasePending
 	j.pendSince = e.now
-	j.promotedBase = j.promoted
+	j.ps.PromotedBase = j.ps.Promoted
 	e.insertPending(j)
 	e.scheduleRekey(j)
 }
@@ -600,7 +601,7 @@ func (e *engine) passBackfill() error {
 		}
 	}
 	c := call{now: e.now, mode: Backfill, running: e.run, estimates: e.pol.Oracle()}
-	if _, ok := e.pol.(live); ok {
+	if s, ok := e.pol.(shared); ok && s.server {
 		c.reservations = serverReservations
 	}
 	out, err := e.pl.place(e.c, e.chunk, c)

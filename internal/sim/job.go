@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 	"github.com/gangway/gangway/internal/sim/trace"
 )
 
@@ -51,29 +52,40 @@ type job struct {
 	// attained is GPU-seconds held in finished segments.
 	attained float64
 
-	segStart     float64
-	segRestart   float64 // owedRestart paid in this segment
-	segPreempt   float64 // owedPreempt paid in this segment
-	segEnd       float64 // when the segment completes the job
-	ckptEvery    float64 // 0: no periodic checkpoints
-	ckptCost     float64
-	firstStart   float64
-	end          float64
-	queued       float64
-	maxWait      float64 // longest single wait
-	pendSince    float64
-	preemptions  int
-	failures     int
-	epoch        uint32 // bumps when the segment ends; stale events carry old epochs
-	rankVer      uint32 // bumps when a running job's key changes
-	slots        []slot
-	ranks        []scheduler.Slot // slots as the scheduler wants them in Running; nil until needed
-	runPos       int              // index in engine.running
-	lastKey      key              // key under which it sits in the pending queue
-	rekeyAt      float64
-	firstNodes   string
-	promoted     int // aging steps taken (gangway policy)
-	promotedBase int // promoted when the current wait began
+	segStart    float64
+	segRestart  float64 // owedRestart paid in this segment
+	segPreempt  float64 // owedPreempt paid in this segment
+	segEnd      float64 // when the segment completes the job
+	ckptEvery   float64 // 0: no periodic checkpoints
+	ckptCost    float64
+	firstStart  float64
+	end         float64
+	queued      float64
+	maxWait     float64 // longest single wait
+	pendSince   float64
+	preemptions int
+	failures    int
+	epoch       uint32 // bumps when the segment ends; stale events carry old epochs
+	rankVer     uint32 // bumps when a running job's key changes
+	slots       []slot
+	ranks       []scheduler.Slot // slots as the scheduler wants them in Running; nil until needed
+	runPos      int              // index in engine.running
+	lastKey     key              // key under which it sits in the pending queue
+	rekeyAt     float64
+	firstNodes  string
+	// ps is the job as internal/scheduler/policy sees it: pstate fills
+	// it from the fields above; its aging state (Promoted, PromotedBase)
+	// lives only there.
+	ps policy.Job
+}
+
+// pstate is j as the policies of internal/scheduler/policy see it, in
+// j's own storage, so that a call allocates nothing.
+func (j *job) pstate() *policy.Job {
+	s := &j.ps
+	s.Submit, s.PendSince, s.Attained, s.GPUs = j.submit, j.pendSince, j.attained, j.gpus
+	s.Running, s.SegStart = j.phase == phaseRunning, j.segStart
+	return s
 }
 
 func (j *job) segOverhead() float64 { return j.segRestart + j.segPreempt }

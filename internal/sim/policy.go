@@ -3,8 +3,10 @@ package sim
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
+
+	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 )
 
 // QueueMode is how a non-preemptive policy hands its queue to the
@@ -59,11 +61,14 @@ func PolicyNames() []string {
 	return []string{"fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "gangway", "live"}
 }
 
-// ParsePolicy returns the named policy with its default settings.
+// ParsePolicy returns the named policy with its default settings. "live"
+// is the controller's default configuration (Live(nil)); the names of
+// internal/scheduler/policy that are not the simulator's own run that
+// package's policy.
 func ParsePolicy(name string) (Policy, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
+	switch n := strings.ToLower(strings.TrimSpace(name)); n {
 	case "fifo", "strict-fifo":
-		return fifo{}, nil
+		return FromPolicy(namedPolicy("fifo")), nil
 	case "fifo-backfill", "backfill", "easy":
 		return fifo{backfill: true}, nil
 	case "sjf":
@@ -75,7 +80,11 @@ func ParsePolicy(name string) (Policy, error) {
 	case "gangway", "default":
 		return Gangway(), nil
 	case "live", "server":
-		return live{}, nil
+		return Live(nil), nil
+	default:
+		if p, err := policy.New(n); err == nil && n != "" {
+			return FromPolicy(p), nil
+		}
 	}
 	return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(PolicyNames(), ", "))
 }
@@ -90,8 +99,11 @@ func (never) priority(*job, float64) int      { return 0 }
 func (never) stableKeys() bool                { return true }
 func (never) starving(*job, float64) bool     { return false }
 
-// fifo starts jobs in submit order; without backfill a job that does not
-// fit blocks every job behind it (the Helios reference's FIFO).
+// fifo is FIFO with backfill that reads each job's true duration as its
+// estimate (an oracle, as EASY backfill with exact estimates): a blocked
+// head gets a reservation and later gangs pass it where they end in time.
+// Strict FIFO, which reads no durations, is internal/scheduler/policy's
+// "fifo".
 type fifo struct {
 	never
 	backfill bool
@@ -112,20 +124,6 @@ func (p fifo) mode() QueueMode {
 	return Strict
 }
 func (fifo) key(j *job, _ float64) key { return key{a: j.submit, idx: j.idx} }
-
-// live is what the server's controller runs today: jobs in submit order
-// (priorities and queues as the trace gives them: none), the scheduler in
-// Backfill mode with ServerReservations reservations, each job's time
-// limit as its estimate. Traces carry no time limits, so no end is known:
-// a blocked gang's reservation has no start and only gangs that leave its
-// GPUs alone pass it. Unlike fifo-backfill it reads no durations.
-type live struct{ never }
-
-func (live) Name() string              { return "live" }
-func (live) Oracle() bool              { return false }
-func (live) preemptive() bool          { return false }
-func (live) mode() QueueMode           { return Backfill }
-func (live) key(j *job, _ float64) key { return key{a: j.submit, idx: j.idx} }
 
 // sjf starts the shortest job first, by its true duration, strictly: the
 // shortest job that does not fit blocks the rest (the Helios reference).
@@ -168,144 +166,89 @@ func (tiresias) Oracle() bool     { return false }
 func (tiresias) preemptive() bool { return true }
 func (tiresias) mode() QueueMode  { return Greedy }
 func (p tiresias) key(j *job, now float64) key {
-	return key{a: float64(levelOf(p.thresholds, j.attainedAt(now))), b: j.submit, idx: j.idx}
+	return key{a: float64(policy.LevelOf(p.thresholds, j.attainedAt(now))), b: j.submit, idx: j.idx}
 }
 func (p tiresias) nextRekey(j *job, now float64) float64 {
 	if j.phase != phaseRunning {
 		return math.Inf(1)
 	}
-	return crossing(p.thresholds, j.attainedAt(now), j.gpus, now)
+	return policy.Crossing(p.thresholds, j.attainedAt(now), j.gpus, now)
 }
 
-// levelOf is the queue of a job that has attained a GPU-seconds: the
-// number of thresholds it has reached (within rounding).
-func levelOf(th []float64, a float64) int {
-	a += 1e-6
-	return sort.Search(len(th), func(i int) bool { return th[i] > a })
+// shared runs a policy of internal/scheduler/policy, the code the
+// server's controller runs, on the simulator's jobs.
+type shared struct {
+	p    policy.Policy
+	name string
+	qm   QueueMode
+	// server: the scheduler reserves for ServerReservations blocked gangs
+	// in Backfill mode, as the controller does.
+	server bool
 }
 
-// crossing is when a running job at attained a with g GPUs reaches the next
-// threshold above a.
-func crossing(th []float64, a float64, g int, now float64) float64 {
-	l := levelOf(th, a)
-	if l >= len(th) || g <= 0 {
+// FromPolicy runs p in the simulator under p's name.
+func FromPolicy(p policy.Policy) Policy {
+	return shared{p: p, name: p.Name(), qm: queueMode(p.Mode())}
+}
+
+// Live is what the server's controller runs with p as its default
+// queue's policy (nil: policy.Default), under the name "live": p's order
+// and priorities, the scheduler reserving for ServerReservations blocked
+// gangs in Backfill mode, each job's time limit as its estimate. Traces
+// carry no time limits, so no end is known: a blocked gang's reservation
+// has no start and only gangs that leave its GPUs alone pass it.
+func Live(p policy.Policy) Policy {
+	if p == nil {
+		p = namedPolicy(policy.Default)
+	}
+	return shared{p: p, name: "live", qm: queueMode(p.Mode()), server: true}
+}
+
+// Gangway returns gangway's least-attained-service policy
+// (policy.GangwayPolicy) with its default settings.
+func Gangway() Policy { return FromPolicy(policy.Gangway()) }
+
+func namedPolicy(name string) policy.Policy {
+	p, err := policy.New(name)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func queueMode(m scheduler.Mode) QueueMode {
+	switch m {
+	case scheduler.Strict:
+		return Strict
+	case scheduler.Backfill:
+		return Backfill
+	}
+	return Greedy
+}
+
+func (s shared) Name() string       { return s.name }
+func (shared) Oracle() bool         { return false }
+func (shared) preemptive() bool     { return false }
+func (s shared) mode() QueueMode    { return s.qm }
+func (s shared) schedPreempt() bool { return s.p.Preempts() }
+func (shared) stableKeys() bool     { return true }
+func (s shared) key(j *job, now float64) key {
+	k := s.p.Key(j.pstate(), now)
+	return key{a: k.A, b: k.B, idx: j.idx}
+}
+func (s shared) nextRekey(j *job, now float64) float64 {
+	if j.phase != phasePending && j.phase != phaseRunning {
 		return math.Inf(1)
 	}
-	return now + (th[l]-a)/float64(g)
+	return s.p.NextRekey(j.pstate(), now)
 }
-
-// GangwayPolicy is gangway's default: it knows no durations. Jobs sit in
-// multi-level queues by attained GPU-service (least attained first, as
-// LAS approximates shortest-remaining-first on heavy-tailed workloads;
-// first come first served within a level). A waiting job's priority ages
-// up one level each time it has waited AgingFactor × its run time so far
-// (at least MinAging), and a job that has waited StarveAfter in one go
-// jumps to the top level, so no job starves. A job that has just started
-// is not preempted for MinRun. Levels reach the scheduler as priorities,
-// and the scheduler chooses the victims.
-type GangwayPolicy struct {
-	Thresholds  []float64 // GPU-seconds
-	AgingFactor float64
-	MinAging    float64 // seconds
-	StarveAfter float64 // seconds
-	MinRun      float64 // seconds
-	// MaxQuantum, when set, protects a job at level L for
-	// min(MaxQuantum, MinRun·2^L) after it starts: longer-running jobs get
-	// longer slices, as in multi-level feedback queues.
-	MaxQuantum float64 // seconds
-}
-
-// Gangway returns the default policy with its default settings: level
-// thresholds at 1, 2, 4, ... 4,096 GPU-hours.
-func Gangway() *GangwayPolicy {
-	var th []float64
-	for t := 3600.0; t <= 3600*4096; t *= 2 {
-		th = append(th, t)
-	}
-	// No job waits more than 4 h at a stretch before it ranks first, and
-	// aging starts at 2 h so that it acts before that. With a day, preempted
-	// long jobs waited so long that on Philly October at load 0.8 p99 JCT
-	// rose 0.7% above FIFO's; shorter bounds lower p99 and the longest wait
-	// at every load tried, average JCT as good or better, at the cost of
-	// more preemptions under the heaviest load (docs/simulation.md §2).
-	return &GangwayPolicy{Thresholds: th, AgingFactor: 2, MinAging: 2 * 3600, StarveAfter: 4 * 3600, MinRun: 120}
-}
-
-func (*GangwayPolicy) Name() string       { return "gangway" }
-func (*GangwayPolicy) Oracle() bool       { return false }
-func (*GangwayPolicy) preemptive() bool   { return false }
-func (*GangwayPolicy) mode() QueueMode    { return Greedy }
-func (*GangwayPolicy) schedPreempt() bool { return true }
-
-// priority maps the level to a scheduler priority: level 0 is highest,
-// and a starving job ranks above every level, so that it may preempt
-// jobs of its own level too.
-func (p *GangwayPolicy) priority(j *job, now float64) int {
-	if p.starving(j, now) {
-		return len(p.Thresholds) + 1
-	}
-	return len(p.Thresholds) - p.level(j, now)
-}
-
-// level is the job's queue after aging credit.
-func (p *GangwayPolicy) level(j *job, now float64) int {
-	l := levelOf(p.Thresholds, j.attainedAt(now)) - j.promoted
-	return max(l, 0)
-}
-
-func (p *GangwayPolicy) key(j *job, now float64) key {
-	return key{a: float64(p.level(j, now)), b: j.submit, idx: j.idx}
-}
-
-// agingWait is how long a job must wait for its next promotion.
-func (p *GangwayPolicy) agingWait(j *job) float64 {
-	ran := 0.0
-	if j.gpus > 0 {
-		ran = j.attained / float64(j.gpus)
-	}
-	return max(p.MinAging, p.AgingFactor*ran)
-}
-
-func (p *GangwayPolicy) nextRekey(j *job, now float64) float64 {
-	switch j.phase {
-	case phaseRunning:
-		return crossing(p.Thresholds, j.attainedAt(now), j.gpus, now)
-	case phasePending:
-		if p.level(j, now) == 0 {
-			return math.Inf(1)
-		}
-		t := j.pendSince + float64(j.promoted+1-j.promotedBase)*p.agingWait(j)
-		if p.StarveAfter > 0 {
-			t = min(t, max(now, j.pendSince+p.StarveAfter))
-		}
-		return t
-	}
-	return math.Inf(1)
-}
-
-func (p *GangwayPolicy) rekey(j *job, now float64) {
-	if j.phase != phasePending {
-		return
-	}
-	if p.StarveAfter > 0 && now-j.pendSince >= p.StarveAfter {
-		j.promoted = levelOf(p.Thresholds, j.attainedAt(now))
-		return
-	}
-	if p.level(j, now) > 0 {
-		j.promoted++
+func (s shared) rekey(j *job, now float64) {
+	if j.phase == phasePending {
+		s.p.Rekey(j.pstate(), now)
 	}
 }
-
-func (p *GangwayPolicy) protected(j *job, now float64) bool {
-	q := p.MinRun
-	if p.MaxQuantum > q {
-		q = min(p.MaxQuantum, p.MinRun*math.Exp2(float64(p.level(j, now))))
-	}
-	return now-j.segStart < q
-}
-
-func (*GangwayPolicy) stableKeys() bool { return true }
-
-func (p *GangwayPolicy) starving(j *job, now float64) bool {
-	return p.StarveAfter > 0 && j.phase == phasePending && now-j.pendSince >= p.StarveAfter
+func (s shared) protected(j *job, now float64) bool { return s.p.Protected(j.pstate(), now) }
+func (s shared) priority(j *job, now float64) int   { return s.p.Priority(j.pstate(), now) }
+func (s shared) starving(j *job, now float64) bool {
+	return j.phase == phasePending && s.p.Starving(j.pstate(), now)
 }

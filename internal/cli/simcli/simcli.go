@@ -10,8 +10,13 @@
 // dashboard's Simulate page): the server defines the interface, and the
 // cli, which may import the simulator, hands this in.
 //
-// It imports the standard library, internal/api, internal/sim,
-// internal/sim/trace, internal/sim/experiments and internal/base/cmdkit.
+// With -policy live it runs the controller's configuration: the queues of
+// a server (-from-server) or of a file (-queues), else the default.
+//
+// It imports the standard library, internal/sim, internal/sim/trace,
+// internal/sim/experiments, internal/base/cmdkit, internal/api and
+// internal/api/client (the queues of -from-server and -queues) and
+// github.com/goccy/go-yaml.
 package simcli
 
 import (
@@ -68,6 +73,7 @@ type replayOpts struct {
 	gpuModel                         string
 	load                             float64
 	policies, placement, preemptCost string
+	fromServer, queuesFile           string
 	failures, repair, restart        string
 	ckptInterval, ckptCost, horizon  string
 	output                           cmdkit.Format
@@ -94,6 +100,8 @@ func replayFlags(w io.Writer) (*flag.FlagSet, *replayOpts) {
 	fs.IntVar(&o.gpuScale, "gpu-scale", 1, "multiply every job's GPU count (to replay a trace on a bigger cluster)")
 	fs.Float64Var(&o.load, "load", 0, "size the pool so the trace's GPU-time is this share of capacity over its submission span")
 	fs.StringVar(&o.policies, "policy", "gangway", "policies to compare, comma-separated, or all: "+strings.Join(sim.PolicyNames(), ", "))
+	fs.StringVar(&o.fromServer, "from-server", "", "`URL` of a gangway server whose queues' policies the live policy runs ($GANGWAY_TOKEN, $GANGWAY_CA_FILE apply)")
+	fs.StringVar(&o.queuesFile, "queues", "", "`file` of queue specs (YAML or JSON, as gangway get queues -o yaml writes) whose policies the live policy runs")
 	fs.StringVar(&o.placement, "placement", "gangway", "placement: "+strings.Join(sim.PlacementNames(), ", "))
 	fs.StringVar(&o.preemptCost, "preempt-cost", "helios", "checkpoint-and-restore cost of a preemption: helios (7 s for 1 GPU, 30 s to 8, 60 s beyond) or a duration")
 	fs.StringVar(&o.failures, "failures", "none", "failure model: none or llama3 (466 interruptions in 54 days on 16,384 GPUs, 78% hardware)")
@@ -171,6 +179,9 @@ func replay(ctx context.Context, o *replayOpts, stdout, stderr io.Writer) error 
 	}
 	pols, err := parsePolicies(o.policies)
 	if err != nil {
+		return err
+	}
+	if pols, err = withLive(ctx, pols, o, stderr); err != nil {
 		return err
 	}
 	placement, err := sim.ParsePlacement(o.placement)

@@ -190,3 +190,30 @@ func TestSeveralPoliciesTellTheWait(t *testing.T) {
 		t.Errorf("one policy: stderr %q; want no count", stderr)
 	}
 }
+
+// TestLiveFromQueuesFile: -policy live -queues FILE runs the default
+// queue's policy as the controller would: with fifo, fifo's figures.
+func TestLiveFromQueuesFile(t *testing.T) {
+	tr := writeFile(t, "t.csv", tinyTrace)
+	qs := writeFile(t, "q.yaml", "- spec: {name: default, policy: fifo}\n- {name: team-a, guaranteeGPUs: 4, policy: las}\n")
+	code, out, stderr := run("-trace", tr, "-nodes", "2", "-policy", "live,fifo", "-queues", qs, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "queue team-a (policy gangway, guarantee 4 GPUs) is not simulated") {
+		t.Errorf("stderr does not say what is left out:\n%s", stderr)
+	}
+	var live, fifo map[string]any
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &live) != nil || json.Unmarshal([]byte(lines[1]), &fifo) != nil {
+		t.Fatalf("want two JSON lines:\n%s", out)
+	}
+	if live["policy"] != "live" || live["avg_jct_s"] != fifo["avg_jct_s"] || live["makespan_s"] != fifo["makespan_s"] {
+		t.Errorf("live with a fifo default queue = %v; want fifo's figures %v", live, fifo)
+	}
+	bad := writeFile(t, "bad.yaml", "- {name: default, policy: sjf}\n")
+	code, _, stderr = run("-trace", tr, "-nodes", "2", "-policy", "live", "-queues", bad)
+	if code != 2 || !strings.Contains(stderr, "policy") || !strings.Contains(stderr, `"sjf"`) {
+		t.Errorf("a queue file with an unknown policy: exit %d, %q", code, stderr)
+	}
+}

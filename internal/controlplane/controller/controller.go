@@ -21,8 +21,8 @@
 // liveness.go the agents' heartbeats, and observe.go tells an Observer
 // (the server's metrics) what passes did and why jobs wait.
 //
-// It imports api, base/stats, controlplane/store, launch, scheduler and topology;
-// nothing imports it but the server.
+// It imports api, base/stats, controlplane/store, launch, scheduler,
+// scheduler/policy and topology; nothing imports it but the server.
 package controller
 
 import (

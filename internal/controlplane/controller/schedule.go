@@ -13,7 +13,8 @@ import (
 )
 
 // schedule builds the scheduler's snapshot (free and shared GPUs,
-// running gangs, queues, topology), asks for a plan and applies it:
+// running gangs, queues, topology), with the order and priorities the
+// queues' policies give (policy.go), asks for a plan and applies it:
 // placements become attempts, preemptions send the checkpoint signal, and
 // pending gangs get their reason.
 func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
@@ -34,6 +35,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	pols := queuePolicies(p.v.Queues)
 	snap.Running = make([]scheduler.Running, 0, len(ids))
 	for _, id := range ids {
 		j := p.v.Jobs[id]
@@ -49,9 +51,11 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		if j.Spec.TimeLimit > 0 {
 			r.EstimatedEnd = a.CreatedAt.Add(j.Spec.TimeLimit.D()).UnixNano()
 		}
-		if ck := p.v.Ckpts[j.ID]; ck != nil {
+		ck := p.v.Ckpts[j.ID]
+		if ck != nil {
 			r.LastCheckpoint = ck.Time.UnixNano()
 		}
+		pols.applyRunning(&r, j, a, ck, p.now)
 		for _, rp := range a.Placement {
 			r.Ranks = append(r.Ranks, scheduler.Slot{Node: rp.Node, GPUs: rp.GPUs, Milli: rp.Milli, MIGProfile: rp.MIGProfile, MIGStart: rp.MIGStart})
 			if rp.Milli > 0 || rp.MIGProfile != "" {
@@ -158,10 +162,11 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		}
 		reqs = append(reqs, r)
 	}
+	pols.orderRequests(reqs, pending, p.now)
 	addHostUse(&snap, p.v.Jobs)
 	spreadReplicas(&snap, reqs, byID, p.v.Jobs)
 	began := time.Now()
-	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Backfill, Strategy: scheduler.Topology,
+	plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: pols.mode(), Strategy: scheduler.Topology,
 		MaxReservations: scheduler.ServerReservations})
 	p.scheduling = time.Since(began)
 	p.placed, p.preempted = len(plan.Placements), len(plan.Preemptions)

@@ -147,3 +147,15 @@ func TestJobSpecSchema(t *testing.T) {
 		t.Errorf("timeLimit = %v, want a string", props["timeLimit"])
 	}
 }
+
+// TestQueuePolicySchema: the queue's policy field lists the policies the
+// API accepts.
+func TestQueuePolicySchema(t *testing.T) {
+	s := newSchemas()
+	s.of(reflect.TypeFor[api.QueueSpec]())
+	pol, _ := s.components["QueueSpec"]["properties"].(Schema)["policy"].(Schema)
+	enum, _ := pol["enum"].([]any)
+	if pol["type"] != "string" || len(enum) != len(api.QueuePolicies)+1 || pol["description"] == nil {
+		t.Errorf("QueueSpec.policy = %v; want a string enum of the queue policies, described", pol)
+	}
+}

@@ -96,6 +96,29 @@ func (s *schemas) of(t reflect.Type) Schema {
 	return Schema{}
 }
 
+// fieldKey names one JSON field of a struct type.
+type fieldKey struct {
+	t    reflect.Type
+	name string
+}
+
+// fieldSchemas are the fields whose schema says more than their Go type:
+// strings that take one of a few values.
+var fieldSchemas = map[fieldKey]func() Schema{
+	{reflect.TypeFor[api.QueueSpec](), "policy"}: func() Schema {
+		return Schema{"type": "string", "enum": append([]any{""}, anys(api.QueuePolicies)...),
+			"description": "How the queue's pending jobs are ordered and whether they preempt its running ones (job priorities rank above it; guarantees still preempt borrowers). Empty: " + api.DefaultQueuePolicy + "."}
+	},
+}
+
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 func durationSchema() Schema {
 	return Schema{"type": "string", "description": `A duration: Go's form ("90s", "1h30m"), Slurm's ("2:00:00", "1-00:00:00") or a bare number of minutes; written back in Go's form.`, "example": "1h30m0s"}
 }
@@ -165,6 +188,10 @@ func (s *schemas) fields(t reflect.Type, props Schema) {
 		}
 		if strings.Contains(","+opts+",", ",string,") {
 			props[name] = Schema{"type": "string"}
+			continue
+		}
+		if fs, ok := fieldSchemas[fieldKey{t, name}]; ok {
+			props[name] = fs()
 			continue
 		}
 		props[name] = s.of(f.Type)

@@ -1,0 +1,157 @@
+package controller
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/scheduler/policy"
+)
+
+// This file hands the queues' policies (internal/scheduler/policy, the
+// code the simulator runs) to the scheduler: each job's state is computed
+// from its status alone (policy.Replay over its attempts), so nothing is
+// stored for them. A request's priority is its spec priority above its
+// policy's level, so that a job's priority always wins over the policy,
+// and the scheduler, which preempts within a queue only for a higher
+// priority, preempts for the policy only among jobs of one spec priority.
+// Guarantees between queues preempt borrowers regardless of priority.
+
+// policies is every queue's policy during one pass.
+type policies struct {
+	byQueue map[string]policy.Policy
+	def     policy.Policy
+}
+
+// queuePolicies resolves the queues' policies. A stored name this build
+// does not know (written by another version) runs the default.
+func queuePolicies(qs map[string]*api.Queue) policies {
+	ps := policies{byQueue: make(map[string]policy.Policy, len(qs))}
+	ps.def, _ = policy.New(policy.Default)
+	for name, q := range qs {
+		if p, err := policy.New(q.Spec.Policy); err == nil {
+			ps.byQueue[name] = p
+		}
+	}
+	if p := ps.byQueue[api.DefaultQueue]; p != nil {
+		ps.def = p
+	}
+	return ps
+}
+
+// of is the policy of queue q.
+func (ps policies) of(q string) policy.Policy {
+	if q == "" {
+		q = api.DefaultQueue
+	}
+	if p := ps.byQueue[q]; p != nil {
+		return p
+	}
+	return ps.def
+}
+
+// mode is the scheduler's mode for the pass: the default queue's
+// policy's (the scheduler walks every queue in one mode).
+func (ps policies) mode() scheduler.Mode { return ps.def.Mode() }
+
+// seconds is t on the policies' clock.
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// policyJob is j as its queue's policy p sees it at now: its attempts
+// replayed from its submit.
+func policyJob(p policy.Policy, j *api.Job, now time.Time) policy.Job {
+	gpus := j.Spec.GPUs()
+	if gpus == 0 {
+		gpus = j.Spec.Ranks
+	}
+	st := policy.Job{Submit: seconds(j.SubmittedAt), GPUs: gpus, Queue: j.Spec.Queue, User: j.Spec.User}
+	segs := make([]policy.Segment, 0, len(j.Status.Attempts))
+	for i := range j.Status.Attempts {
+		a := &j.Status.Attempts[i]
+		g := 0
+		for _, rp := range a.Placement {
+			g += len(rp.GPUs)
+		}
+		s := policy.Segment{Start: seconds(a.CreatedAt), GPUs: g}
+		switch {
+		case a.Phase != api.AttemptEnded:
+			s.Open = true
+		case !a.EndedAt.IsZero():
+			s.End = seconds(a.EndedAt)
+		default:
+			s.End = s.Start
+		}
+		if g == 0 && !s.Open {
+			continue // never held GPUs (a preflight that found none)
+		}
+		segs = append(segs, s)
+		if s.Open {
+			break
+		}
+	}
+	policy.Replay(p, &st, segs, seconds(now))
+	return st
+}
+
+// schedPriority is a job's scheduler priority: its spec priority above
+// the level its policy gives it.
+func schedPriority(p policy.Policy, spec int, st *policy.Job, now float64) int {
+	if !p.Preempts() {
+		return spec
+	}
+	return spec*(p.Levels()+1) + p.Priority(st, now)
+}
+
+// applyRunning sets a running job's priority and, where its queue's
+// policy preempts, whether it may be preempted now: not while the policy
+// protects it (it has just started), nor, for a job that checkpoints,
+// before its first checkpoint of this attempt.
+func (ps policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt, ck *api.Checkpoint, now time.Time) {
+	p := ps.of(j.Spec.Queue)
+	if !p.Preempts() {
+		return
+	}
+	st := policyJob(p, j, now)
+	t := seconds(now)
+	r.Priority = schedPriority(p, j.Spec.Priority, &st, t)
+	if p.Protected(&st, t) || (ck != nil && ck.Time.Before(a.CreatedAt)) {
+		r.Preemptible = false
+	}
+}
+
+// orderRequests sets the pending requests' priorities and orders them:
+// by priority, then their policy's key, then submit time and ID. reqs[i]
+// is pending[i]'s request.
+func (ps policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, now time.Time) {
+	t := seconds(now)
+	keys := make([]policy.Key, len(reqs))
+	idx := make([]int, len(reqs))
+	for i, j := range pending {
+		p := ps.of(j.Spec.Queue)
+		st := policyJob(p, j, now)
+		keys[i] = p.Key(&st, t)
+		reqs[i].Priority = schedPriority(p, j.Spec.Priority, &st, t)
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(reqs[b].Priority, reqs[a].Priority); c != 0 {
+			return c
+		}
+		if keys[a].Less(keys[b]) {
+			return -1
+		}
+		if keys[b].Less(keys[a]) {
+			return 1
+		}
+		if c := pending[a].SubmittedAt.Compare(pending[b].SubmittedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(pending[a].ID, pending[b].ID)
+	})
+	for rank, i := range idx {
+		reqs[i].Order = int64(rank)
+	}
+}

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/scheduler"
+)
+
+// TestQueuePolicyOrder: a las queue puts the job that has had the least
+// GPU-service first and gives it the higher priority, the spec priority
+// ranks above the policy, and a job that has just started is protected.
+func TestQueuePolicyOrder(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0.Add(3*time.Hour + 30*time.Minute) // old has waited 2.5 h: aged one level, not starving
+	qs := map[string]*api.Queue{"q": {Spec: api.QueueSpec{Name: "q", Policy: "las"}}}
+	pols := queuePolicies(qs)
+	mk := func(id string, submit time.Duration, prio int, ran time.Duration) *api.Job {
+		j := &api.Job{ID: id, SubmittedAt: t0.Add(submit), Spec: api.JobSpec{Queue: "q", Ranks: 1, GPUsPerRank: 8, Priority: prio}}
+		if ran > 0 {
+			start := t0.Add(submit)
+			j.Status.Attempts = []api.Attempt{{Phase: api.AttemptEnded, CreatedAt: start, EndedAt: start.Add(ran),
+				Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}
+		}
+		return j
+	}
+	// old ran 8 GPU-hours (level 3); fresh never ran; boss ran as long
+	// but has spec priority 1.
+	pending := []*api.Job{mk("old", 0, 0, time.Hour), mk("fresh", time.Hour, 0, 0), mk("boss", 2*time.Hour, 1, time.Hour)}
+	reqs := make([]scheduler.Request, len(pending))
+	pols.orderRequests(reqs, pending, now)
+	order := map[string]int64{}
+	for i, j := range pending {
+		order[j.ID] = reqs[i].Order
+	}
+	if !(order["boss"] < order["fresh"] && order["fresh"] < order["old"]) {
+		t.Errorf("order = %v; want boss (priority 1), fresh (least service), old", order)
+	}
+	if !(reqs[2].Priority > reqs[1].Priority && reqs[1].Priority > reqs[0].Priority) {
+		t.Errorf("priorities old %d fresh %d boss %d; want boss > fresh > old", reqs[0].Priority, reqs[1].Priority, reqs[2].Priority)
+	}
+	if pols.mode() != scheduler.Backfill {
+		t.Errorf("mode = %v; want the default queue's (backfill)", pols.mode())
+	}
+
+	run := mk("run", 0, 0, 0)
+	run.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: now.Add(-time.Minute),
+		Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0}}}}}
+	a := run.Status.Current()
+	r := scheduler.Running{Preemptible: true}
+	pols.applyRunning(&r, run, a, nil, now)
+	if r.Preemptible {
+		t.Errorf("a job 1 min into its attempt is preemptible; want protected for min-run")
+	}
+	r = scheduler.Running{Preemptible: true}
+	pols.applyRunning(&r, run, a, &api.Checkpoint{Time: now.Add(-time.Hour)}, now.Add(time.Hour))
+	if r.Preemptible {
+		t.Errorf("a checkpointing job with no checkpoint since its start is preemptible")
+	}
+	r = scheduler.Running{Preemptible: true}
+	pols.applyRunning(&r, run, a, &api.Checkpoint{Time: now}, now.Add(time.Hour))
+	if !r.Preemptible {
+		t.Errorf("a job past min-run with a checkpoint since its start is protected")
+	}
+}

@@ -1,0 +1,154 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gangway/gangway/internal/api"
+)
+
+func TestNew(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"", Default},
+		{"fifo", "fifo"},
+		{" Backfill ", "backfill"},
+		{"greedy", "greedy"},
+		{"las", "gangway"},
+		{"gangway", "gangway"},
+	} {
+		p, err := New(tc.name)
+		if err != nil {
+			t.Fatalf("New(%q): %v", tc.name, err)
+		}
+		if p.Name() != tc.want {
+			t.Errorf("New(%q).Name() = %q; want %q", tc.name, p.Name(), tc.want)
+		}
+	}
+	_, err := New("sjf")
+	if err == nil || !strings.Contains(err.Error(), `"sjf"`) || !strings.Contains(err.Error(), "backfill") {
+		t.Errorf("New(sjf) = %v; want an error naming it and the known policies", err)
+	}
+	if !slices.IsSorted(Names()) || !slices.Contains(Names(), Default) {
+		t.Errorf("Names() = %v; want sorted, with the default", Names())
+	}
+}
+
+// TestGangwayLevels: a job's level follows its attained service, aging
+// lifts a waiting job a level per AgingFactor × its run time, and a job
+// that waited StarveAfter ranks above all.
+func TestGangwayLevels(t *testing.T) {
+	p := &GangwayPolicy{Thresholds: []float64{100, 200}, AgingFactor: 2, MinAging: 50, StarveAfter: 1000, MinRun: 10}
+	j := &Job{Submit: 0, GPUs: 2}
+	// Ran 0..60 on 2 GPUs: 120 GPU-seconds, level 1; it waits from 60.
+	Replay(p, j, []Segment{{Start: 0, End: 60}}, 60)
+	if got := p.Key(j, 60); got != (Key{A: 1, B: 0}) {
+		t.Errorf("key after 120 GPU-s = %v; want level 1", got)
+	}
+	// Aging wait is max(50, 2·60) = 120 s: promoted at 180.
+	if got := p.NextRekey(j, 60); got != 180 {
+		t.Errorf("next rekey = %v; want 180", got)
+	}
+	Replay(p, j, []Segment{{Start: 0, End: 60}}, 180)
+	if got := p.Key(j, 180).A; got != 0 {
+		t.Errorf("level after aging = %v; want 0", got)
+	}
+	if got, want := p.Priority(j, 180), 2; got != want {
+		t.Errorf("priority = %d; want %d", got, want)
+	}
+	if !p.Starving(j, 1060) || p.Priority(j, 1060) != p.Levels() {
+		t.Errorf("after 1000 s of waiting: starving %v, priority %d; want true, %d", p.Starving(j, 1060), p.Priority(j, 1060), p.Levels())
+	}
+	// Running again from 200: protected for MinRun.
+	Replay(p, j, []Segment{{Start: 0, End: 60}, {Start: 200, Open: true}}, 205)
+	if !j.Running || !p.Protected(j, 205) || p.Protected(j, 210) {
+		t.Errorf("running %v, protected at 205 %v, at 210 %v; want true, true, false", j.Running, p.Protected(j, 205), p.Protected(j, 210))
+	}
+	// Aging credit survives the start: 120 + 2·5 GPU-s is level 1 less
+	// one promotion.
+	if got := p.Key(j, 205).A; got != 0 {
+		t.Errorf("running level = %v; want 0", got)
+	}
+	if got := p.NextRekey(j, 205); got != 205+(200-130)/2.0 {
+		t.Errorf("running next rekey = %v; want the crossing of 200 GPU-s", got)
+	}
+}
+
+// TestReplayMatchesEvents: Replay reaches the state that applying each
+// rekey event as it comes (the simulator's way) does.
+func TestReplayMatchesEvents(t *testing.T) {
+	p := Gangway()
+	p.MinAging = 30
+	segs := []Segment{{Start: 10, End: 4000, GPUs: 4}, {Start: 9000, End: 20000, GPUs: 4}}
+	ev := &Job{Submit: 0, GPUs: 4}
+	ev.Wait(0)
+	t0 := 0.0
+	step := func(until float64) {
+		for n := p.NextRekey(ev, t0); !math.IsInf(n, 1) && n <= until; n = p.NextRekey(ev, t0) {
+			t0 = n
+			p.Rekey(ev, t0)
+		}
+	}
+	for _, s := range segs {
+		step(s.Start)
+		t0 = s.Start
+		ev.Start(s.Start)
+		step(s.End)
+		ev.Attained += (s.End - s.Start) * float64(s.GPUs)
+		ev.Wait(s.End)
+		t0 = s.End
+	}
+	step(60000)
+	got := &Job{Submit: 0, GPUs: 4}
+	Replay(p, got, segs, 60000)
+	if d := cmp.Diff(ev, got); d != "" {
+		t.Errorf("Replay differs from events (-events +replay):\n%s", d)
+	}
+	if got.Promoted == 0 {
+		t.Errorf("no aging in the replay; the test should cover it")
+	}
+}
+
+func TestSubmitOrder(t *testing.T) {
+	p, _ := New("backfill")
+	a, b := &Job{Submit: 5}, &Job{Submit: 7, Running: true, SegStart: 8}
+	if !p.Key(a, 100).Less(p.Key(b, 100)) || p.Preempts() || p.Protected(b, 9) || p.Levels() != 0 {
+		t.Errorf("backfill: want submit order, no preemption, no levels")
+	}
+}
+
+func BenchmarkGangwayKey(b *testing.B) {
+	p := Gangway()
+	j := &Job{Submit: 1, GPUs: 8, Running: true, SegStart: 10, Attained: 1e5}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = p.Key(j, float64(i))
+	}
+}
+
+// TestAPINames: the API validates queue specs against the policies
+// registered here.
+func TestAPINames(t *testing.T) {
+	if d := cmp.Diff(api.QueuePolicies, Names()); d != "" {
+		t.Errorf("api.QueuePolicies differs from the registered policies (-api +registered):\n%s", d)
+	}
+	if api.DefaultQueuePolicy != Default {
+		t.Errorf("api.DefaultQueuePolicy = %q; want %q", api.DefaultQueuePolicy, Default)
+	}
+	q := api.QueueSpec{Name: "a", Policy: "sjf"}
+	q.Default()
+	err := q.Validate()
+	if err == nil || !strings.Contains(err.Error(), "policy") || !strings.Contains(err.Error(), `"sjf"`) || !strings.Contains(err.Error(), "backfill, fifo") {
+		t.Errorf("Validate(policy sjf) = %v; want the field, the value and the accepted names", err)
+	}
+	q.Policy = " LAS"
+	q.Default()
+	if err := q.Validate(); err != nil || q.Policy != "las" {
+		t.Errorf("Validate(policy LAS) = %v, policy %q; want nil, las", err, q.Policy)
+	}
+}
