@@ -228,6 +228,20 @@ func (c *Client) Hold(ctx context.Context, id string) (*api.Job, error) {
 	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/hold", nil, nil, &j)
 }
 
+// Requeue stops a running job's attempt (checkpoint signal first) and
+// puts the job back to wait under its ID.
+func (c *Client) Requeue(ctx context.Context, id string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/requeue", nil, nil, &j)
+}
+
+// Signal sends sig (api.ParseSignal's forms) to every rank of a running
+// job.
+func (c *Client) Signal(ctx context.Context, id, sig string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/signal?signal="+url.QueryEscape(sig), nil, nil, &j)
+}
+
 // Release lets a held job be placed again.
 func (c *Client) Release(ctx context.Context, id string) (*api.Job, error) {
 	var j api.Job

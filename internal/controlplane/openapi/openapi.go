@@ -86,6 +86,8 @@ var Operations = []Operation{
 	}, Status: 200, Text: "text/plain"},
 	{Method: "POST", Path: "/v1/jobs/{id}/hold", Tag: "jobs", Summary: "Hold a waiting job: nothing places it until it is released", Status: 200, Answer: typ[api.Job]()},
 	{Method: "POST", Path: "/v1/jobs/{id}/release", Tag: "jobs", Summary: "Release a held job (or one submitted with spec.hold)", Status: 200, Answer: typ[api.Job]()},
+	{Method: "POST", Path: "/v1/jobs/{id}/requeue", Tag: "jobs", Summary: "Requeue a running job: its ranks get the checkpoint signal, its attempt stops (cause requeued) and it waits again under its ID", Description: "As Slurm's scontrol requeue. A waiting job is refused (409), and so is a finished one: resubmit it.", Status: 202, Answer: typ[api.Job]()},
+	{Method: "POST", Path: "/v1/jobs/{id}/signal", Tag: "jobs", Summary: "Send a signal to every rank of a running job, which runs on", Description: "As Slurm's scancel --signal. A job whose ranks are not all running yet is refused (409).", Params: []Param{{"signal", "string", "HUP, INT, USR1, USR2 or TERM, with or without SIG, any case, or their numbers 1, 2, 10, 12, 15."}}, Status: 202, Answer: typ[api.Job]()},
 	{Method: "POST", Path: "/v1/jobs/{id}/priority", Tag: "jobs", Summary: "Set a pending job's priority", Params: []Param{{"priority", "integer", "The new priority."}}, Status: 200, Answer: typ[api.Job]()},
 
 	{Method: "POST", Path: "/v1/deployments", Tag: "deployments", Summary: "Create or update a deployment (201 when created, 200 when updated)", Body: typ[api.DeploymentSpec](), Spec: true, Status: 201, Answer: typ[api.Deployment]()},
