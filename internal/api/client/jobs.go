@@ -191,6 +191,11 @@ type LogQuery struct {
 	// Tail, when above 0, asks for only the last Tail lines of what is
 	// retained (then, with Follow, everything after).
 	Tail int
+	// Timestamps puts the time each line was written before it (RFC 3339
+	// with nanoseconds, UTC).
+	Timestamps bool
+	// Since, when not zero, leaves out the lines written before it.
+	Since time.Time
 }
 
 // Logs copies a rank's log into w until it ends (with Follow, until the
@@ -208,6 +213,12 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	}
 	if q.Tail > 0 {
 		path += "&tail=" + strconv.Itoa(q.Tail)
+	}
+	if q.Timestamps {
+		path += "&timestamps=1"
+	}
+	if !q.Since.IsZero() {
+		path += "&since=" + url.QueryEscape(q.Since.UTC().Format(time.RFC3339Nano))
 	}
 	resp, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {
