@@ -67,6 +67,7 @@ func commands() []command {
 		{name: "node", args: "revoke NODE", summary: "cut a node off: its certificate is refused until it joins again", run: runNode},
 		{name: "token", args: "create|list|revoke", summary: "make, list or revoke users' and agents' (join) tokens", run: runToken},
 		{name: "ca", args: "create DIR", summary: "make a cluster CA for several server replicas to share (--tls-ca, --tls-ca-key)", run: runCA},
+		{name: "config", args: "set-context|use-context|get-contexts|current-context", summary: "client contexts as kubectl's: a server and its credentials (--token-file, --ca) each, the current one used by every command (~/.config/gangway/config.yaml)", run: runConfig},
 		{name: "whoami", summary: "say who the server takes you for, and the account your jobs run as", run: runWhoami},
 		{name: "report", args: "usage [--by B] [--since 7d]", summary: "GPU-hours by queue, user or job: useful, and lost by cause (node lost, GPU fault, hang, preemption, user error, …), restarts and pending time", run: runReport},
 		{name: "audit", args: "[--who U] [--since D]", summary: "show the newest mutating requests: who, what, from where, result", run: runAudit},
@@ -141,8 +142,9 @@ Commands:
 	}
 	fmt.Fprint(w, `
 User commands take --server URL, --token and --ca-file (default: $GANGWAY_SERVER,
-$GANGWAY_TOKEN, $GANGWAY_CA_FILE, else the client config ~/.config/gangway/config
-that "gangway server" writes on its first start) and -o table|json|yaml
+$GANGWAY_TOKEN, $GANGWAY_CA_FILE, else the current context of the client config
+~/.config/gangway/config.yaml, which "gangway server" writes on its first start
+and "gangway config set-context" edits) and -o table|json|yaml
 (get jobs and report usage also -o csv).
 Run "gangway COMMAND -h" for a command's flags.
 `)
@@ -152,8 +154,8 @@ Run "gangway COMMAND -h" for a command's flags.
 // --context and --ca-file, each over its environment variable
 // ($GANGWAY_SERVER, $GANGWAY_TOKEN, $GANGWAY_CONTEXT, $GANGWAY_CA_FILE),
 // each over the client config's context ($GANGWAY_CONFIG, else
-// ~/.config/gangway/config), which `gangway server` writes on its first
-// start.
+// ~/.config/gangway/config.yaml), which `gangway server` writes on its
+// first start and `gangway config` edits.
 type conn struct {
 	e                              *Env
 	server, token, context, caFile *string

@@ -103,6 +103,7 @@ var subjects = map[string][]string{
 	"report":     {"usage"},
 	"delete":     {"deployment"},
 	"node":       {"revoke"},
+	"config":     {"set-context", "use-context", "get-contexts", "current-context"},
 }
 
 // flagValues are what a flag takes, for completion of the word after it.
@@ -127,6 +128,12 @@ func runComplete(ctx context.Context, e *Env, args []string) int {
 		}
 	case strings.HasPrefix(cur, "-"):
 		cands = flagsOf(ctx, e, args[0])
+	case len(args) == 2 && args[0] == "config" && (args[1] == "use-context" || args[1] == "set-context"):
+		if f, err := client.LoadConfigFile(client.DefaultConfigPath(e.Getenv)); err == nil {
+			for _, c := range f.Contexts {
+				cands = append(cands, c.Name)
+			}
+		}
 	case flagValues[args[len(args)-1]] != nil:
 		cands = flagValues[args[len(args)-1]]
 	case len(args) == 1 && subjects[args[0]] != nil:
