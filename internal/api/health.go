@@ -90,6 +90,8 @@ func CauseOf(a *Attempt) Cause {
 		return CauseTimeLimit
 	case OutcomeInterrupted:
 		return CauseDrain
+	case OutcomeRequeued:
+		return CauseRequeued
 	case OutcomeFailed:
 		switch {
 		case strings.HasPrefix(a.Reason, "node ") && strings.HasSuffix(a.Reason, " lost"):

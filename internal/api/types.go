@@ -405,6 +405,10 @@ type JobStatus struct {
 	NotBefore time.Time `json:"notBefore,omitzero"`
 	// CancelRequested asks the controller to stop the job for good.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// RequeueRequested asks the controller to stop the running attempt
+	// (checkpoint signal first, as a preemption) and put the job back to
+	// wait under its ID (gangway requeue, Slurm's scontrol requeue).
+	RequeueRequested bool `json:"requeueRequested,omitempty"`
 	// Held keeps a waiting job from being placed until it is released
 	// (gangway hold / release, Slurm's scontrol hold / release); Released
 	// says a job submitted held (spec.hold) was let go.
@@ -461,6 +465,9 @@ const (
 	// have succeeded (its ranks' exits arrived late, from a node lost as
 	// they finished); the job succeeds with that attempt's result.
 	OutcomeSuperseded Outcome = "superseded"
+	// OutcomeRequeued: stopped because a user asked (gangway requeue);
+	// the job waits again, using up no restart.
+	OutcomeRequeued Outcome = "requeued"
 )
 
 // Cause is why an attempt ended, in the terms accounting charges lost
@@ -488,6 +495,8 @@ const (
 	// CauseFenced: a node's agent (or its supervisor) killed its ranks
 	// because it heard nothing from the server for its lease.
 	CauseFenced Cause = "fenced"
+	// CauseRequeued: a user asked for the job to be requeued.
+	CauseRequeued Cause = "requeued"
 )
 
 // Charged reports whether an attempt that ended for c uses up one of the
@@ -528,11 +537,32 @@ type Attempt struct {
 	// PreemptedFor needed the GPUs.
 	PreemptedAt  time.Time `json:"preemptedAt,omitzero"`
 	PreemptedFor string    `json:"preemptedFor,omitempty"`
-	StoppingAt   time.Time `json:"stoppingAt,omitzero"`
-	EndedAt      time.Time `json:"endedAt,omitzero"`
+	// RequeuedAt is when the ranks got the checkpoint signal because a
+	// user asked for the job to be requeued (gangway requeue).
+	RequeuedAt time.Time `json:"requeuedAt,omitzero"`
+	// SignalSeq counts the signals asked of this attempt's ranks: the
+	// checkpoint signal of a preemption or a requeue, and users' (gangway
+	// cancel --signal, whose newest is Signal). SignalSent is the count
+	// the controller has written into the attempt's assignments; agents
+	// send an assignment's signal each time its SignalSeq rises.
+	Signal     string    `json:"signal,omitempty"`
+	SignalSeq  int       `json:"signalSeq,omitempty"`
+	SignalSent int       `json:"signalSent,omitempty"`
+	StoppingAt time.Time `json:"stoppingAt,omitzero"`
+	EndedAt    time.Time `json:"endedAt,omitzero"`
 	// Preflight is set on an attempt that tests its placement before the
 	// job's command runs (see PreflightRun).
 	Preflight *PreflightRun `json:"preflight,omitempty"`
+}
+
+// NextSignalSeq is the SignalSeq of the next signal asked of the
+// attempt's ranks. An attempt preempted before SignalSeq was recorded
+// sent its checkpoint signal as 1.
+func (a *Attempt) NextSignalSeq() int {
+	if a.SignalSeq == 0 && !a.PreemptedAt.IsZero() {
+		return 2
+	}
+	return a.SignalSeq + 1
 }
 
 // Nodes returns the distinct nodes of the placement in rank order.

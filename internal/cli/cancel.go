@@ -24,6 +24,8 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 	state := fs.String("state", "", "cancel only jobs in this state: pending or running (scancel -t)")
 	selector := fs.String("l", "", "cancel the unfinished jobs whose labels this selects, as kubectl's -l: key=value,key!=value,key,!key")
 	fs.StringVar(selector, "selector", "", "long for -l")
+	signal := fs.String("signal", "", "send this signal to every rank of each running job instead of cancelling it (scancel --signal): "+api.SignalForms())
+	fs.StringVar(signal, "s", "", "short for --signal")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
 		return code
@@ -42,6 +44,18 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 	if _, err := api.ParseSelector(*selector); err != nil {
 		fmt.Fprintf(e.Stderr, "gangway cancel: -l: %v\n", err)
 		return 2
+	}
+	sig := ""
+	if *signal != "" {
+		var err error
+		if sig, err = api.ParseSignal(*signal); err != nil {
+			fmt.Fprintf(e.Stderr, "gangway cancel: --signal: %v\n", err)
+			return 2
+		}
+		if *array {
+			fmt.Fprintln(e.Stderr, "gangway cancel: --signal takes job IDs, not --array")
+			return 2
+		}
 	}
 	filtered := *user != "" || *name != "" || *queue != "" || phase != "" || *selector != ""
 	if len(pos) == 0 && !filtered {
@@ -70,7 +84,8 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 				*user != "" && j.Spec.User != *user,
 				*name != "" && j.Spec.Name != *name,
 				*queue != "" && j.Spec.Queue != *queue,
-				phase != "" && j.Status.Phase != phase:
+				phase != "" && j.Status.Phase != phase,
+				sig != "" && j.Status.Phase != api.JobRunning:
 				continue
 			}
 			ids = append(ids, j.ID)
@@ -90,6 +105,15 @@ func runCancel(ctx context.Context, e *Env, args []string) int {
 				continue
 			}
 			fmt.Fprintf(e.Stdout, "array %s: cancel requested for %d jobs (%d had already finished)\n", a.ArrayID, a.Cancelled, a.Done)
+			continue
+		}
+		if sig != "" {
+			if _, err := c.Signal(ctx, id, sig); err != nil {
+				fmt.Fprintf(e.Stderr, "gangway cancel: %s: %v\n", id, err)
+				failed++
+				continue
+			}
+			fmt.Fprintf(e.Stdout, "job %s: %s requested for every rank\n", id, sig)
 			continue
 		}
 		if _, err := c.Cancel(ctx, id); err != nil {

@@ -50,11 +50,12 @@ func commands() []command {
 		{name: "get", args: "jobs|nodes|queues|deployments", summary: "list jobs (--watch: follow them; --all --since 7d: finished ones too, as sacct), nodes (GPUs used and free), queues or deployments; -l selects by labels; -o wide, json, yaml, csv or jsonpath=TEMPLATE", run: runGet},
 		{name: "top", args: "nodes|jobs", summary: "GPU use now: per node (GPUs used, utilisation, memory, temperature, power) or per running job (its GPUs' utilisation, step, loss, tokens/s)", run: runTop},
 		{name: "describe", args: "job ID | node N | deployment N (or job/ID ...)", summary: "show attempts, placement, checkpoints, progress, why a job waits, and recent events", run: runDescribe},
-		{name: "logs", args: "ID [--rank N | --all-ranks] [--tail N] [--previous] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]), or every rank's ([rank N] before each line); -f follows the job through its attempts", run: runLogs},
+		{name: "logs", args: "ID [--rank N | --all-ranks] [--tail N] [--since D] [--timestamps] [--previous] [-f]", summary: "print or follow a rank's stdout and stderr (stderr lines marked [stderr]), or every rank's ([rank N] before each line); -f follows the job through its attempts", run: runLogs},
 		{name: "events", args: "[-f] [--job ID] [--node N]", summary: "show what happened: jobs scheduled, started, checkpointed, preempted, restarted; nodes lost, GPU faults; deployments scaled (-f follows)", run: runEvents},
-		{name: "cancel", args: "ID... | --user U | --name N | -l SELECTOR", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state, or by labels (-l)", run: runCancel},
+		{name: "cancel", args: "ID... | --user U | --name N | -l SELECTOR", summary: "stop jobs for good: by ID, or as scancel by --user, --name, --queue and --state, or by labels (-l); --signal SIG only signals their ranks", run: runCancel},
 		{name: "hold", args: "ID...", summary: "keep waiting jobs from being placed until released (as scontrol hold; sbatch --hold submits held)", run: runHold},
 		{name: "release", args: "ID...", summary: "let held jobs be placed again", run: runRelease},
+		{name: "requeue", args: "ID...", summary: "stop running jobs (checkpoint signal first, as a preemption) and put them back to wait under their IDs (as scontrol requeue)", run: runRequeue},
 		{name: "deploy", args: "DEPLOYMENT.yaml", summary: "create or update an inference deployment", run: runDeploy},
 		{name: "scale", args: "DEPLOYMENT N", summary: "set a deployment's replica count", run: runScale},
 		{name: "delete", args: "deployment NAME | job ID...", summary: "stop a deployment's replicas and remove it; delete job (or job/ID) is cancel, as kubectl users type it", run: runDelete},
@@ -66,6 +67,7 @@ func commands() []command {
 		{name: "node", args: "revoke NODE", summary: "cut a node off: its certificate is refused until it joins again", run: runNode},
 		{name: "token", args: "create|list|revoke", summary: "make, list or revoke users' and agents' (join) tokens", run: runToken},
 		{name: "ca", args: "create DIR", summary: "make a cluster CA for several server replicas to share (--tls-ca, --tls-ca-key)", run: runCA},
+		{name: "config", args: "set-context|use-context|get-contexts|current-context", summary: "client contexts as kubectl's: a server and its credentials (--token-file, --ca) each, the current one used by every command (~/.config/gangway/config.yaml)", run: runConfig},
 		{name: "whoami", summary: "say who the server takes you for, and the account your jobs run as", run: runWhoami},
 		{name: "report", args: "usage [--by B] [--since 7d]", summary: "GPU-hours by queue, user or job: useful, and lost by cause (node lost, GPU fault, hang, preemption, user error, …), restarts and pending time", run: runReport},
 		{name: "audit", args: "[--who U] [--since D]", summary: "show the newest mutating requests: who, what, from where, result", run: runAudit},
@@ -140,8 +142,9 @@ Commands:
 	}
 	fmt.Fprint(w, `
 User commands take --server URL, --token and --ca-file (default: $GANGWAY_SERVER,
-$GANGWAY_TOKEN, $GANGWAY_CA_FILE, else the client config ~/.config/gangway/config
-that "gangway server" writes on its first start) and -o table|json|yaml
+$GANGWAY_TOKEN, $GANGWAY_CA_FILE, else the current context of the client config
+~/.config/gangway/config.yaml, which "gangway server" writes on its first start
+and "gangway config set-context" edits) and -o table|json|yaml
 (get jobs and report usage also -o csv).
 Run "gangway COMMAND -h" for a command's flags.
 `)
@@ -151,8 +154,8 @@ Run "gangway COMMAND -h" for a command's flags.
 // --context and --ca-file, each over its environment variable
 // ($GANGWAY_SERVER, $GANGWAY_TOKEN, $GANGWAY_CONTEXT, $GANGWAY_CA_FILE),
 // each over the client config's context ($GANGWAY_CONFIG, else
-// ~/.config/gangway/config), which `gangway server` writes on its first
-// start.
+// ~/.config/gangway/config.yaml), which `gangway server` writes on its
+// first start and `gangway config` edits.
 type conn struct {
 	e                              *Env
 	server, token, context, caFile *string

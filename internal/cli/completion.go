@@ -103,6 +103,12 @@ var subjects = map[string][]string{
 	"report":     {"usage"},
 	"delete":     {"deployment"},
 	"node":       {"revoke"},
+	"config":     {"set-context", "use-context", "get-contexts", "current-context"},
+}
+
+// flagValues are what a flag takes, for completion of the word after it.
+var flagValues = map[string][]string{
+	"--signal": {"USR1", "USR2", "TERM", "INT", "HUP"},
 }
 
 // runComplete is the hidden `gangway __complete WORDS...`: the candidates
@@ -122,6 +128,14 @@ func runComplete(ctx context.Context, e *Env, args []string) int {
 		}
 	case strings.HasPrefix(cur, "-"):
 		cands = flagsOf(ctx, e, args[0])
+	case len(args) == 2 && args[0] == "config" && (args[1] == "use-context" || args[1] == "set-context"):
+		if f, err := client.LoadConfigFile(client.DefaultConfigPath(e.Getenv)); err == nil {
+			for _, c := range f.Contexts {
+				cands = append(cands, c.Name)
+			}
+		}
+	case flagValues[args[len(args)-1]] != nil:
+		cands = flagValues[args[len(args)-1]]
 	case len(args) == 1 && subjects[args[0]] != nil:
 		cands = subjects[args[0]]
 	default:
@@ -140,7 +154,7 @@ func runComplete(ctx context.Context, e *Env, args []string) int {
 func serverNames(ctx context.Context, e *Env, args []string) []string {
 	var kind string
 	switch {
-	case slices.Contains([]string{"logs", "cancel", "priority"}, args[0]), len(args) >= 2 && args[0] == "describe" && args[1] == "job":
+	case slices.Contains([]string{"logs", "cancel", "priority", "hold", "release", "requeue"}, args[0]), len(args) >= 2 && args[0] == "describe" && args[1] == "job":
 		kind = "job"
 	case slices.Contains([]string{"cordon", "uncordon", "drain"}, args[0]), len(args) >= 2 && args[0] == "describe" && args[1] == "node":
 		kind = "node"

@@ -47,11 +47,14 @@ COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _gangway; printf '%s\n' "${COMPREPL
 		return strings.Fields(string(b))
 	}
 	for line, want := range map[string]string{
-		"gangway dr":             "drain",
-		"gangway get j":          "jobs",
-		"gangway drain --t":      "--timeout",
-		"gangway completion z":   "zsh",
-		"gangway submit --gres=": "",
+		"gangway dr":                "drain",
+		"gangway get j":             "jobs",
+		"gangway drain --t":         "--timeout",
+		"gangway completion z":      "zsh",
+		"gangway req":               "requeue",
+		"gangway cancel --sig":      "--signal",
+		"gangway cancel --signal U": "USR1",
+		"gangway submit --gres=":    "",
 	} {
 		got := complete(line)
 		if want == "" {

@@ -80,7 +80,7 @@ func printJoinToken(ctx context.Context, e *Env, s *server.Server) {
 		fmt.Fprintf(e.Stderr, "gangway server: make a join token: %v\n", err)
 		return
 	}
-	fmt.Fprintf(e.Stdout, "Admin client config: %s (token and CA; also in ~/.config/gangway/config unless --client-config \"\")\n"+
+	fmt.Fprintf(e.Stdout, "Admin client config: %s (token and CA; also in ~/.config/gangway/config.yaml unless --client-config \"\")\n"+
 		"Join a node (this token admits one, for an hour; more: gangway token create --kind join --uses N):\n"+
 		"  gangway agent --server %s --ca-file %s --join %s\n", s.AdminConfigPath(), admin.Server, admin.CAFile, t.Secret)
 }

@@ -17,6 +17,13 @@ func runRelease(ctx context.Context, e *Env, args []string) int {
 	return holdOrRelease(ctx, e, "release", args)
 }
 
+// runRequeue is `gangway requeue ID...` (Slurm's scontrol requeue): each
+// running job's ranks get the checkpoint signal, its attempt stops, and it
+// waits again under its ID.
+func runRequeue(ctx context.Context, e *Env, args []string) int {
+	return holdOrRelease(ctx, e, "requeue", args)
+}
+
 func holdOrRelease(ctx context.Context, e *Env, verb string, args []string) int {
 	fs := cmdkit.NewFlags(e.Stderr, verb, "ID...")
 	srv := serverFlag(fs, e)
@@ -35,17 +42,20 @@ func holdOrRelease(ctx context.Context, e *Env, verb string, args []string) int 
 	failed := 0
 	for _, id := range jobIDs(pos) {
 		var err error
-		if verb == "hold" {
+		switch verb {
+		case "hold":
 			_, err = c.Hold(ctx, id)
-		} else {
+		case "release":
 			_, err = c.Release(ctx, id)
+		default:
+			_, err = c.Requeue(ctx, id)
 		}
 		if err != nil {
 			fmt.Fprintf(e.Stderr, "gangway %s: %s: %v\n", verb, id, err)
 			failed++
 			continue
 		}
-		fmt.Fprintf(e.Stdout, "job %s: %s\n", id, map[string]string{"hold": "held", "release": "released"}[verb])
+		fmt.Fprintf(e.Stdout, "job %s: %s\n", id, map[string]string{"hold": "held", "release": "released", "requeue": "requeue requested (checkpoint signal sent; it waits again once stopped)"}[verb])
 	}
 	if failed > 0 {
 		return 1

@@ -16,7 +16,7 @@ import (
 )
 
 func runLogs(ctx context.Context, e *Env, args []string) int {
-	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N | --all-ranks] [--attempt N | --previous] [--tail N] [--stdout | --stderr] [-f]")
+	fs := cmdkit.NewFlags(e.Stderr, "logs", "ID [--rank N | --all-ranks] [--attempt N | --previous] [--tail N] [--since D|TIME] [--timestamps] [--stdout | --stderr] [-f]")
 	srv := serverFlag(fs, e)
 	rank := fs.Int("rank", 0, "rank whose output to show; in a torchrun job, its lines of its node's torchrun output (those --tee marks [defaultN]:, N its local rank; the mark removed) and torchrun's own")
 	attempt := fs.Int("attempt", 0, "attempt (default: the newest; with -f, each new one as it starts)")
@@ -26,6 +26,8 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 	follow := fs.Bool("f", false, "follow the output until the job finishes, through every new attempt (with --attempt: until that attempt's rank exits)")
 	allRanks := fs.Bool("all-ranks", false, "every rank's lines, each after [rank N] (in a per-node launch other than torchrun, each node's launcher's: one rank a node); with -f, interleaved as they come")
 	tail := fs.Int("tail", 0, "only the last N lines of each rank's retained output (then, with -f, everything after)")
+	timestamps := fs.Bool("timestamps", false, "put the time each line was written before it (RFC 3339 with nanoseconds, UTC), as kubectl logs --timestamps")
+	since := fs.String("since", "", "only lines written since then, as kubectl logs --since and --since-time: "+logSinceForms)
 	previous := fs.Bool("previous", false, "the attempt before the newest (as kubectl's --previous: the output of the run that ended)")
 	pos, code, ok := cmdkit.ParseArgs(fs, args)
 	if !ok {
@@ -63,7 +65,15 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 		return fail(e, err)
 	}
 	out := &crashWatch{w: e.Stdout}
-	q := client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow, WholeNode: *wholeNode, Tail: *tail}
+	q := client.LogQuery{Rank: *rank, Attempt: *attempt, Stream: stream, Follow: *follow, WholeNode: *wholeNode, Tail: *tail, Timestamps: *timestamps}
+	if *since != "" {
+		t, err := api.ParseSince(*since, time.Now())
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "gangway logs: --since %q: want %s\n", *since, logSinceForms)
+			return 2
+		}
+		q.Since = t
+	}
 	var d *api.JobDetail
 	if *previous || *allRanks {
 		if d, err = c.Job(ctx, pos[0]); err != nil {
@@ -88,6 +98,9 @@ func runLogs(ctx context.Context, e *Env, args []string) int {
 	out.hint(e.Stderr)
 	return exitOn(e, err)
 }
+
+// logSinceForms is what logs --since takes, for help and errors.
+const logSinceForms = "how long ago (30s, 10m, 12h, 7d) or a time (RFC 3339: 2026-12-01T09:00:00Z; or a date: 2026-12-01)"
 
 // logRanks is the ranks whose logs --all-ranks shows: every rank, or in a
 // per-node launch other than torchrun (whose ranks share their node's

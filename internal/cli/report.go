@@ -60,7 +60,7 @@ const sinceForms = "how long ago (30m, 12h, 7d), an RFC 3339 time (2026-12-01T09
 // causeOrder is the order of the lost-work columns: the cluster's faults,
 // then the scheduler's doing, then the job's own.
 var causeOrder = []api.Cause{api.CauseNodeLost, api.CauseFenced, api.CauseGPUFault, api.CauseNodeFault, api.CauseHang, api.CauseStraggler, api.CausePreflight,
-	api.CausePreempted, api.CauseDrain, api.CauseTimeLimit, api.CauseUserError, api.CauseCancelled, api.CauseOther}
+	api.CausePreempted, api.CauseDrain, api.CauseRequeued, api.CauseTimeLimit, api.CauseUserError, api.CauseCancelled, api.CauseOther}
 
 // printUsage writes a usage report as a table: a row per key and a TOTAL,
 // GPU-hours, useful ones, goodput, then a column per cause any row lost

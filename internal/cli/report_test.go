@@ -87,7 +87,7 @@ TOTAL       58    15488.0  14702.2    94.9%      402.1      301.5        22.4   
 // whatever the figures.
 var usageCSVHeader = []string{"queue", "jobs", "gpu_hours", "useful_gpu_hours", "goodput",
 	"lost_node_lost_gpu_hours", "lost_fenced_gpu_hours", "lost_gpu_fault_gpu_hours", "lost_node_fault_gpu_hours", "lost_hang_gpu_hours",
-	"lost_straggler_gpu_hours", "lost_preflight_gpu_hours", "lost_preemption_gpu_hours", "lost_drain_gpu_hours", "lost_time_limit_gpu_hours",
+	"lost_straggler_gpu_hours", "lost_preflight_gpu_hours", "lost_preemption_gpu_hours", "lost_drain_gpu_hours", "lost_requeued_gpu_hours", "lost_time_limit_gpu_hours",
 	"lost_user_error_gpu_hours", "lost_cancelled_gpu_hours", "lost_other_gpu_hours",
 	"running_gpu_hours", "restarts", "restart_backoff_gang_hours", "pending_hours"}
 
@@ -110,10 +110,10 @@ func TestUsageCSV(t *testing.T) {
 	}
 	head := append(slices.Clone(usageCSVHeader), "lost_cosmic_ray_gpu_hours")
 	zeros := func(n int) []string { return slices.Repeat([]string{"0"}, n) }
-	// key, jobs, GPU-hours, useful, goodput, 13 known causes, running,
+	// key, jobs, GPU-hours, useful, goodput, 14 known causes, running,
 	// restarts, backoff, pending, then cosmic-ray
-	research := append(append([]string{"research, big", "3", "10.25", "8", "0.8", "2"}, zeros(12)...), "0", "2", "0", "0.125", "0.25")
-	prod := append(append([]string{"prod", "1", "1", "1", "1"}, zeros(13)...), "0", "0", "0", "0", "0")
+	research := append(append([]string{"research, big", "3", "10.25", "8", "0.8", "2"}, zeros(13)...), "0", "2", "0", "0.125", "0.25")
+	prod := append(append([]string{"prod", "1", "1", "1", "1"}, zeros(14)...), "0", "0", "0", "0", "0")
 	if d := cmp.Diff([][]string{head, research, prod}, got); d != "" {
 		t.Errorf("CSV (-want +got):\n%s", d)
 	}

@@ -286,7 +286,7 @@ func isShellSafe(r rune) bool {
 
 // slurmShim runs the stand-ins a Slurm job's ranks find in their PATH:
 // srun runs its command in the rank (replacing this process), scontrol
-// answers show hostnames.
+// answers show hostnames, and runs requeue, hold and release as gangway's.
 func slurmShim(name string, args []string, e *Env) int {
 	switch name {
 	case "srun":
@@ -297,6 +297,9 @@ func slurmShim(name string, args []string, e *Env) int {
 		}
 		return execCommand(cmd, e)
 	default:
+		if verb, ids, ok := slurm.ScontrolJobs(args); ok {
+			return Main(context.Background(), append([]string{verb}, ids...), e)
+		}
 		return slurm.Scontrol(args, e.Getenv("SLURM_JOB_NODELIST"), slurm.ParseHostAddrs(e.Getenv("GANGWAY_SLURM_HOSTS")), e.Stdout, e.Stderr)
 	}
 }

@@ -10,7 +10,8 @@ import (
 // spec.slurm finds first in its PATH. Each rank is already one task of
 // the job, placed and given its GPUs and SLURM_* variables, so `srun CMD`
 // inside the script runs CMD in that rank; `scontrol show hostnames`
-// prints the job's nodes.
+// prints the job's nodes; `scontrol requeue|hold|release ID` are gangway's
+// requeue, hold and release.
 
 // srunValued are srun's options that take a value when not written as
 // --name=value; the others (-l, --label, -u, --exclusive, ...) take none.
@@ -78,8 +79,31 @@ func Scontrol(args []string, nodelist string, addr map[string]string, stdout, st
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "scontrol %s: gangway's stand-in answers only \"scontrol show hostnames\"; see gangway describe job $SLURM_JOB_ID\n", strings.Join(args, " "))
+	fmt.Fprintf(stderr, "scontrol %s: gangway's stand-in answers only \"scontrol show hostnames\" and \"scontrol requeue|hold|release JOBID\"; see gangway describe job $SLURM_JOB_ID\n", strings.Join(args, " "))
 	return 1
+}
+
+// ScontrolJobs reads `scontrol requeue|hold|release JOBLIST...`, which the
+// stand-in runs as `gangway requeue|hold|release ID...`: the verb and the
+// IDs, JOBLIST's commas split as Slurm's are. ok false for any other
+// scontrol command, or one that names no job.
+func ScontrolJobs(args []string) (verb string, ids []string, ok bool) {
+	if len(args) < 2 {
+		return "", nil, false
+	}
+	switch args[0] {
+	case "requeue", "hold", "release":
+	default:
+		return "", nil, false
+	}
+	for _, a := range args[1:] {
+		for _, id := range strings.Split(a, ",") {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return args[0], ids, len(ids) > 0
 }
 
 // ParseHostAddrs reads GANGWAY_SLURM_HOSTS ("name=addr,name=addr").

@@ -187,3 +187,26 @@ func FuzzParseScript(f *testing.F) {
 		_ = api.JobSpec{}
 	})
 }
+
+func TestScontrolJobs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		verb string
+		ids  []string
+	}{
+		{[]string{"requeue", "7"}, "requeue", []string{"7"}},
+		{[]string{"requeue", "7,8", "9"}, "requeue", []string{"7", "8", "9"}},
+		{[]string{"hold", "3"}, "hold", []string{"3"}},
+		{[]string{"release", "3,"}, "release", []string{"3"}},
+		{[]string{"requeue"}, "", nil},
+		{[]string{"requeue", ","}, "", nil},
+		{[]string{"show", "hostnames"}, "", nil},
+		{[]string{"update", "JobId=3"}, "", nil},
+		{nil, "", nil},
+	} {
+		verb, ids, ok := ScontrolJobs(tc.args)
+		if verb != tc.verb && ok || !slices.Equal(ids, tc.ids) && ok || ok != (tc.verb != "") {
+			t.Errorf("ScontrolJobs(%q) = %q %q %v; want %q %q", tc.args, verb, ids, ok, tc.verb, tc.ids)
+		}
+	}
+}

@@ -78,19 +78,28 @@ class Client:
     @classmethod
     def from_config(cls, path=None, context=None, **kw):
         """A client for a context of the gangway CLI's config file
-        ($GANGWAY_CONFIG, else ~/.config/gangway/config); the current
-        context when context is None. Needs PyYAML."""
+        ($GANGWAY_CONFIG, else ~/.config/gangway/config.yaml, or the
+        older ~/.config/gangway/config while there is no config.yaml); the
+        current context when context is None. Needs PyYAML."""
         import yaml  # only here: the rest of the client does without
 
         if path is None:
-            path = os.environ.get("GANGWAY_CONFIG") or os.path.join(
-                os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "gangway", "config")
+            path = os.environ.get("GANGWAY_CONFIG")
+        if path is None:
+            d = os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "gangway")
+            path = os.path.join(d, "config.yaml")
+            if not os.path.exists(path) and os.path.isfile(os.path.join(d, "config")):
+                path = os.path.join(d, "config")
         with open(path) as f:
             cfg = yaml.safe_load(f) or {}
         name = context or cfg.get("current-context")
         for c in cfg.get("contexts") or []:
             if c.get("name") == name:
-                return cls(c["server"], token=c.get("token"), ca_file=c.get("ca-file"), **kw)
+                token = c.get("token")
+                if c.get("token-file"):
+                    with open(c["token-file"]) as tf:
+                        token = tf.read().strip()
+                return cls(c["server"], token=token, ca_file=c.get("ca-file"), **kw)
         raise ValueError("no context %r in %s" % (name, path))
 
     # Jobs.

@@ -191,6 +191,11 @@ type LogQuery struct {
 	// Tail, when above 0, asks for only the last Tail lines of what is
 	// retained (then, with Follow, everything after).
 	Tail int
+	// Timestamps puts the time each line was written before it (RFC 3339
+	// with nanoseconds, UTC).
+	Timestamps bool
+	// Since, when not zero, leaves out the lines written before it.
+	Since time.Time
 }
 
 // Logs copies a rank's log into w until it ends (with Follow, until the
@@ -209,6 +214,12 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 	if q.Tail > 0 {
 		path += "&tail=" + strconv.Itoa(q.Tail)
 	}
+	if q.Timestamps {
+		path += "&timestamps=1"
+	}
+	if !q.Since.IsZero() {
+		path += "&since=" + url.QueryEscape(q.Since.UTC().Format(time.RFC3339Nano))
+	}
 	resp, err := c.send(ctx, &request{method: http.MethodGet, path: path})
 	if err != nil {
 		return err
@@ -226,6 +237,20 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery, w io.Writer) e
 func (c *Client) Hold(ctx context.Context, id string) (*api.Job, error) {
 	var j api.Job
 	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/hold", nil, nil, &j)
+}
+
+// Requeue stops a running job's attempt (checkpoint signal first) and
+// puts the job back to wait under its ID.
+func (c *Client) Requeue(ctx context.Context, id string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/requeue", nil, nil, &j)
+}
+
+// Signal sends sig (api.ParseSignal's forms) to every rank of a running
+// job.
+func (c *Client) Signal(ctx context.Context, id, sig string) (*api.Job, error) {
+	var j api.Job
+	return &j, c.post(ctx, "/v1/jobs/"+esc(id)+"/signal?signal="+url.QueryEscape(sig), nil, nil, &j)
 }
 
 // Release lets a held job be placed again.

@@ -47,6 +47,17 @@ func (p *pass) apply(d decision) {
 				p.c.log.Info("attempt's cause amended: something outside the job came first", "job_id", m.ID, "restarts", m.Status.Restarts)
 			}
 		})
+	case stepSignal:
+		a := m.Status.Current()
+		asg := p.assignments(m, a)
+		for i := range asg {
+			asg[i].Signal, asg[i].SignalSeq = d.signal, a.SignalSeq
+		}
+		p.queueQuiet(p.c.st.StartAttemptWrite(m, asg), func(rev int64, err error) {
+			if p.wrote(rev, err) {
+				p.c.log.Info("signalling ranks", "job_id", m.ID, "attempt", a.Number, "signal", d.signal, "requeue", !a.RequeuedAt.IsZero())
+			}
+		})
 	case stepFinish:
 		p.queue(p.c.st.UpdateJobWrite(m), func(rev int64, err error) {
 			if p.wrote(rev, err) {
@@ -324,7 +335,7 @@ func (p *pass) preempt(ctx context.Context, pe scheduler.Preemption) {
 	}
 	asg := p.assignments(m, m.Status.Current())
 	for i := range asg {
-		asg[i].Signal, asg[i].SignalSeq = m.Spec.Signal(), 1
+		asg[i].Signal, asg[i].SignalSeq = m.Spec.Signal(), m.Status.Current().SignalSeq
 	}
 	p.queue(p.c.st.StartAttemptWrite(m, asg), func(rev int64, err error) {
 		if p.wrote(rev, err) {

@@ -68,14 +68,18 @@ const (
 	// stepAmend: an ended attempt's cause is rewritten (attribute.go);
 	// the job stays in its phase.
 	stepAmend
+	// stepSignal: the running attempt's assignments are written again
+	// with decision.signal and the attempt's new SignalSeq (signal.go).
+	stepSignal
 )
 
 // decision is the lifecycle's answer for one job: the job as it is to be
 // written (a copy: the view's is left as it was; nil with stepNone) and
 // the write it needs.
 type decision struct {
-	step step
-	job  *api.Job
+	step   step
+	job    *api.Job
+	signal string // with stepSignal: what the ranks are sent
 }
 
 // decide is the decision for a live job: one running or stopping, or one
@@ -96,7 +100,7 @@ func (l *lifecycle) decide(j *api.Job) decision {
 			return l.finish(m, api.JobSucceeded, reason)
 		}
 		if m := l.amendEnded(j); m != nil {
-			return decision{stepAmend, m}
+			return decision{step: stepAmend, job: m}
 		}
 	}
 	return decision{}
@@ -261,6 +265,11 @@ func (l *lifecycle) running(j *api.Job) decision {
 		d, _ := l.preflightDone(j, a)
 		return d
 	}
+	if reason == "" {
+		// Before the ranks' exits: a rank that dies of a requeue's
+		// checkpoint signal is requeued, not failed.
+		outcome, reason = l.requeued(j, a)
+	}
 	done, running := 0, 0
 	procs := launch.Processes(j, a)
 	var first *rankFailure // the failure the attempt is charged to (attribute.go)
@@ -305,6 +314,11 @@ func (l *lifecycle) running(j *api.Job) decision {
 			}
 		}
 	}
+	if reason == "" {
+		if d, ok := l.signalling(j, a); ok {
+			return d
+		}
+	}
 	// Most running jobs need no write: clone only those that do.
 	switch {
 	case reason != "" && cause != "":
@@ -321,12 +335,12 @@ func (l *lifecycle) running(j *api.Job) decision {
 	case a.RunningAt.IsZero() && running+done == len(procs):
 		m := j.Clone()
 		m.Status.Current().RunningAt = l.now
-		return decision{stepStamp, m}
+		return decision{step: stepStamp, job: m}
 	}
 	if m := l.amendEnded(j); m != nil {
 		// The attempt before this one turned out to have ended for
 		// something outside the job: its restart is given back.
-		return decision{stepAmend, m}
+		return decision{step: stepAmend, job: m}
 	}
 	return decision{}
 }
@@ -382,11 +396,11 @@ func (l *lifecycle) stop(m *api.Job, outcome api.Outcome, reason string) decisio
 		// Nothing can still run: end now, in the transaction that removes
 		// the assignments, without waiting for the agents' acknowledgement.
 		l.end(m)
-		return decision{stepStopEnd, m}
+		return decision{step: stepStopEnd, job: m}
 	}
 	m.Status.Phase = api.JobStopping
 	m.Status.Reason = fmt.Sprintf("stopping attempt %d: %s", a.Number, reason)
-	return decision{stepStop, m}
+	return decision{step: stepStop, job: m}
 }
 
 // allExited reports whether every process of the attempt has reported a
@@ -438,7 +452,7 @@ func (l *lifecycle) stopping(j *api.Job) decision {
 		amend(&m.Status, m.Status.Current(), o)
 	}
 	l.end(m)
-	return decision{stepEnd, m}
+	return decision{step: stepEnd, job: m}
 }
 
 // end marks the current attempt of m Ended and moves the job on: finished,
@@ -448,6 +462,7 @@ func (l *lifecycle) end(m *api.Job) {
 	ma.Phase = api.AttemptEnded
 	ma.EndedAt = l.now
 	st := &m.Status
+	st.RequeueRequested = false // done with, whatever ended the attempt
 	done := func(phase api.JobPhase, reason string) {
 		st.Phase, st.Reason, st.FinishedAt = phase, reason, l.now
 	}
@@ -458,6 +473,9 @@ func (l *lifecycle) end(m *api.Job) {
 		done(api.JobSucceeded, ma.Reason)
 	case st.CancelRequested || ma.Outcome == api.OutcomeCancelled:
 		done(api.JobCancelled, "cancelled by user")
+	case ma.Outcome == api.OutcomeRequeued:
+		st.Phase, st.NotBefore = api.JobPending, l.now
+		st.Reason = fmt.Sprintf("attempt %d %s; waits to be placed again", ma.Number, ma.Reason)
 	case ma.Outcome == api.OutcomeTimedOut:
 		done(api.JobFailed, fmt.Sprintf("attempt %d %s", ma.Number, ma.Reason))
 	case ma.Cause == api.CausePreflight:
@@ -493,7 +511,7 @@ func (l *lifecycle) finish(m *api.Job, phase api.JobPhase, reason string) decisi
 	m.Status.Phase = phase
 	m.Status.Reason = reason
 	m.Status.FinishedAt = l.now
-	return decision{stepFinish, m}
+	return decision{step: stepFinish, job: m}
 }
 
 // preempting is a victim of the scheduler's plan as it is to be written:
@@ -505,13 +523,15 @@ func (l *lifecycle) preempting(pe scheduler.Preemption) *api.Job {
 		return nil
 	}
 	a := j.Status.Current()
-	if a == nil || a.Phase != api.AttemptRunning || !a.PreemptedAt.IsZero() {
+	if a == nil || a.Phase != api.AttemptRunning || !a.PreemptedAt.IsZero() || !a.RequeuedAt.IsZero() {
 		return nil
 	}
 	m := j.Clone()
 	ma := m.Status.Current()
 	ma.PreemptedAt = l.now
 	ma.PreemptedFor = pe.For
+	ma.SignalSeq = ma.NextSignalSeq()
+	ma.SignalSent = ma.SignalSeq
 	m.Status.Reason = fmt.Sprintf("preempted for job %s (%s); %s sent, stopping within %s", pe.For, pe.Reason, m.Spec.Signal(), m.Spec.PreemptionGrace())
 	return m
 }

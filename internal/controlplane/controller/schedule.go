@@ -46,7 +46,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		r := scheduler.Running{Ranks: make([]scheduler.Slot, 0, len(a.Placement)),
 			JobID: j.ID, Queue: j.Spec.Queue, Priority: j.Spec.Priority,
 			StartedAt: a.CreatedAt.UnixNano(), Preemptible: j.Spec.IsPreemptible(),
-			Stopping: a.Phase == api.AttemptStopping || !a.PreemptedAt.IsZero(),
+			Stopping: a.Phase == api.AttemptStopping || !a.PreemptedAt.IsZero() || !a.RequeuedAt.IsZero(),
 		}
 		if j.Spec.TimeLimit > 0 {
 			r.EstimatedEnd = a.CreatedAt.Add(j.Spec.TimeLimit.D()).UnixNano()

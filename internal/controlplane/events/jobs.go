@@ -46,6 +46,14 @@ func job(old, j *api.Job, at time.Time) []api.Event {
 		if a.PreemptedFor != "" && (o == nil || o.PreemptedFor == "") {
 			add(api.EventNormal, api.ReasonPreempting, a, "job %s needs the GPUs: ranks sent %s to checkpoint before they stop", a.PreemptedFor, j.Spec.Signal())
 		}
+		if !a.RequeuedAt.IsZero() && (o == nil || o.RequeuedAt.IsZero()) {
+			add(api.EventNormal, api.ReasonRequeuing, a, "requeue requested: ranks sent %s to checkpoint before they stop", j.Spec.Signal())
+		}
+		// A user's signal (a preemption's or a requeue's raises the count
+		// too, and is told above).
+		if a.Signal != "" && o != nil && a.SignalSent > o.SignalSent && a.PreemptedFor == o.PreemptedFor && a.RequeuedAt.Equal(o.RequeuedAt) {
+			add(api.EventNormal, api.ReasonSignalled, a, "ranks sent %s (gangway cancel --signal)", a.Signal)
+		}
 		if !a.RunningAt.IsZero() && (o == nil || o.RunningAt.IsZero()) {
 			add(api.EventNormal, api.ReasonStarted, a, "%s of attempt %d running, %s after placement", plural(len(a.Placement), "rank"), a.Number, roundDur(a.RunningAt.Sub(a.CreatedAt)))
 		}
@@ -126,6 +134,8 @@ func attemptEnd(a *api.Attempt) (api.EventType, string) {
 		return api.EventNormal, api.ReasonPreempted
 	case api.CauseDrain:
 		return api.EventNormal, api.ReasonDrained
+	case api.CauseRequeued:
+		return api.EventNormal, api.ReasonRequeued
 	case api.CauseNodeLost:
 		return api.EventWarning, api.ReasonNodeLost
 	case api.CauseGPUFault:

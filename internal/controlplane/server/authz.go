@@ -59,6 +59,8 @@ var routeAccess = map[string]access{
 	"POST /v1/jobs/{id}/priority":       act,
 	"POST /v1/jobs/{id}/hold":           act,
 	"POST /v1/jobs/{id}/release":        act,
+	"POST /v1/jobs/{id}/requeue":        act,
+	"POST /v1/jobs/{id}/signal":         act,
 	"POST /v1/deployments":              act,
 	"GET /v1/deployments":               read,
 	"GET /v1/deployments/{name}":        read,

@@ -23,6 +23,8 @@ func (s *Server) jobRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/jobs/{id}/priority", s.setPriority)
 	mux.HandleFunc("POST /v1/jobs/{id}/hold", s.holdJob)
 	mux.HandleFunc("POST /v1/jobs/{id}/release", s.releaseJob)
+	mux.HandleFunc("POST /v1/jobs/{id}/requeue", s.requeueJob)
+	mux.HandleFunc("POST /v1/jobs/{id}/signal", s.signalJob)
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {

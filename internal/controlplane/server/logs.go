@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/pki"
@@ -21,7 +22,9 @@ import (
 // launcher's own unmarked ones, unless node=1 asks for all of it.
 // tail=N sends only the last N lines of what is retained (then, with
 // follow, everything after); in a torchrun rank's filtered lines that are
-// followed, the last N of its node's lines are filtered.
+// followed, the last N of its node's lines are filtered. timestamps=1
+// puts the time each line was written before it; since=T (how long ago,
+// or a time) leaves out the lines written before T.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
@@ -64,6 +67,16 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	follow := q.Get("follow")
+	stamped := q.Get("timestamps") == "1" || q.Get("timestamps") == "true"
+	since := ""
+	if v := q.Get("since"); v != "" {
+		t, err := api.ParseSince(v, time.Now())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.ErrorForField("since", "%q: want how long ago (30s, 10m, 12h, 7d) or an RFC 3339 time", v))
+			return
+		}
+		since = t.UTC().Format(time.RFC3339Nano)
+	}
 	a := j.Status.Attempts[attempt-1]
 	proc, local := logProcess(&j.Spec, &a, rank, q.Get("node") == "1")
 	agentTail := tail
@@ -91,6 +104,12 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	if agentTail > 0 {
 		v.Set("tail", strconv.Itoa(agentTail))
 	}
+	if stamped {
+		v.Set("timestamps", "1")
+	}
+	if since != "" {
+		v.Set("since", since)
+	}
 	u := fmt.Sprintf("%s/v1/logs?%s", strings.TrimRight(n.AgentURL, "/"), v.Encode())
 	req, err := http.NewRequestWithContext(pki.ForNode(ctx, node), http.MethodGet, u, nil)
 	if err != nil {
@@ -110,7 +129,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tw := api.NewTailWriter(w, tail-agentTail)
-	lf := &localRankLines{w: tw, local: local}
+	lf := &localRankLines{w: tw, local: local, stamped: stamped}
 	copyFlush(w, lf, resp.Body)
 	_ = lf.close()
 	_ = tw.Release()
@@ -167,9 +186,10 @@ var torchrunMark = regexp.MustCompile(`^\[[^\]\s]*?(\d+)\]:`)
 // begins (torchrun's own, and what --tee did not mark); a line's
 // api.StderrMark is kept.
 type localRankLines struct {
-	w     io.Writer
-	local int
-	held  []byte // a line not yet ended
+	w       io.Writer
+	local   int
+	stamped bool   // each line begins with its time and a space
+	held    []byte // a line not yet ended
 }
 
 func (l *localRankLines) Write(p []byte) (int, error) {
@@ -202,8 +222,11 @@ func (l *localRankLines) close() error {
 // keep appends line to out if it is the local rank's or no rank's.
 func (l *localRankLines) keep(out, line []byte) []byte {
 	mark := []byte(nil)
+	if i := bytes.IndexByte(line, ' '); l.stamped && i >= 0 {
+		mark, line = line[:i+1], line[i+1:]
+	}
 	if bytes.HasPrefix(line, []byte(api.StderrMark)) {
-		mark, line = []byte(api.StderrMark), line[len(api.StderrMark):]
+		mark, line = append(mark[:len(mark):len(mark)], api.StderrMark...), line[len(api.StderrMark):]
 	}
 	m := torchrunMark.FindSubmatchIndex(line)
 	if m == nil {

@@ -45,15 +45,31 @@ func (a *Agent) serveLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	stream := q.Get("stream")
 	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	var lo lineOpts
+	lo.timestamps = q.Get("timestamps") == "1" || q.Get("timestamps") == "true"
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("since %q: want an RFC 3339 time", v), http.StatusBadRequest)
+			return
+		}
+		lo.since = t
+	}
+	streams := []logStream{{api.LogStreamStdout, ""}, {api.LogStreamStderr, api.StderrMark}}
 	switch stream {
 	case "", api.LogStreamStdout:
-		stream = api.LogStreamStdout
+		stream, streams = api.LogStreamStdout, streams[:1]
 	case api.LogStreamStderr:
+		streams = []logStream{{api.LogStreamStderr, ""}}
 	case api.LogStreamBoth:
-		a.serveBothLogs(w, r, key, follow, tail)
+		a.serveLines(w, r, key, follow, tail, streams, lo)
 		return
 	default:
 		http.Error(w, fmt.Sprintf("stream %q: want stdout, stderr or both", stream), http.StatusBadRequest)
+		return
+	}
+	if lo.timestamps || !lo.since.IsZero() {
+		a.serveLines(w, r, key, follow, tail, streams, lo)
 		return
 	}
 	f, err := driver.OpenLog(a.taskDir(key), stream)
@@ -128,18 +144,27 @@ func (a *Agent) taskFinished(key string) bool {
 	return t == nil || t.status.State.Terminal()
 }
 
-// serveBothLogs streams a rank's stdout and stderr merged by line, each
-// stderr line after api.StderrMark: what both retain when asked (stdout's
-// lines, then stderr's: the node keeps no timestamps to order them by),
-// then, with follow, the lines of either as they are read, until the rank
-// has exited and both are drained. With tail > 0, of what both retain
-// when asked only the last tail lines are sent.
-func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string, follow bool, tail int) {
+// logStream is one stream of a rank's log served by line, and the mark
+// before each of its lines.
+type logStream struct{ stream, mark string }
+
+// lineOpts are what a by-line answer does to each line: put the time it
+// was written before it (RFC 3339, nanoseconds, UTC, as kubectl logs
+// --timestamps does), or leave it out when written before since.
+type lineOpts struct {
+	timestamps bool
+	since      time.Time
+}
+
+// serveLines streams a rank's streams merged by line, each line after its
+// stream's mark: what they retain when asked (stdout's lines, then
+// stderr's: their times are kept per chunk, not finely enough to
+// interleave them by), then, with follow, the lines of either as they are
+// read, until the rank has exited and they are drained. With tail > 0, of
+// what they retain when asked only the last tail lines are sent.
+func (a *Agent) serveLines(w http.ResponseWriter, r *http.Request, key string, follow bool, tail int, streams []logStream, lo lineOpts) {
 	var srcs []*lineSource
-	for _, st := range []struct {
-		stream string
-		mark   string
-	}{{api.LogStreamStdout, ""}, {api.LogStreamStderr, api.StderrMark}} {
+	for _, st := range streams {
 		f, err := driver.OpenLog(a.taskDir(key), st.stream)
 		if errors.Is(err, os.ErrNotExist) && follow && !a.taskFinished(key) {
 			// Not made yet: a follower that went on without it would
@@ -155,7 +180,7 @@ func (a *Agent) serveBothLogs(w http.ResponseWriter, r *http.Request, key string
 			return
 		}
 		defer f.Close()
-		srcs = append(srcs, &lineSource{r: f, mark: []byte(st.mark)})
+		srcs = append(srcs, &lineSource{r: f, mark: []byte(st.mark), opts: lo})
 	}
 	if len(srcs) == 0 {
 		http.Error(w, fmt.Sprintf("no stdout or stderr log for %s on node %s", key, a.cfg.Name), http.StatusNotFound)
@@ -246,9 +271,12 @@ const maxHeldLine = 64 << 10
 // lineSource hands on one stream's log by whole lines, each after mark,
 // so that lines of two streams interleave without breaking one another.
 type lineSource struct {
-	r    *driver.LogReader
-	mark []byte
-	held []byte // a line read but not yet ended
+	r      *driver.LogReader
+	mark   []byte
+	opts   lineOpts
+	held   []byte    // a line read but not yet ended
+	heldAt time.Time // when held's first byte was written
+	ats    []time.Time
 }
 
 // pump writes the whole lines readable now to w and reports whether it
@@ -256,13 +284,31 @@ type lineSource struct {
 func (s *lineSource) pump(w io.Writer, buf []byte) (bool, error) {
 	read := false
 	for {
-		n, err := s.r.Read(buf)
+		n, at, err := s.r.ReadTimed(buf)
 		if n > 0 {
 			read = true
+			held := len(s.held)
+			if held == 0 {
+				s.heldAt = at(0)
+			}
 			data := append(s.held, buf[:n]...)
 			end := bytes.LastIndexByte(data, '\n') + 1
 			if end == 0 && len(data) > maxHeldLine {
 				data, end = append(data, '\n'), len(data)+1
+			}
+			// Each whole line's time: its first byte's.
+			s.ats = s.ats[:0]
+			if s.timed() {
+				for i, lineAt := 0, s.heldAt; i < end; {
+					s.ats = append(s.ats, lineAt)
+					i += bytes.IndexByte(data[i:end], '\n') + 1
+					if i < len(data) && i >= held && i-held < n {
+						lineAt = at(i - held)
+					}
+				}
+				if end < len(data) && end >= held {
+					s.heldAt = at(end - held)
+				}
 			}
 			if werr := s.write(w, data[:end]); werr != nil {
 				return read, werr
@@ -279,8 +325,35 @@ func (s *lineSource) pump(w io.Writer, buf []byte) (bool, error) {
 	}
 }
 
-// write writes whole lines, each after the mark.
+// timed reports whether lines need their times.
+func (s *lineSource) timed() bool { return s.opts.timestamps || !s.opts.since.IsZero() }
+
+// write writes whole lines, each after the mark (and, timed, the k-th
+// after s.ats[k], or left out when before since).
 func (s *lineSource) write(w io.Writer, lines []byte) error {
+	if s.timed() {
+		var out []byte
+		for k := 0; len(lines) > 0; k++ {
+			i := bytes.IndexByte(lines, '\n') + 1
+			if i == 0 {
+				i = len(lines)
+			}
+			at := s.heldAt
+			if k < len(s.ats) {
+				at = s.ats[k]
+			}
+			if s.opts.since.IsZero() || !at.Before(s.opts.since) {
+				if s.opts.timestamps {
+					out = at.UTC().AppendFormat(out, time.RFC3339Nano)
+					out = append(out, ' ')
+				}
+				out = append(append(out, s.mark...), lines[:i]...)
+			}
+			lines = lines[i:]
+		}
+		_, err := w.Write(out)
+		return err
+	}
 	if len(s.mark) == 0 {
 		_, err := w.Write(lines)
 		return err
@@ -298,6 +371,7 @@ func (s *lineSource) finish(out *lineGuard) error {
 	if len(s.mark) > 0 {
 		s.held = append(s.held, '\n')
 	}
+	s.ats = append(s.ats[:0], s.heldAt)
 	err := s.write(out, s.held)
 	out.open = s.held[len(s.held)-1] != '\n'
 	s.held = nil

@@ -57,6 +57,8 @@ type logStream struct {
 	pipe     int        // the read end, non-blocking; -1 once closed
 	file     int        // the current file; -1 when not open
 	size     int64      // bytes in the current file
+	times    int        // the current file's time index (logtimes.go); -1 when none
+	markedAt time.Time  // when the index's last record was written; zero: none yet in this file
 	dropping bool       // writing failed (a full disk): the next chunk goes to sink
 	failing  bool       // the last write failed: said in the log once
 }
@@ -117,7 +119,7 @@ func openLogStream(path string, maxBytes int64, maxFiles int, owner *Account, si
 	if maxFiles <= 0 {
 		maxFiles = DefaultLogFiles
 	}
-	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, owner: owner, sink: sink, log: log, epfd: -1, pipe: -1, file: -1}
+	ls := &logStream{path: path, maxBytes: maxBytes, maxFiles: maxFiles, owner: owner, sink: sink, log: log, epfd: -1, pipe: -1, file: -1, times: -1}
 	if err := ls.open(false); err != nil {
 		return nil, err
 	}
@@ -134,10 +136,32 @@ func (ls *logStream) pipeInode() uint64 {
 }
 
 // open opens the current file, appending to what it holds, or, with
-// fresh, empty.
+// fresh, empty; and its time index, which is left out (no times kept for
+// this file) if it cannot be opened.
 func (ls *logStream) open(fresh bool) error {
+	fd, err := ls.openPath(ls.path, fresh)
+	if err != nil {
+		return err
+	}
+	if err := ls.opened(fd); err != nil {
+		return err
+	}
+	ls.markedAt = time.Time{}
+	if tfd, err := ls.openPath(timesName(ls.path), fresh); err == nil {
+		if _, err := unix.Seek(tfd, 0, io.SeekEnd); err == nil {
+			ls.times = tfd
+		} else {
+			unix.Close(tfd)
+		}
+	}
+	return nil
+}
+
+// openPath opens path for writing at its start (the caller seeks), made
+// if need be, emptied with fresh.
+func (ls *logStream) openPath(path string, fresh bool) (int, error) {
 	if ls.owner != nil {
-		return ls.openOwned(fresh)
+		return ls.openOwned(path, fresh)
 	}
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC
 	if fresh {
@@ -145,11 +169,11 @@ func (ls *logStream) open(fresh bool) error {
 	}
 	// Not O_APPEND: splice refuses files opened for appending, and the
 	// supervisor is the only writer.
-	fd, err := unix.Open(ls.path, flags, 0o644)
+	fd, err := unix.Open(path, flags, 0o644)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", ls.path, err)
+		return -1, fmt.Errorf("open %s: %w", path, err)
 	}
-	return ls.opened(fd)
+	return fd, nil
 }
 
 // openOwned is open for a rank with an account of its own, whose task
@@ -160,19 +184,19 @@ func (ls *logStream) open(fresh bool) error {
 // followed, the open never blocks, and only a regular file is written: a
 // new one (fresh: in place of whatever has the name) made the owner's,
 // mode 0600, or an existing one already the owner's.
-func (ls *logStream) openOwned(fresh bool) error {
+func (ls *logStream) openOwned(path string, fresh bool) (int, error) {
 	flags := unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	if fresh {
-		_ = unix.Unlink(ls.path) // never follows a symlink: removes it
+		_ = unix.Unlink(path) // never follows a symlink: removes it
 	}
 	created := true
-	fd, err := unix.Open(ls.path, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
+	fd, err := unix.Open(path, flags|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if errors.Is(err, unix.EEXIST) && !fresh {
 		created = false
-		fd, err = unix.Open(ls.path, flags, 0)
+		fd, err = unix.Open(path, flags, 0)
 	}
 	if err != nil {
-		return fmt.Errorf("open %s: %w", ls.path, err)
+		return -1, fmt.Errorf("open %s: %w", path, err)
 	}
 	var st unix.Stat_t
 	err = unix.Fstat(fd, &st)
@@ -190,9 +214,9 @@ func (ls *logStream) openOwned(fresh bool) error {
 	}
 	if err != nil {
 		unix.Close(fd)
-		return fmt.Errorf("open %s: %w", ls.path, err)
+		return -1, fmt.Errorf("open %s: %w", path, err)
 	}
-	return ls.opened(fd)
+	return fd, nil
 }
 
 // opened makes fd the current file, at its end.
@@ -226,6 +250,7 @@ func (ls *logStream) pump(budget int64) (eof bool) {
 			n = min(n, ls.maxBytes-ls.size)
 			moved, err = unix.Splice(ls.pipe, nil, ls.file, nil, int(n), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			if err == nil {
+				ls.markLocked(ls.size, moved)
 				ls.size += moved
 				ls.failing = false
 			} else if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) {
@@ -265,6 +290,7 @@ func (ls *logStream) pump(budget int64) (eof bool) {
 func (ls *logStream) rotateLocked() {
 	unix.Close(ls.file)
 	ls.file = -1
+	ls.closeTimesLocked()
 	unlock, err := lockDir(filepath.Dir(ls.path), unix.LOCK_EX)
 	if err != nil {
 		fmt.Fprintf(ls.log, "%s rotate %s: %v\n", time.Now().Format(time.RFC3339), ls.path, err)
@@ -273,12 +299,15 @@ func (ls *logStream) rotateLocked() {
 	defer unlock()
 	if ls.maxFiles == 1 {
 		_ = os.Remove(ls.path)
+		_ = os.Remove(timesName(ls.path))
 	} else {
-		_ = os.Remove(rotatedName(ls.path, ls.maxFiles-1))
-		for k := ls.maxFiles - 2; k >= 1; k-- {
-			_ = os.Rename(rotatedName(ls.path, k), rotatedName(ls.path, k+1))
+		for _, name := range []func(string) string{func(p string) string { return p }, timesName} {
+			_ = os.Remove(name(rotatedName(ls.path, ls.maxFiles-1)))
+			for k := ls.maxFiles - 2; k >= 1; k-- {
+				_ = os.Rename(name(rotatedName(ls.path, k)), name(rotatedName(ls.path, k+1)))
+			}
+			_ = os.Rename(name(ls.path), name(rotatedName(ls.path, 1)))
 		}
-		_ = os.Rename(ls.path, rotatedName(ls.path, 1))
 	}
 	if err := ls.open(true); err != nil {
 		fmt.Fprintf(ls.log, "%s rotate %s: %v\n", time.Now().Format(time.RFC3339), ls.path, err)
@@ -309,6 +338,7 @@ func (ls *logStream) closeLocked() {
 		unix.Close(ls.file)
 		ls.file = -1
 	}
+	ls.closeTimesLocked()
 }
 
 func rotatedName(path string, k int) string { return path + "." + strconv.Itoa(k) }
@@ -440,9 +470,11 @@ func (c *copier) stop() {
 // rotated files oldest first, then the current one. Next follows it
 // across rotations. It is not safe for concurrent use.
 type LogReader struct {
-	path  string     // the current file's name
-	files []*os.File // to read, in order; the last is the newest opened
-	inos  []uint64   // their inodes
+	path  string       // the current file's name
+	files []*os.File   // to read, in order; the last is the newest opened
+	inos  []uint64     // their inodes
+	times []*timeIndex // their time indexes (logtimes.go)
+	offs  []int64      // how far each has been read
 }
 
 // OpenLog opens what dir retains of stream ("stdout" or "stderr"). It
@@ -463,20 +495,30 @@ func OpenLog(dir, stream string) (*LogReader, error) {
 // Read reads on through the files; io.EOF means the end of the newest
 // file opened so far.
 func (r *LogReader) Read(p []byte) (int, error) {
+	n, _, err := r.ReadTimed(p)
+	return n, err
+}
+
+// ReadTimed is Read, and says when what it read was written: at(i) is
+// the time of p[i] (see logtimes.go for how close that is).
+func (r *LogReader) ReadTimed(p []byte) (n int, at func(i int) time.Time, err error) {
 	for len(r.files) > 0 {
 		n, err := r.files[0].Read(p)
 		if n > 0 || (err != nil && err != io.EOF) {
-			return n, err
+			ti, off := r.times[0], r.offs[0]
+			r.offs[0] += int64(n)
+			return n, func(i int) time.Time { return ti.at(off + int64(i)) }, err
 		}
 		if len(r.files) == 1 {
-			return 0, io.EOF
+			return 0, nil, io.EOF
 		}
 		// A file with a successor is complete: the copier renames it only
 		// after its last write.
 		r.files[0].Close()
-		r.files, r.inos = r.files[1:], r.inos[1:]
+		r.times[0].close()
+		r.files, r.inos, r.times, r.offs = r.files[1:], r.inos[1:], r.times[1:], r.offs[1:]
 	}
-	return 0, io.EOF
+	return 0, nil, io.EOF
 }
 
 // Next opens the files written since the newest one opened (after a
@@ -492,10 +534,11 @@ func (r *LogReader) Next() (bool, error) {
 
 // Close closes the open files.
 func (r *LogReader) Close() error {
-	for _, f := range r.files {
+	for i, f := range r.files {
 		f.Close()
+		r.times[i].close()
 	}
-	r.files, r.inos = nil, nil
+	r.files, r.inos, r.times, r.offs = nil, nil, nil, nil
 	return nil
 }
 
@@ -536,6 +579,8 @@ func (r *LogReader) openAfter(after uint64) (bool, error) {
 			return opened, err
 		}
 		r.files, r.inos = append(r.files, f), append(r.inos, st.Ino)
+		// Its index, opened under the same lock: the pair is one file's.
+		r.times, r.offs = append(r.times, openTimeIndex(f, timesName(name))), append(r.offs, 0)
 		opened = true
 	}
 	return opened, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,7 +77,15 @@ func TestFloodedLogKeepsItsNewestOutputWithinTheBound(t *testing.T) {
 			// The copier splits at the bound, so there is no slack: at most
 			// files × fileBytes, and the current file is never empty after
 			// a rotation's worth of output.
-			names, _ := filepath.Glob(filepath.Join(dir, "stdout.log*"))
+			all, _ := filepath.Glob(filepath.Join(dir, "stdout.log*"))
+			var names []string // the logs; their time indexes (logtimes.go) are rotated with them
+			for _, name := range all {
+				if !strings.HasSuffix(name, ".times") {
+					names = append(names, name)
+				} else if !slices.Contains(all, strings.TrimSuffix(name, ".times")) {
+					t.Errorf("%s: the index of no retained file", name)
+				}
+			}
 			var total int64
 			for _, name := range names {
 				fi, err := os.Stat(name)
