@@ -41,7 +41,7 @@ type QueueSpec struct {
 // one where they cannot delay it), greedy (submit order; any gang that
 // fits starts), gangway and its synonym las (least attained GPU-service
 // first, with aging, preempting).
-var QueuePolicies = []string{"backfill", "fifo", "gangway", "greedy", "las"}
+var QueuePolicies = []string{"backfill", "fifo", "gangway", "gangway-4h", "greedy", "las"}
 
 // DefaultQueuePolicy is the policy of a queue that names none.
 const DefaultQueuePolicy = "backfill"

@@ -46,23 +46,26 @@ type Config struct {
 var ErrStuck = errors.New("sim: jobs can never be placed")
 
 type engine struct {
-	cfg   Config
-	pol   Policy
-	c     *cluster
-	pl    *placer
-	jobs  []job
-	now   float64
-	seq   uint64
-	heap  evHeap
-	next  int // next arrival
-	done  int
-	pq    pqueue // pending, sorted by lastKey
-	run   []*job
-	busy  int // GPUs held by running jobs
-	rng   *rand.Rand
-	fail  *Failures
-	cost  func(int) float64
-	chunk []*job
+	cfg Config
+	pol Policy
+	// lane is pol when it follows segments (LanePolicy).
+	lane      laned
+	regranted []*job
+	c         *cluster
+	pl        *placer
+	jobs      []job
+	now       float64
+	seq       uint64
+	heap      evHeap
+	next      int // next arrival
+	done      int
+	pq        pqueue // pending, sorted by lastKey
+	run       []*job
+	busy      int // GPUs held by running jobs
+	rng       *rand.Rand
+	fail      *Failures
+	cost      func(int) float64
+	chunk     []*job
 
 	// accounting
 	held, useful            float64 // GPU-seconds
@@ -123,6 +126,10 @@ func Run(ctx context.Context, cfg Config, jobs []trace.Job) (*Result, error) {
 	}
 	if e.cost == nil {
 		e.cost = HeliosPreemptCost
+	}
+	if l, ok := e.pol.(laned); ok {
+		l.setup(c.gpus, len(jobs))
+		e.lane = l
 	}
 	e.jobs = make([]job, len(jobs))
 	for i := range jobs {
@@ -213,6 +220,14 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 		for len(e.heap) > 0 && e.heap[0].t <= t {
 			if e.handle(e.heap.pop()) {
+				dirty = true
+			}
+		}
+		if e.lane != nil {
+			e.regranted = e.lane.regrant(e.regranted[:0])
+			for _, j := range e.regranted {
+				e.removePending(j)
+				e.insertPending(j)
 				dirty = true
 			}
 		}
@@ -360,6 +375,9 @@ func (e *engine) start(j *job, slots []slot) error {
 		}
 		j.firstNodes = string(b)
 	}
+	if e.lane != nil {
+		e.lane.started(j)
+	}
 	j.runPos = len(e.run)
 	e.run = append(e.run, j)
 	e.addSorted(j)
@@ -414,6 +432,9 @@ func (e *engine) stop(j *job, kept float64, lostCause string) {
 	e.run = e.run[:last]
 	e.busy -= j.gpus
 	j.epoch++
+	if e.lane != nil {
+		e.lane.stopped(j)
+	}
 }
 
 func (e *engine) complete(j *job) {

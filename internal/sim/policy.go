@@ -188,7 +188,11 @@ type shared struct {
 
 // FromPolicy runs p in the simulator under p's name.
 func FromPolicy(p policy.Policy) Policy {
-	return shared{p: p, name: p.Name(), qm: queueMode(p.Mode())}
+	s := shared{p: p, name: p.Name(), qm: queueMode(p.Mode())}
+	if lp, ok := p.(*policy.LanePolicy); ok {
+		return &laneShared{shared: s, lp: lp}
+	}
+	return s
 }
 
 // Live is what the server's controller runs with p as its default
@@ -201,12 +205,16 @@ func Live(p policy.Policy) Policy {
 	if p == nil {
 		p = namedPolicy(policy.Default)
 	}
-	return shared{p: p, name: "live", qm: queueMode(p.Mode()), server: true}
+	s := shared{p: p, name: "live", qm: queueMode(p.Mode()), server: true}
+	if lp, ok := p.(*policy.LanePolicy); ok {
+		return &laneShared{shared: s, lp: lp}
+	}
+	return s
 }
 
-// Gangway returns gangway's least-attained-service policy
-// (policy.GangwayPolicy) with its default settings.
-func Gangway() Policy { return FromPolicy(policy.Gangway()) }
+// Gangway returns gangway's default policy (policy.LanePolicy) with its
+// default settings.
+func Gangway() Policy { return FromPolicy(policy.Lane()) }
 
 func namedPolicy(name string) policy.Policy {
 	p, err := policy.New(name)

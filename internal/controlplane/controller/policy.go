@@ -24,6 +24,9 @@ import (
 type policies struct {
 	byQueue map[string]policy.Policy
 	def     policy.Policy
+	// lane is each job's place in its queue's overdue lane, for queues
+	// whose policy has one (assignLanes).
+	lane map[string]policy.LaneState
 }
 
 // queuePolicies resolves the queues' policies. A stored name this build
@@ -115,6 +118,7 @@ func (ps policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt
 		return
 	}
 	st := policyJob(p, j, now)
+	st.Lane = ps.lane[j.ID]
 	t := seconds(now)
 	r.Priority = schedPriority(p, j.Spec.Priority, &st, t)
 	if p.Protected(&st, t) || (ck != nil && ck.Time.Before(a.CreatedAt)) {
@@ -132,6 +136,7 @@ func (ps policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, n
 	for i, j := range pending {
 		p := ps.of(j.Spec.Queue)
 		st := policyJob(p, j, now)
+		st.Lane = ps.lane[j.ID]
 		keys[i] = p.Key(&st, t)
 		reqs[i].Priority = schedPriority(p, j.Spec.Priority, &st, t)
 		idx[i] = i
@@ -153,5 +158,40 @@ func (ps policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, n
 	})
 	for rank, i := range idx {
 		reqs[i].Order = int64(rank)
+	}
+}
+
+// assignLanes settles, from scratch, which pending and running jobs are
+// in their queue's overdue lane (policy.LanePolicy.Assign), the lane's
+// share being of gpus, the cluster's GPUs. jobs are every job; running
+// ones are those with an attempt not ended.
+func (ps *policies) assignLanes(jobs map[string]*api.Job, gpus int, now time.Time) {
+	byQueue := map[*policy.LanePolicy][]*policy.Job{}
+	ids := map[*policy.Job]string{}
+	for id, j := range jobs {
+		lp, ok := ps.of(j.Spec.Queue).(*policy.LanePolicy)
+		if !ok {
+			continue
+		}
+		a := j.Status.Current()
+		running := a != nil && a.Phase != api.AttemptEnded
+		if !running && j.Status.Phase != api.JobPending {
+			continue
+		}
+		st := policyJob(lp, j, now)
+		byQueue[lp] = append(byQueue[lp], &st)
+		ids[&st] = id
+	}
+	if len(byQueue) == 0 {
+		return
+	}
+	ps.lane = make(map[string]policy.LaneState, len(ids))
+	for lp, sts := range byQueue {
+		// Map order must not decide who enters the lane first.
+		slices.SortFunc(sts, func(a, b *policy.Job) int { return strings.Compare(ids[a], ids[b]) })
+		lp.Assign(sts, gpus, seconds(now))
+		for _, st := range sts {
+			ps.lane[ids[st]] = st.Lane
+		}
 	}
 }

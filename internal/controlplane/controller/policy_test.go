@@ -64,3 +64,45 @@ func TestQueuePolicyOrder(t *testing.T) {
 		t.Errorf("a job past min-run with a checkpoint since its start is protected")
 	}
 }
+
+// TestQueueLane: in a gangway queue, a job that has waited past the
+// overdue bound enters the lane (ranks first, top priority) while the
+// lane has room, and a running job that entered it is never preempted;
+// overdue jobs beyond the lane's share keep their level (no higher
+// priority than a new job's).
+func TestQueueLane(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0.Add(10 * time.Hour)
+	qs := map[string]*api.Queue{"q": {Spec: api.QueueSpec{Name: "q", Policy: "gangway"}}}
+	pols := queuePolicies(qs)
+	mk := func(id string, submit time.Duration) *api.Job {
+		return &api.Job{ID: id, SubmittedAt: t0.Add(submit), Status: api.JobStatus{Phase: api.JobPending},
+			Spec: api.JobSpec{Queue: "q", Ranks: 1, GPUsPerRank: 8}}
+	}
+	// On 32 GPUs the lane's quarter is 8: one overdue 8-GPU gang fills it.
+	lane := mk("lane", 0) // started after waiting 5 h: in the lane
+	lane.Status.Phase = api.JobRunning
+	lane.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: t0.Add(5 * time.Hour),
+		Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}
+	late := mk("late", time.Hour) // overdue, but the lane is full
+	fresh := mk("fresh", 9*time.Hour+59*time.Minute)
+	jobs := map[string]*api.Job{"lane": lane, "late": late, "fresh": fresh}
+	pols.assignLanes(jobs, 32, now)
+	r := scheduler.Running{Preemptible: true}
+	pols.applyRunning(&r, lane, lane.Status.Current(), nil, now)
+	if r.Preemptible {
+		t.Error("a job running in the lane is preemptible")
+	}
+	pending := []*api.Job{late, fresh}
+	reqs := make([]scheduler.Request, len(pending))
+	pols.orderRequests(reqs, pending, now)
+	if reqs[0].Priority != reqs[1].Priority {
+		t.Errorf("with the lane full, the overdue job keeps its level: priorities %d, %d; want equal", reqs[0].Priority, reqs[1].Priority)
+	}
+	// On 64 GPUs the lane has room: late enters it and outranks fresh.
+	pols.assignLanes(jobs, 64, now)
+	pols.orderRequests(reqs, pending, now)
+	if reqs[0].Priority <= reqs[1].Priority {
+		t.Errorf("overdue job with room in the lane: priority %d vs %d, order %d vs %d; want first", reqs[0].Priority, reqs[1].Priority, reqs[0].Order, reqs[1].Order)
+	}
+}

@@ -36,6 +36,13 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	}
 	sort.Strings(ids)
 	pols := queuePolicies(p.v.Queues)
+	gpus := 0
+	for _, n := range p.v.Nodes {
+		if n.Schedulable() {
+			gpus += len(n.GPUs)
+		}
+	}
+	pols.assignLanes(p.v.Jobs, gpus, p.now)
 	snap.Running = make([]scheduler.Running, 0, len(ids))
 	for _, id := range ids {
 		j := p.v.Jobs[id]

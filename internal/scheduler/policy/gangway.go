@@ -8,12 +8,13 @@ import (
 )
 
 func init() {
-	Register("gangway", func() Policy { return Gangway() })
+	Register("gangway-4h", func() Policy { return Gangway() })
 	Register("las", func() Policy { return Gangway() })
 }
 
-// GangwayPolicy is least-attained-service with aging, the policy the
-// simulator calls gangway (registered as "gangway" and "las"). It knows
+// GangwayPolicy is least-attained-service with aging and a wall-clock
+// starvation bound, gangway's default until the overdue lane
+// (LanePolicy) replaced it; registered as "gangway-4h" and "las". It knows
 // no durations. Jobs sit in multi-level queues by attained GPU-service
 // (least attained first, as LAS approximates shortest-remaining-first on
 // heavy-tailed workloads; first come first served within a level). A
@@ -53,7 +54,7 @@ func Gangway() *GangwayPolicy {
 	return &GangwayPolicy{Thresholds: th, AgingFactor: 2, MinAging: 2 * 3600, StarveAfter: 4 * 3600, MinRun: 120}
 }
 
-func (*GangwayPolicy) Name() string         { return "gangway" }
+func (*GangwayPolicy) Name() string         { return "gangway-4h" }
 func (*GangwayPolicy) Mode() scheduler.Mode { return scheduler.Greedy }
 func (*GangwayPolicy) Preempts() bool       { return true }
 

@@ -19,7 +19,8 @@ func TestNew(t *testing.T) {
 		{"fifo", "fifo"},
 		{" Backfill ", "backfill"},
 		{"greedy", "greedy"},
-		{"las", "gangway"},
+		{"las", "gangway-4h"},
+		{"gangway-4h", "gangway-4h"},
 		{"gangway", "gangway"},
 	} {
 		p, err := New(tc.name)
@@ -150,5 +151,52 @@ func TestAPINames(t *testing.T) {
 	q.Default()
 	if err := q.Validate(); err != nil || q.Policy != "las" {
 		t.Errorf("Validate(policy LAS) = %v, policy %q; want nil, las", err, q.Policy)
+	}
+}
+
+// TestLaneAssign: the from-scratch assignment the controller uses puts
+// in the lane overdue jobs up to its share, longest wait first, a gang wider
+// than the room left included.
+func TestLaneAssign(t *testing.T) {
+	p := Lane()
+	p.LaneShare = 0.25 // 16 of 64 GPUs
+	now := 10 * 3600.0
+	running := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 5 * 3600, LastWait: 5 * 3600} // entered the lane
+	plain := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 3600, LastWait: 60}             // started by its level
+	old := &Job{Submit: 3600, PendSince: 3600, GPUs: 16}                                       // overdue since 5 h
+	older := &Job{Submit: 0, PendSince: 0, GPUs: 4}                                            // overdue since 4 h: first
+	fresh := &Job{Submit: 9 * 3600, PendSince: 9 * 3600, GPUs: 1}                              // not overdue
+	jobs := []*Job{running, plain, old, older, fresh}
+	p.Assign(jobs, 64, now)
+	want := []LaneState{LaneRunning, LaneNone, LaneGranted, LaneGranted, LaneNone}
+	for i, j := range jobs {
+		if j.Lane != want[i] {
+			t.Errorf("job %d: lane %d; want %d", i, j.Lane, want[i])
+		}
+	}
+	// 8 + 4 = 12 < 16: "old" (16 GPUs) still enters; now the lane is full.
+	if p.Room() {
+		t.Errorf("lane holds %d of 64 GPUs at share 0.25 and still has room", p.held)
+	}
+	late := &Job{Submit: 0, PendSince: 3600, GPUs: 1}
+	p.Rekey(late, now)
+	if late.Lane != LaneWaiting {
+		t.Errorf("an overdue job with the lane full: lane %d; want waiting", late.Lane)
+	}
+	if got := p.Priority(old, now); got != p.Levels() {
+		t.Errorf("granted job's priority %d; want the top, %d", got, p.Levels())
+	}
+	if !p.Protected(running, now) || p.Protected(plain, now) {
+		t.Error("a lane job must be protected, a levels job past min-run not")
+	}
+	if !p.Key(older, now).Less(p.Key(fresh, now)) || !p.Key(older, now).Less(p.Key(old, now)) {
+		t.Error("granted jobs rank first, longest wait first")
+	}
+	p.Started(old)
+	if p.Stopped(running); p.Room() {
+		t.Error("lane at 20 of 16 GPUs has room")
+	}
+	if p.Stopped(old); !p.Room() || old.Lane != LaneNone {
+		t.Error("lane jobs' ends free room")
 	}
 }
