@@ -14,7 +14,8 @@
 // a server (-from-server) or of a file (-queues), else the default.
 //
 // It imports the standard library, internal/sim, internal/sim/trace,
-// internal/sim/experiments, internal/base/cmdkit, internal/api and
+// internal/sim/experiments, internal/scheduler/policy (the lane settings
+// of simulate overload), internal/base/cmdkit, internal/api and
 // internal/api/client (the queues of -from-server and -queues) and
 // github.com/goccy/go-yaml.
 package simcli
@@ -41,6 +42,7 @@ const usage = `usage: gangway simulate [flags]            replay a trace
        gangway simulate parity [flags]     compare with the Helios reference runs
        gangway simulate openb [flags]      openb GPU allocation ratio (FGD setup)
        gangway simulate goodput [flags]    goodput under failures, checkpoint intervals
+       gangway simulate overload [flags]   policies on Philly slices and overload shapes at several loads
 
 Run a subcommand with -h for its flags.
 `
@@ -56,6 +58,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runOpenb(ctx, args[1:], stdout, stderr)
 		case "goodput":
 			return runGoodput(ctx, args[1:], stdout, stderr)
+		case "overload":
+			return runOverload(ctx, args[1:], stdout, stderr)
 		case "help", "-h", "-help", "--help":
 			fmt.Fprint(stdout, usage)
 			fs, _ := replayFlags(stdout)

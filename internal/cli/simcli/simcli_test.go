@@ -200,7 +200,7 @@ func TestLiveFromQueuesFile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stderr, "queue team-a (policy gangway, guarantee 4 GPUs) is not simulated") {
+	if !strings.Contains(stderr, "queue team-a (policy gangway-4h, guarantee 4 GPUs) is not simulated") {
 		t.Errorf("stderr does not say what is left out:\n%s", stderr)
 	}
 	var live, fifo map[string]any
@@ -215,5 +215,29 @@ func TestLiveFromQueuesFile(t *testing.T) {
 	code, _, stderr = run("-trace", tr, "-nodes", "2", "-policy", "live", "-queues", bad)
 	if code != 2 || !strings.Contains(stderr, "policy") || !strings.Contains(stderr, `"sjf"`) {
 		t.Errorf("a queue file with an unknown policy: exit %d, %q", code, stderr)
+	}
+}
+
+// TestOverloadBadInput: the overload study names the flag and the value
+// it cannot use.
+func TestOverloadBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-loads", "0.9,x"}, `-loads: "x"`},
+		{[]string{"-policy", "sjff"}, `-policy: unknown policy "sjff"`},
+		{[]string{"-lane-shares", "1.5"}, "-lane-shares: 1.5"},
+		{[]string{"-overdue-after", "soon"}, `-overdue-after: "soon"`},
+		{[]string{"-slices", "oct,nov", "-trace", "../../../../shared/data/traces/philly/philly-2017-09-10.csv"}, `unknown slice "nov"`},
+	} {
+		var out, errOut strings.Builder
+		code := Main(context.Background(), append([]string{"overload"}, tc.args...), &out, &errOut)
+		if tc.want == `unknown slice "nov"` && strings.Contains(errOut.String(), "no such file") {
+			t.Skip("the Philly trace belongs at ../shared/data/traces/philly/ (CI has it)")
+		}
+		if code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("overload %v: code %d, %q; want 2 and %q", tc.args, code, errOut.String(), tc.want)
+		}
 	}
 }
