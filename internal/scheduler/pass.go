@@ -66,7 +66,10 @@ type Pass struct {
 
 	tables  *tableCache
 	reasons map[reasonKey]reasonMemo
-	quotas  map[quotaKey]string
+	// backfills memoizes delaysMemo; nil until a gang waits behind a
+	// reservation.
+	backfills map[backfillKey]backfillMemo
+	quotas    map[quotaKey]string
 
 	pendingAt []int32 // request → index in plan.Pending, -1 if none
 	placed    []placedJob
@@ -451,14 +454,10 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 				why += "; " + text
 			}
 		}
-		if p.first != nil && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
-			if len(p.resvs) == 1 {
-				why += fmt.Sprintf("; it would delay %s, whose reserved GPUs are free %s", p.first.job, p.resvWhen(p.first))
-			} else {
-				why += fmt.Sprintf("; it would take GPUs reserved for %d gangs past the first reservation's start (%s's, %s)",
-					len(p.resvs), p.first.job, p.resvWhen(p.first))
+		if p.first != nil {
+			if text, ok := p.delaysMemo(g, why); ok {
+				return p.pending(i, q, PendingBackfill, text)
 			}
-			return p.pending(i, q, PendingBackfill, why)
 		}
 	}
 	return p.pending(i, q, kind, why)
@@ -546,6 +545,48 @@ func (p *Pass) whyNotMemo(g *gang) (PendingKind, string) {
 	kind, why := p.whyNot(g)
 	p.reasons[g.key] = reasonMemo{version: v, kind: kind, why: why}
 	return kind, why
+}
+
+// delaysMemo reports whether g, which does not fit outside the
+// reservations, would fit on the GPUs they hold, and then returns why
+// with the reservation it would delay. A backlog behind a reservation
+// is mostly gangs of a few shapes, so the answer is memoized per shape
+// while the cluster, the reservations and why do not change.
+func (p *Pass) delaysMemo(g *gang, why string) (string, bool) {
+	k := backfillKey{g.key, g.preferred}
+	m, ok := p.backfills[k]
+	if ok && m.full == p.full.version && m.resvs == len(p.resvs) && m.in == why {
+		return m.out, m.delays
+	}
+	m = backfillMemo{full: p.full.version, resvs: len(p.resvs), in: why, out: why}
+	if p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
+		m.delays = true
+		if len(p.resvs) == 1 {
+			m.out += fmt.Sprintf("; it would delay %s, whose reserved GPUs are free %s", p.first.job, p.resvWhen(p.first))
+		} else {
+			m.out += fmt.Sprintf("; it would take GPUs reserved for %d gangs past the first reservation's start (%s's, %s)",
+				len(p.resvs), p.first.job, p.resvWhen(p.first))
+		}
+	}
+	if p.backfills == nil {
+		p.backfills = map[backfillKey]backfillMemo{}
+	}
+	p.backfills[k] = m
+	return m.out, m.delays
+}
+
+// backfillKey and backfillMemo are delaysMemo's memo: a gang's shape,
+// and its answer at a version of the cluster without reservations.
+type backfillKey struct {
+	reason    reasonKey
+	preferred int
+}
+
+type backfillMemo struct {
+	full    uint64
+	resvs   int
+	in, out string
+	delays  bool
 }
 
 // admit is sharing.admit with its reasons memoized while the queues'
