@@ -72,6 +72,9 @@ type Pass struct {
 	quotas    map[quotaKey]string
 
 	pendingAt []int32 // request → index in plan.Pending, -1 if none
+	// loose counts the requests not yet decided that might be placed
+	// without a whole free GPU (see Exhausted).
+	loose     int
 	placed    []placedJob
 	blockedBy string
 	searches  int
@@ -153,6 +156,9 @@ func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
 	p.pendingAt = make([]int32, len(reqs))
 	for i := range reqs {
 		p.pendingAt[i] = -1
+		if loose(&reqs[i]) {
+			p.loose++
+		}
 		q := p.sh.queue(reqs[i].Queue)
 		q.order = append(q.order, i)
 	}
@@ -382,6 +388,9 @@ func (p *Pass) Step() (Decision, bool) {
 	i := q.order[q.next]
 	q.next++
 	d := p.decide(q, i)
+	if loose(&p.reqs[i]) {
+		p.loose--
+	}
 	if q.next < len(q.order) {
 		p.rekey(q)
 		heap.Fix(&p.heap, 0)
@@ -389,6 +398,29 @@ func (p *Pass) Step() (Decision, bool) {
 		heap.Pop(&p.heap)
 	}
 	return d, true
+}
+
+// Exhausted reports whether no request still to be decided can be
+// placed in this pass: strict FIFO has stopped at a gang that does not
+// fit, or preemption is off, no whole GPU is free outside the
+// reservations and every request left asks for whole GPUs with no
+// estimated duration (so none may start on reserved GPUs ahead of a
+// reservation). What is left would only be given pending reasons and
+// reservations; a caller that needs the placements alone may stop
+// stepping and take the Plan, which then leaves those requests out.
+// The simulator does, behind long backlogs.
+func (p *Pass) Exhausted() bool {
+	if p.blockedBy != "" {
+		return true
+	}
+	return p.opts.NoPreemption && p.loose == 0 && p.c.gfree[lvRoot][0] == 0
+}
+
+// loose reports a request that might be placed without a whole free GPU
+// now: it runs on the host only, shares a GPU, or has an estimated
+// duration, with which it may start on reserved GPUs.
+func loose(r *Request) bool {
+	return r.HostOnly || r.GPUMilli > 0 || r.MIGProfile != "" || r.EstimatedDuration > 0
 }
 
 func (p *Pass) pending(i int, q *queueState, kind PendingKind, reason string) Decision {
