@@ -357,13 +357,23 @@ func (p *placer) schedule(c *cluster, cands []*job, o *call) (outcome, error) {
 	}
 	snap := scheduler.Snapshot{Now: nanos(o.now), Nodes: p.snap, Topology: p.topo, Running: p.runningList(c, o)}
 	p.calls++
-	plan := scheduler.ScheduleWith(snap, p.reqs, p.options(o))
-	return p.collect(c, plan)
+	// ScheduleWith's loop, stopped once nothing left can start: behind a
+	// long backlog the rest would only get pending reasons, which the
+	// simulator does not read. The placements are ScheduleWith's.
+	pass := scheduler.NewPass(snap, p.reqs, p.options(o))
+	decided := 0
+	for decided < len(p.reqs) && !pass.Exhausted() {
+		pass.Step()
+		decided++
+	}
+	return p.collect(c, pass.Plan(), decided < len(p.reqs))
 }
 
-func (p *placer) collect(c *cluster, plan scheduler.Plan) (outcome, error) {
+// collect turns a plan into an outcome; undecided says that the pass
+// stopped before deciding every request.
+func (p *placer) collect(c *cluster, plan scheduler.Plan, undecided bool) (outcome, error) {
 	var out outcome
-	out.blocked = len(plan.Pending) > 0
+	out.blocked = len(plan.Pending) > 0 || undecided
 	for _, pl := range plan.Placements {
 		j, ok := p.byID[pl.JobID]
 		if !ok {
