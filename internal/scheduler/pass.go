@@ -72,6 +72,13 @@ type Pass struct {
 	quotas    map[quotaKey]string
 
 	pendingAt []int32 // request → index in plan.Pending, -1 if none
+	// runKeys are the running jobs in release order while runSorted
+	// (a preemption, which moves a job's end, clears it); keys and
+	// scratch are reserve's buffers, reused by each search.
+	runKeys   []releaseKey
+	runSorted bool
+	keys      []releaseKey
+	scratch   *cluster
 	// loose counts the requests not yet decided that might be placed
 	// without a whole free GPU (see Exhausted).
 	loose     int
