@@ -217,8 +217,9 @@ func nanos(s float64) int64 {
 	return int64(math.Round(s * 1e9))
 }
 
-func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
-	r := scheduler.Request{JobID: p.jobID(j), Order: order, Ranks: j.gpus, GPUsPerRank: 1}
+// request fills r, a zero Request, for j.
+func (p *placer) request(r *scheduler.Request, j *job, order int64, o *call) {
+	r.JobID, r.Order, r.Ranks, r.GPUsPerRank = p.jobID(j), order, j.gpus, 1
 	switch {
 	case j.gpus == 0:
 		// A CPU-only pod (openb).
@@ -252,7 +253,6 @@ func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
 	if o.estimates {
 		r.EstimatedDuration = time.Duration(nanos(max(j.remainingAt(o.now), 1e-6)))
 	}
-	return r
 }
 
 func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
@@ -353,7 +353,8 @@ func (p *placer) schedule(c *cluster, cands []*job, o *call) (outcome, error) {
 	p.calls++
 	p.reqs = p.reqs[:0]
 	for k, j := range cands {
-		p.reqs = append(p.reqs, p.request(j, int64(k), o))
+		p.reqs = append(p.reqs, scheduler.Request{})
+		p.request(&p.reqs[k], j, int64(k), o)
 		p.byIdx[j.idx], p.inCall[j.idx] = j, p.calls
 	}
 	for _, j := range o.running {
