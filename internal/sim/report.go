@@ -47,10 +47,10 @@ func WriteTable(w io.Writer, sums []Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tjobs\tavg JCT s\tp50\tp95\tp99\tavg queue s\tmax queue s\tmax wait s\twait >24h\tslowdown p50\tp99\tmax\tmakespan s\tutil\tpreempt\tgoodput\tfrag-blocked\t")
 	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%.2f\t%.1f\t%s\t%s\t%.3f\t%d\t%.4f\t%.3f\t\n", s.Policy, s.Jobs,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%s\t%s\t%s\t%s\t%.3f\t%d\t%.4f\t%.3f\t\n", s.Policy, s.Jobs,
 			Thousands(s.AvgJCT), Thousands(s.P50JCT), Thousands(s.P95JCT), Thousands(s.P99JCT),
 			Thousands(s.AvgQueue), Thousands(s.MaxQueue), Thousands(s.MaxWait), 100*s.WaitedOver24h,
-			s.P50Slowdown, s.P99Slowdown, Thousands(s.MaxSlowdown),
+			Ratio(s.P50Slowdown), Ratio(s.P99Slowdown), Ratio(s.MaxSlowdown),
 			Thousands(s.Makespan), s.GPUUtilization, s.Preemptions, s.Goodput, s.FragBlocked)
 	}
 	if err := tw.Flush(); err != nil {
@@ -93,6 +93,18 @@ func fmtHours(m map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %s", k, Thousands(m[k])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Ratio prints a ratio such as a slowdown with two significant decimals
+// below 10, one below 100, and as Thousands above.
+func Ratio(v float64) string {
+	switch a := math.Abs(v); {
+	case a < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a < 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return Thousands(v)
 }
 
 // Thousands prints v rounded to an integer with thousands separators.
