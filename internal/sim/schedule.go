@@ -2,8 +2,9 @@ package sim
 
 // This file is the simulator's only door to internal/scheduler: every
 // placement (and the gangway policy's choice of preemption victims) goes
-// through scheduler.ScheduleWith, the entry point the server's controller
-// calls. Policies reach it only as request order and priority; the
+// through a scheduler pass, stepped as scheduler.ScheduleWith (the entry
+// point the server's controller calls) steps it until nothing left can
+// be placed. Policies reach it only as request order and priority; the
 // scheduler decides where.
 
 import (
