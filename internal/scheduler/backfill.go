@@ -57,24 +57,38 @@ func (p *Pass) reserve(g *gang) (string, bool) {
 		pj := &p.placed[int(i)-nrun]
 		return pj.parts, pj.frac, pj.id
 	}
-	keys := make([]releaseKey, 0, nrun+len(p.placed))
-	for j := range p.run {
-		rj := &p.run[j]
-		keys = append(keys, releaseKey{rj.end, releaseTie(rj.parts, rj.frac), int32(j)})
+	byID := func(a, b int32) int {
+		_, _, ida := rel(a)
+		_, _, idb := rel(b)
+		return cmp.Compare(ida, idb)
 	}
-	for j := range p.placed {
-		pj := &p.placed[j]
-		keys = append(keys, releaseKey{pj.end, releaseTie(pj.parts, pj.frac), int32(nrun + j)})
+	if !p.runSorted {
+		// The running jobs' order is the same for every reservation of
+		// the pass until a preemption stops one: sort it once.
+		p.runKeys = make([]releaseKey, 0, nrun)
+		for j := range p.run {
+			rj := &p.run[j]
+			p.runKeys = append(p.runKeys, releaseKey{rj.end, releaseTie(rj.parts, rj.frac), int32(j)})
+		}
+		sortReleases(p.runKeys, byID)
+		p.runSorted = true
+	}
+	keys := p.runKeys
+	if len(p.placed) > 0 {
+		placed := make([]releaseKey, 0, len(p.placed))
+		for j := range p.placed {
+			pj := &p.placed[j]
+			placed = append(placed, releaseKey{pj.end, releaseTie(pj.parts, pj.frac), int32(nrun + j)})
+		}
+		sortReleases(placed, byID)
+		keys = mergeReleases(p.keys[:0], p.runKeys, placed, byID)
+		p.keys = keys
 	}
 	if len(keys) == 0 {
 		return "it does not fit even on the idle cluster", false
 	}
-	sortReleases(keys, func(a, b int32) int {
-		_, _, ida := rel(a)
-		_, _, idb := rel(b)
-		return cmp.Compare(ida, idb)
-	})
-	s := p.c.clone()
+	s := p.c.cloneInto(p.scratch) // this search's own, reused by the next
+	p.scratch = s
 	var log gpuLog                          // GPUs each applied release freed, back to back
 	starts := make([]int32, 0, len(keys)+1) // starts[k]: where release k's entries begin in log
 	at := 0                                 // releases applied
@@ -221,6 +235,32 @@ func (c *cluster) canFit(g *gang, strat Strategy) bool {
 	}
 	_, ok := c.bestGroup(g, strat, g.units, L, lvRoot, 0)
 	return ok
+}
+
+// mergeReleases appends to dst the sorted releases a and b merged in the
+// order sortReleases gives them together: by end, tie, then byID, and a's
+// before b's when all are equal (a holds the running jobs, which come
+// first in that sort's stable order).
+func mergeReleases(dst, a, b []releaseKey, byID func(a, b int32) int) []releaseKey {
+	for len(a) > 0 && len(b) > 0 {
+		x, y := a[0], b[0]
+		c := cmp.Compare(x.end, y.end)
+		if c == 0 {
+			c = cmp.Compare(x.tie, y.tie)
+		}
+		if c == 0 {
+			c = byID(x.i, y.i)
+		}
+		if c <= 0 {
+			dst = append(dst, x)
+			a = a[1:]
+		} else {
+			dst = append(dst, y)
+			b = b[1:]
+		}
+	}
+	dst = append(dst, a...)
+	return append(dst, b...)
 }
 
 // sortReleases sorts keys by end, then tie, then byID for the rare equal

@@ -83,6 +83,41 @@ func TestBackfill(t *testing.T) {
 	})
 }
 
+// TestBackfillReasonsOfOneShape checks that gangs of one shape behind a
+// reservation are told, each, what holds for it when it is decided (the
+// reasons are memoized per shape): the first would delay the head, the
+// last, after two short gangs took the reserved GPUs it could use, would
+// not.
+func TestBackfillReasonsOfOneShape(t *testing.T) {
+	now := 10 * hour
+	snap := withRunning(t, small, []Running{
+		ending(job("r1", "q", nodeNames(1, 6)...), now+hour),
+		ending(job("r2", "q", nodeNames(9, 16)...), now+3*hour),
+	})
+	snap.Now = now
+	reqs := []Request{
+		{JobID: "head", Queue: "q", Ranks: 64, Order: 1, EstimatedDuration: 5 * time.Hour},
+		{JobID: "long", Queue: "q", Ranks: 8, Order: 2, EstimatedDuration: 2 * time.Hour},
+		{JobID: "short", Queue: "q", Ranks: 8, Order: 3, EstimatedDuration: 30 * time.Minute},
+		{JobID: "long2", Queue: "q", Ranks: 8, Order: 4, EstimatedDuration: 2 * time.Hour},
+		{JobID: "short2", Queue: "q", Ranks: 8, Order: 5, EstimatedDuration: 30 * time.Minute},
+		{JobID: "long3", Queue: "q", Ranks: 8, Order: 6},
+	}
+	plan := ScheduleWith(snap, reqs, Options{Mode: Backfill})
+	checkPlan(t, snap, reqs, plan)
+	checkOutcome(t, plan, []string{"short", "short2"},
+		map[string]PendingKind{"head": PendingReserved, "long": PendingBackfill, "long2": PendingBackfill, "long3": PendingCapacity},
+		[]Reservation{{JobID: "head", Start: now + hour, Nodes: nodeNames(1, 8)}})
+	delay := "needs 8 GPUs (8 ranks × 1); 0 free in the cluster outside the GPUs reserved for head; it would delay head, whose reserved GPUs are free in 1h0m0s"
+	want := map[string]string{"long": delay, "long2": delay,
+		"long3": "needs 8 GPUs (8 ranks × 1); 0 free in the cluster outside the GPUs reserved for head"}
+	for job, w := range want {
+		if diff := gocmp.Diff(w, pendingOf(plan, job).Reason); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", job, diff)
+		}
+	}
+}
+
 func TestBackfillUnknownEnds(t *testing.T) {
 	// r1 has no estimated end: the reservation's start is unknown, so no
 	// gang may use its GPUs, but gangs elsewhere still start.

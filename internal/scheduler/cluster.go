@@ -482,6 +482,36 @@ func (c *cluster) clone() *cluster {
 	return &d
 }
 
+// cloneInto makes d a clone of c, reusing d's own buffers (those that
+// clone would copy) where they are large enough, and returns d; a nil d
+// is a new clone. d must not be c, nor share a mutable buffer with it.
+func (c *cluster) cloneInto(d *cluster) *cluster {
+	if d == nil {
+		return c.clone()
+	}
+	old := *d
+	*d = *c
+	if c.cpuLimited {
+		d.cpuFree = append(old.cpuFree[:0], c.cpuFree...)
+	}
+	if c.memLimited {
+		d.memFree = append(old.memFree[:0], c.memFree...)
+	}
+	d.shareHead = append(old.shareHead[:0], c.shareHead...)
+	d.held = nil
+	if c.held != nil {
+		d.held = append(old.held[:0], c.held...)
+	}
+	d.free = append(old.free[:0], c.free...)
+	d.nfree = append(old.nfree[:0], c.nfree...)
+	for L := range nLevels {
+		d.hist[L] = append(old.hist[L][:0], c.hist[L]...)
+		d.gfree[L] = append(old.gfree[L][:0], c.gfree[L]...)
+	}
+	d.shared = append(old.shared[:0], c.shared...)
+	return d
+}
+
 // totalGPUs returns the GPUs of every node in the snapshot.
 func (c *cluster) totalGPUs() int { return c.sumGPUs }
 

@@ -66,9 +66,22 @@ type Pass struct {
 
 	tables  *tableCache
 	reasons map[reasonKey]reasonMemo
-	quotas  map[quotaKey]string
+	// backfills memoizes delaysMemo; nil until a gang waits behind a
+	// reservation.
+	backfills map[backfillKey]backfillMemo
+	quotas    map[quotaKey]string
 
 	pendingAt []int32 // request → index in plan.Pending, -1 if none
+	// runKeys are the running jobs in release order while runSorted
+	// (a preemption, which moves a job's end, clears it); keys and
+	// scratch are reserve's buffers, reused by each search.
+	runKeys   []releaseKey
+	runSorted bool
+	keys      []releaseKey
+	scratch   *cluster
+	// loose counts the requests not yet decided that might be placed
+	// without a whole free GPU (see Exhausted).
+	loose     int
 	placed    []placedJob
 	blockedBy string
 	searches  int
@@ -150,6 +163,9 @@ func NewPass(snap Snapshot, reqs []Request, opts Options) *Pass {
 	p.pendingAt = make([]int32, len(reqs))
 	for i := range reqs {
 		p.pendingAt[i] = -1
+		if loose(&reqs[i]) {
+			p.loose++
+		}
 		q := p.sh.queue(reqs[i].Queue)
 		q.order = append(q.order, i)
 	}
@@ -379,6 +395,9 @@ func (p *Pass) Step() (Decision, bool) {
 	i := q.order[q.next]
 	q.next++
 	d := p.decide(q, i)
+	if loose(&p.reqs[i]) {
+		p.loose--
+	}
 	if q.next < len(q.order) {
 		p.rekey(q)
 		heap.Fix(&p.heap, 0)
@@ -386,6 +405,29 @@ func (p *Pass) Step() (Decision, bool) {
 		heap.Pop(&p.heap)
 	}
 	return d, true
+}
+
+// Exhausted reports whether no request still to be decided can be
+// placed in this pass: strict FIFO has stopped at a gang that does not
+// fit, or preemption is off, no whole GPU is free outside the
+// reservations and every request left asks for whole GPUs with no
+// estimated duration (so none may start on reserved GPUs ahead of a
+// reservation). What is left would only be given pending reasons and
+// reservations; a caller that needs the placements alone may stop
+// stepping and take the Plan, which then leaves those requests out.
+// The simulator does, behind long backlogs.
+func (p *Pass) Exhausted() bool {
+	if p.blockedBy != "" {
+		return true
+	}
+	return p.opts.NoPreemption && p.loose == 0 && p.c.gfree[lvRoot][0] == 0
+}
+
+// loose reports a request that might be placed without a whole free GPU
+// now: it runs on the host only, shares a GPU, or has an estimated
+// duration, with which it may start on reserved GPUs.
+func loose(r *Request) bool {
+	return r.HostOnly || r.GPUMilli > 0 || r.MIGProfile != "" || r.EstimatedDuration > 0
 }
 
 func (p *Pass) pending(i int, q *queueState, kind PendingKind, reason string) Decision {
@@ -451,14 +493,10 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 				why += "; " + text
 			}
 		}
-		if p.first != nil && p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
-			if len(p.resvs) == 1 {
-				why += fmt.Sprintf("; it would delay %s, whose reserved GPUs are free %s", p.first.job, p.resvWhen(p.first))
-			} else {
-				why += fmt.Sprintf("; it would take GPUs reserved for %d gangs past the first reservation's start (%s's, %s)",
-					len(p.resvs), p.first.job, p.resvWhen(p.first))
+		if p.first != nil {
+			if text, ok := p.delaysMemo(g, why); ok {
+				return p.pending(i, q, PendingBackfill, text)
 			}
-			return p.pending(i, q, PendingBackfill, why)
 		}
 	}
 	return p.pending(i, q, kind, why)
@@ -546,6 +584,48 @@ func (p *Pass) whyNotMemo(g *gang) (PendingKind, string) {
 	kind, why := p.whyNot(g)
 	p.reasons[g.key] = reasonMemo{version: v, kind: kind, why: why}
 	return kind, why
+}
+
+// delaysMemo reports whether g, which does not fit outside the
+// reservations, would fit on the GPUs they hold, and then returns why
+// with the reservation it would delay. A backlog behind a reservation
+// is mostly gangs of a few shapes, so the answer is memoized per shape
+// while the cluster, the reservations and why do not change.
+func (p *Pass) delaysMemo(g *gang, why string) (string, bool) {
+	k := backfillKey{g.key, g.preferred}
+	m, ok := p.backfills[k]
+	if ok && m.full == p.full.version && m.resvs == len(p.resvs) && m.in == why {
+		return m.out, m.delays
+	}
+	m = backfillMemo{full: p.full.version, resvs: len(p.resvs), in: why, out: why}
+	if p.full.find(g, p.opts.Strategy, lvRoot, 0) != nil {
+		m.delays = true
+		if len(p.resvs) == 1 {
+			m.out += fmt.Sprintf("; it would delay %s, whose reserved GPUs are free %s", p.first.job, p.resvWhen(p.first))
+		} else {
+			m.out += fmt.Sprintf("; it would take GPUs reserved for %d gangs past the first reservation's start (%s's, %s)",
+				len(p.resvs), p.first.job, p.resvWhen(p.first))
+		}
+	}
+	if p.backfills == nil {
+		p.backfills = map[backfillKey]backfillMemo{}
+	}
+	p.backfills[k] = m
+	return m.out, m.delays
+}
+
+// backfillKey and backfillMemo are delaysMemo's memo: a gang's shape,
+// and its answer at a version of the cluster without reservations.
+type backfillKey struct {
+	reason    reasonKey
+	preferred int
+}
+
+type backfillMemo struct {
+	full    uint64
+	resvs   int
+	in, out string
+	delays  bool
 }
 
 // admit is sharing.admit with its reasons memoized while the queues'

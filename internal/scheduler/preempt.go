@@ -177,6 +177,7 @@ func (p *Pass) preempt(q *queueState, g *gang, within bool) (string, bool) {
 		rj := &p.run[j]
 		rj.stopping = true
 		rj.end = p.now
+		p.runSorted = false // its release moves up
 		names[k] = rj.r.JobID
 		freed += int(rj.usage / 1000)
 		var why string

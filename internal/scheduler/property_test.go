@@ -229,3 +229,65 @@ func TestPlanProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestExhaustedPlacesNothingMore checks on random inputs that once a pass
+// reports Exhausted no later request is placed, so that a caller that
+// stops there gets ScheduleWith's placements and preemptions. Half the
+// cases are made of plain gangs (whole GPUs, no estimates, no
+// preemption), for which it stops early behind a backlog.
+func TestExhaustedPlacesNothingMore(t *testing.T) {
+	n := 300
+	if testing.Short() {
+		n = 50
+	}
+	early := 0
+	for seed := range uint64(n) {
+		rng := rand.New(rand.NewPCG(seed, 4))
+		snap, reqs, opts := randomCase(t, rng)
+		if seed%2 == 0 {
+			opts.NoPreemption = true
+			plain := reqs[:0]
+			for _, r := range reqs {
+				if r.HostOnly || r.GPUMilli > 0 || r.MIGProfile != "" {
+					continue
+				}
+				r.EstimatedDuration = 0
+				plain = append(plain, r)
+			}
+			reqs = plain
+		}
+		p := NewPass(snap, reqs, opts)
+		stopped := -1
+		for k := 0; ; k++ {
+			if stopped < 0 && p.Exhausted() {
+				stopped = k
+			}
+			d, more := p.Step()
+			if !more {
+				break
+			}
+			if stopped >= 0 && d.Placed {
+				t.Fatalf("seed %d (%+v): %s placed after the pass was exhausted at request %d", seed, opts, d.JobID, stopped)
+			}
+		}
+		if stopped < 0 || stopped == len(reqs) {
+			continue
+		}
+		early++
+		p = NewPass(snap, reqs, opts)
+		for !p.Exhausted() {
+			p.Step()
+		}
+		got, want := p.Plan(), ScheduleWith(snap, reqs, opts)
+		if diff := cmp.Diff(want.Placements, got.Placements); diff != "" {
+			t.Fatalf("seed %d: placements when stopped at exhaustion (-all +stopped):\n%s", seed, diff)
+		}
+		if diff := cmp.Diff(want.Preemptions, got.Preemptions); diff != "" {
+			t.Fatalf("seed %d: preemptions when stopped at exhaustion (-all +stopped):\n%s", seed, diff)
+		}
+	}
+	if early < n/10 {
+		t.Errorf("only %d of %d passes were exhausted before their last request", early, n)
+	}
+	t.Logf("%d of %d passes exhausted before their last request", early, n)
+}

@@ -69,6 +69,8 @@ type sharing struct {
 	sumG           int64
 	// version counts changes to usage, for memoized reasons.
 	version uint64
+	// last is the queue queue returned last.
+	last *queueState
 }
 
 func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
@@ -111,7 +113,12 @@ func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
 
 // queue returns the named queue, creating it with the defaults.
 func (s *sharing) queue(name string) *queueState {
+	if q := s.last; q != nil && q.name == name {
+		// Requests and running jobs mostly come queue by queue.
+		return q
+	}
 	if q := s.byName[name]; q != nil {
+		s.last = q
 		return q
 	}
 	q := &queueState{name: name, weight: 1, limit: -1, cohort: &cohortState{name: ""}, head: gangSlot{idx: -1}}

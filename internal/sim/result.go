@@ -24,7 +24,22 @@ type Summary struct {
 	MaxQueue  float64 `json:"max_queue_s"`
 	// MaxWait is the longest single wait of any job (MaxQueue adds up
 	// all of a job's waits, between preemptions too).
-	MaxWait        float64 `json:"max_wait_s"`
+	MaxWait float64 `json:"max_wait_s"`
+	// WaitedOver24h is the share of the jobs that arrived whose waits
+	// added up to more than 24 hours (so far, for those unfinished at
+	// the horizon).
+	WaitedOver24h float64 `json:"waited_over_24h_share"`
+	// Slowdown of the finished jobs: JCT over run time, the run time
+	// being the job's duration in the trace (its useful work) but at
+	// least SlowdownFloor seconds, so that a 1-second job that waited a
+	// minute does not read as 60 (bounded slowdown). The average and
+	// percentiles are over finished jobs, like JCT's.
+	AvgSlowdown float64 `json:"slowdown_avg"`
+	P50Slowdown float64 `json:"slowdown_p50"`
+	P99Slowdown float64 `json:"slowdown_p99"`
+	MaxSlowdown float64 `json:"slowdown_max"`
+	// Makespan is from the first submission to the last finish; with a
+	// horizon, to the horizon unless every job finished before it.
 	Makespan       float64 `json:"makespan_s"`
 	GPUUtilization float64 `json:"gpu_utilization"`
 	Preemptions    int     `json:"preemptions"`
@@ -58,6 +73,13 @@ type Summary struct {
 	Usage *api.UsageRow `json:"usage,omitempty"`
 }
 
+// SlowdownFloor is the least run time, in seconds, a slowdown divides
+// by.
+const SlowdownFloor = 10.0
+
+// waitLimit is the wait the summary counts jobs beyond (24 hours).
+const waitLimit = 24 * 3600.0
+
 // JobResult is what happened to one job. Start is -1 for a job that never
 // ran, End -1 for one that did not finish.
 type JobResult struct {
@@ -81,6 +103,15 @@ func (r JobResult) JCT() float64 {
 		return -1
 	}
 	return r.End - r.Submit
+}
+
+// Slowdown is the job's JCT over its duration, the duration at least
+// SlowdownFloor, or -1 if it did not finish.
+func (r JobResult) Slowdown() float64 {
+	if r.End < 0 {
+		return -1
+	}
+	return r.JCT() / max(r.Duration, SlowdownFloor)
 }
 
 // Series samples the cluster over time.
@@ -166,8 +197,9 @@ func (e *engine) result() *Result {
 	s.Placement = e.cfg.Placement.String()
 	s.Preemptions = e.preemptions
 	s.SchedulerCalls = e.pl.calls
-	var jcts []float64
+	var jcts, slows []float64
 	var queueSum float64
+	arrived, waitedLong := 0, 0
 	var ettrNum, ettrDen float64
 	makespan := 0.0
 	r.Jobs = make([]JobResult, len(e.jobs))
@@ -184,9 +216,16 @@ func (e *engine) result() *Result {
 		if j.firstStart >= 0 {
 			jr.Start = j.firstStart - e.ranSince
 		}
+		if j.phase != phaseFuture {
+			arrived++
+			if q > waitLimit {
+				waitedLong++
+			}
+		}
 		if j.phase == phaseDone {
 			jr.End = j.end - e.ranSince
 			jcts = append(jcts, j.end-j.submit)
+			slows = append(slows, jr.Slowdown())
 			queueSum += q
 			s.MaxQueue = max(s.MaxQueue, q)
 			makespan = max(makespan, jr.End)
@@ -217,8 +256,18 @@ func (e *engine) result() *Result {
 		s.P95JCT = stats.Percentile(jcts, 95)
 		s.P99JCT = stats.Percentile(jcts, 99)
 		s.AvgQueue = queueSum / float64(len(jcts))
+		s.AvgSlowdown = stats.Mean(slows)
+		slices.Sort(slows)
+		s.P50Slowdown = stats.Percentile(slows, 50)
+		s.P99Slowdown = stats.Percentile(slows, 99)
+		s.MaxSlowdown = slows[len(slows)-1]
 	}
-	if e.cfg.Horizon > 0 {
+	if arrived > 0 {
+		s.WaitedOver24h = float64(waitedLong) / float64(arrived)
+	}
+	if e.cfg.Horizon > 0 && len(jcts) < len(e.jobs) {
+		// Some job had not finished (or arrived) by the horizon: the
+		// run lasted until it.
 		makespan = e.now - e.ranSince
 	}
 	s.Makespan = makespan

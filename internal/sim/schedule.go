@@ -2,8 +2,9 @@ package sim
 
 // This file is the simulator's only door to internal/scheduler: every
 // placement (and the gangway policy's choice of preemption victims) goes
-// through scheduler.ScheduleWith, the entry point the server's controller
-// calls. Policies reach it only as request order and priority; the
+// through a scheduler pass, stepped as scheduler.ScheduleWith (the entry
+// point the server's controller calls) steps it until nothing left can
+// be placed. Policies reach it only as request order and priority; the
 // scheduler decides where.
 
 import (
@@ -131,9 +132,15 @@ type placer struct {
 	snap     []scheduler.Node
 	shared   []scheduler.SharedGPU // backing of snap's Shared lists
 	reqs     []scheduler.Request
-	byID     map[string]*job
-	calls    int
-	perNode  int // GPUs of the widest node
+	running  []scheduler.Running // backing of the snapshot's Running
+	// byIdx maps a job's index to the job, for the jobs of the current
+	// call: those whose inCall is calls (candidates and running jobs
+	// that may be stopped); offered marks, likewise, the running jobs
+	// offered as victims.
+	byIdx           []*job
+	inCall, offered []int
+	calls           int
+	perNode         int // GPUs of the widest node
 	// workload, when set, is the request mix the scheduler's
 	// fragmentation-aware placement weighs (scheduler.Options.Workload);
 	// nil lets the scheduler learn it from each pass.
@@ -157,9 +164,9 @@ func newPlacer(c *cluster, strategy Placement, seed uint64, njobs int) (*placer,
 	}
 	return &placer{
 		strategy: strategy, topo: topo, perNode: c.perNode,
-		rng:  rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		ids:  make([]string, njobs),
-		byID: map[string]*job{},
+		rng:   rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		ids:   make([]string, njobs),
+		byIdx: make([]*job, njobs), inCall: make([]int, njobs), offered: make([]int, njobs),
 	}, nil
 }
 
@@ -211,8 +218,9 @@ func nanos(s float64) int64 {
 	return int64(math.Round(s * 1e9))
 }
 
-func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
-	r := scheduler.Request{JobID: p.jobID(j), Order: order, Ranks: j.gpus, GPUsPerRank: 1}
+// request fills r, a zero Request, for j.
+func (p *placer) request(r *scheduler.Request, j *job, order int64, o *call) {
+	r.JobID, r.Order, r.Ranks, r.GPUsPerRank = p.jobID(j), order, j.gpus, 1
 	switch {
 	case j.gpus == 0:
 		// A CPU-only pod (openb).
@@ -246,23 +254,20 @@ func (p *placer) request(j *job, order int64, o *call) scheduler.Request {
 	if o.estimates {
 		r.EstimatedDuration = time.Duration(nanos(max(j.remainingAt(o.now), 1e-6)))
 	}
-	return r
 }
 
 func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 	src := o.running
-	var victim map[*job]bool
 	if o.context != nil {
 		src = o.context
-		victim = map[*job]bool{}
 		for _, j := range o.running {
-			victim[j] = true
+			p.offered[j.idx] = p.calls
 		}
 	}
 	if len(src) == 0 || (!o.preempt && o.mode != Backfill && o.context == nil) {
 		return nil
 	}
-	out := make([]scheduler.Running, 0, len(src))
+	out := p.running[:0]
 	for _, j := range src {
 		if j.ranks == nil {
 			// The segment's slots do not change while it runs.
@@ -288,7 +293,7 @@ func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 				r.Priority = o.prio(j, o.now)
 			}
 			r.Preemptible = o.protected == nil || !o.protected(j, o.now)
-			if victim != nil && !victim[j] {
+			if o.context != nil && p.offered[j.idx] != p.calls {
 				r.Preemptible = false
 			}
 			// A preempted job is told to checkpoint first and loses no
@@ -297,6 +302,7 @@ func (p *placer) runningList(c *cluster, o *call) []scheduler.Running {
 		}
 		out = append(out, r)
 	}
+	p.running = out
 	return out
 }
 
@@ -345,28 +351,37 @@ func (p *placer) place(c *cluster, cands []*job, o call) (outcome, error) {
 }
 
 func (p *placer) schedule(c *cluster, cands []*job, o *call) (outcome, error) {
+	p.calls++
 	p.reqs = p.reqs[:0]
-	clear(p.byID)
 	for k, j := range cands {
-		r := p.request(j, int64(k), o)
-		p.reqs = append(p.reqs, r)
-		p.byID[r.JobID] = j
+		p.reqs = append(p.reqs, scheduler.Request{})
+		p.request(&p.reqs[k], j, int64(k), o)
+		p.byIdx[j.idx], p.inCall[j.idx] = j, p.calls
 	}
 	for _, j := range o.running {
-		p.byID[p.jobID(j)] = j
+		p.byIdx[j.idx], p.inCall[j.idx] = j, p.calls
 	}
 	snap := scheduler.Snapshot{Now: nanos(o.now), Nodes: p.snap, Topology: p.topo, Running: p.runningList(c, o)}
-	p.calls++
-	plan := scheduler.ScheduleWith(snap, p.reqs, p.options(o))
-	return p.collect(c, plan)
+	// ScheduleWith's loop, stopped once nothing left can start: behind a
+	// long backlog the rest would only get pending reasons, which the
+	// simulator does not read. The placements are ScheduleWith's.
+	pass := scheduler.NewPass(snap, p.reqs, p.options(o))
+	decided := 0
+	for decided < len(p.reqs) && !pass.Exhausted() {
+		pass.Step()
+		decided++
+	}
+	return p.collect(c, pass.Plan(), decided < len(p.reqs))
 }
 
-func (p *placer) collect(c *cluster, plan scheduler.Plan) (outcome, error) {
+// collect turns a plan into an outcome; undecided says that the pass
+// stopped before deciding every request.
+func (p *placer) collect(c *cluster, plan scheduler.Plan, undecided bool) (outcome, error) {
 	var out outcome
-	out.blocked = len(plan.Pending) > 0
+	out.blocked = len(plan.Pending) > 0 || undecided
 	for _, pl := range plan.Placements {
-		j, ok := p.byID[pl.JobID]
-		if !ok {
+		j := p.lookup(pl.JobID)
+		if j == nil {
 			return outcome{}, fmt.Errorf("scheduler placed unknown job %q", pl.JobID)
 		}
 		slots, err := toSlots(c, pl)
@@ -377,8 +392,8 @@ func (p *placer) collect(c *cluster, plan scheduler.Plan) (outcome, error) {
 	}
 	seen := map[*job]bool{}
 	for _, pe := range plan.Preemptions {
-		j, ok := p.byID[pe.JobID]
-		if !ok || j.phase != phaseRunning {
+		j := p.lookup(pe.JobID)
+		if j == nil || j.phase != phaseRunning {
 			return outcome{}, fmt.Errorf("scheduler preempts unknown or idle job %q", pe.JobID)
 		}
 		if !seen[j] {
@@ -387,6 +402,16 @@ func (p *placer) collect(c *cluster, plan scheduler.Plan) (outcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// lookup returns the job of the current call whose scheduler JobID is
+// id, or nil.
+func (p *placer) lookup(id string) *job {
+	i, err := strconv.Atoi(id)
+	if err != nil || i < 0 || i >= len(p.inCall) || p.inCall[i] != p.calls {
+		return nil
+	}
+	return p.byIdx[i]
 }
 
 func toSlots(c *cluster, pl scheduler.Placement) ([]slot, error) {

@@ -146,6 +146,8 @@ func TestSummary(t *testing.T) {
 		Policy: "fifo", Placement: "consolidate", Jobs: 3,
 		AvgJCT: (100 + 300 + 350) / 3.0, P50JCT: 300, P95JCT: 345, P99JCT: 349,
 		AvgQueue: 250 / 3.0, MaxQueue: 250, MaxWait: 250, Makespan: 400,
+		// JCT over duration: 1, 1 and 3.5.
+		AvgSlowdown: 5.5 / 3, P50Slowdown: 1, P99Slowdown: 1 + 0.98*2.5, MaxSlowdown: 3.5,
 		// 100 + 300 + 200 GPU-seconds over 2 GPUs × 400 s.
 		GPUUtilization: 600.0 / 800, Goodput: 1,
 		// C waits from 100 to 300 with one GPU free of the two it needs:
@@ -155,6 +157,62 @@ func TestSummary(t *testing.T) {
 	}
 	if d := cmp.Diff(want, r.Summary, cmpopts.EquateApprox(0, 1e-9), cmpopts.IgnoreFields(Summary{}, "SchedulerCalls")); d != "" {
 		t.Errorf("summary (-want +got):\n%s", d)
+	}
+}
+
+// TestSlowdownWaitsAndHorizon checks the bounded slowdown's floor, the
+// share of jobs that waited over a day, and the makespan of a run with a
+// horizon: the last finish when every job finished, else the horizon.
+func TestSlowdownWaitsAndHorizon(t *testing.T) {
+	in := jobs(
+		[3]float64{0, 100_000, 1}, // runs alone on the one GPU
+		[3]float64{1, 2, 1},       // waits 99,999 s, then runs 2 s: slowdown 100,001 / 10
+		[3]float64{2, 50, 1},      // waits 100,000 s
+	)
+	tests := []struct {
+		name         string
+		horizon      float64
+		want         Summary
+		wantMakespan float64
+	}{
+		{
+			name: "no horizon",
+			want: Summary{Jobs: 3, WaitedOver24h: 2.0 / 3, MaxSlowdown: 100_001.0 / 10, P50Slowdown: 100_050.0 / 50,
+				AvgSlowdown: (1 + 100_001.0/10 + 100_050.0/50) / 3},
+			wantMakespan: 100_052,
+		},
+		{
+			name:    "every job finished before the horizon",
+			horizon: 200_000,
+			want: Summary{Jobs: 3, WaitedOver24h: 2.0 / 3, MaxSlowdown: 100_001.0 / 10, P50Slowdown: 100_050.0 / 50,
+				AvgSlowdown: (1 + 100_001.0/10 + 100_050.0/50) / 3},
+			wantMakespan: 100_052,
+		},
+		{
+			// The first job finishes at 100,000 s; the others wait 90,000 s
+			// and more, over a day, when the run stops.
+			name:         "some jobs unfinished at the horizon",
+			horizon:      100_000,
+			want:         Summary{Jobs: 1, Unfinished: 2, WaitedOver24h: 2.0 / 3, MaxSlowdown: 1, P50Slowdown: 1, AvgSlowdown: 1},
+			wantMakespan: 100_000,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Run(context.Background(), Config{Shape: pool(1, 1), Policy: mustPolicy(t, "fifo"), Placement: Consolidate, Horizon: tt.horizon}, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := r.Summary
+			got := Summary{Jobs: s.Jobs, Unfinished: s.Unfinished, WaitedOver24h: s.WaitedOver24h,
+				AvgSlowdown: s.AvgSlowdown, P50Slowdown: s.P50Slowdown, MaxSlowdown: s.MaxSlowdown}
+			if d := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0, 1e-9)); d != "" {
+				t.Errorf("summary (-want +got):\n%s", d)
+			}
+			if s.Makespan != tt.wantMakespan {
+				t.Errorf("makespan %v, want %v", s.Makespan, tt.wantMakespan)
+			}
+		})
 	}
 }
 

@@ -190,7 +190,7 @@ func TestDefaultPolicyQuality(t *testing.T) {
 	}
 }
 
-func mustPolicy(t *testing.T, name string) sim.Policy {
+func mustPolicy(t testing.TB, name string) sim.Policy {
 	t.Helper()
 	p, err := sim.ParsePolicy(name)
 	if err != nil {
