@@ -169,6 +169,7 @@ func ppBandwidth(j Job, c Config) (bw, lat float64) {
 // layerCost is one transformer layer's work for one micro-batch on one GPU.
 type layerCost struct {
 	fwdCompute float64 // seconds of tensor-core work, forward
+	bwdCompute float64 // seconds of tensor-core work, backward (dgrad + wgrad)
 	fwdMemory  float64 // seconds of elementwise kernels, forward
 	coreComp   float64 // forward attention-core tensor-core seconds
 	coreMemory float64 // forward attention-core elementwise seconds
@@ -200,17 +201,20 @@ func costOfLayer(j Job, c Config) layerCost {
 	peakAttn := j.Cluster.GPU.BF16FLOPS * j.Stack.ComputeEfficiency
 	hbm := j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency
 	cp := float64(c.cp())
-	fl := LayerForwardFLOPs(m, b, s)
 	// Context parallelism: each GPU holds s/cp of every sequence's tokens
 	// and computes their attention against all s keys (load-balanced
 	// causal chunks), so both matmul and attention work divide by cp.
-	fl.Matmul /= cp
-	attn := fl.Attention / tf / cp
-	if j.flash() {
-		attn /= 2 // causal: the fused kernel skips masked blocks
-		peakAttn *= fusedAttentionEfficiency
-	}
 	T := float64(b) * float64(s) / cp
+	mmFwd, mmBwd := gemmsTime(layerGEMMs(m, T, t), peakMM, hbm, 2)
+	var attnFwd, attnBwd float64
+	if j.flash() {
+		// One fused kernel: no s×s scores in HBM, the masked half of
+		// causal attention skipped, at its own fraction of the matmul rate.
+		attnFwd = LayerForwardFLOPs(m, b, s).Attention / tf / cp / 2 / (peakAttn * fusedAttentionEfficiency)
+		attnBwd = 2 * attnFwd
+	} else {
+		attnFwd, attnBwd = gemmsTime(attentionGEMMs(m, b, s, t, c.cp()), peakAttn, hbm, 2)
+	}
 	h, f := float64(m.Hidden), float64(m.FFN)
 	dropout := j.dropout()
 	// Elementwise traffic per token, in bytes, forward pass.
@@ -238,9 +242,10 @@ func costOfLayer(j Job, c Config) layerCost {
 		core /= tf
 	}
 	lc := layerCost{
-		fwdCompute: fl.Matmul/tf/peakMM + attn/peakAttn,
+		fwdCompute: mmFwd + attnFwd,
+		bwdCompute: mmBwd + attnBwd,
 		fwdMemory:  T * (repl + act + core) / hbm,
-		coreComp:   attn / peakAttn,
+		coreComp:   attnFwd,
 		coreMemory: T * core / hbm,
 	}
 	if c.cp() > 1 {
@@ -271,7 +276,7 @@ func costOfLayer(j Job, c Config) layerCost {
 // layerTimes is one layer's forward, backward and recompute seconds for one
 // micro-batch, split into compute, memory-bound and TP communication.
 func (lc layerCost) times(r Recompute) (comp, mem, tp float64) {
-	comp = 3 * lc.fwdCompute
+	comp = lc.fwdCompute + lc.bwdCompute
 	mem = (1 + bwdMemoryFactor) * lc.fwdMemory
 	tp = 2*lc.tpPass + lc.tpBwdExtra + lc.cpFwd + lc.cpBwd
 	switch r {
@@ -291,8 +296,10 @@ func (lc layerCost) times(r Recompute) (comp, mem, tp float64) {
 func logitsCost(j Job, c Config) (comp, mem, tp float64) {
 	m := j.Model
 	tf := float64(c.TP)
-	comp = 3 * LogitsForwardFLOPs(m, c.MicroBatch, j.localSeq(c)) / tf / (matmulPeak(j) * j.Stack.ComputeEfficiency)
 	T := float64(c.MicroBatch) * float64(j.localSeq(c))
+	f, b := gemmsTime([]gemm{{T, float64(m.Vocab) / tf, float64(m.Hidden), 1}},
+		matmulPeak(j)*j.Stack.ComputeEfficiency, j.Cluster.GPU.HBMBytesPerSec*hbmEfficiency, 2)
+	comp = f + b
 	// Cross-entropy over the vocabulary shard: read the 16-bit logits,
 	// write fp32 softmax, read it back and write 16-bit gradients.
 	mem = T * float64(m.Vocab) / tf * (2 + 4 + 4 + 2) / (j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency)
@@ -539,7 +546,7 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 	rs := ringGather(lp*j.Stack.GradReduceBytes, d, bw, lat)
 	fwdC := lc.fwdCompute
 	fwdM := lc.fwdMemory
-	bwdC := 2 * lc.fwdCompute
+	bwdC := lc.bwdCompute
 	bwdM := bwdMemoryFactor * lc.fwdMemory
 	switch c.Recompute {
 	case RecomputeFull:
