@@ -116,3 +116,31 @@ func gemmsTime(gs []gemm, peak, hbm, elem float64) (fwd, bwd float64) {
 	}
 	return fwd, bwd
 }
+
+// moeGEMMs is a mixture-of-experts layer's MLP on one GPU of an
+// expert-parallel group of ep (and a TP group of t, which splits each
+// expert's FFN as it splits a dense MLP): the router (tokens × experts),
+// the GPU's experts/ep routed experts as one grouped GEMM, each taking
+// its share of the group's tokens·k assignments (times the capacity
+// factor when padded to capacity), and the shared experts, which every
+// token passes through.
+func moeGEMMs(m Model, tokens float64, t, ep int, tokensFactor float64) []gemm {
+	tf := float64(t)
+	h, ef := float64(m.Hidden), float64(m.ExpertFFNWidth())/tf
+	up := ef
+	if m.MLP == MLPSwiGLU {
+		up *= 2
+	}
+	e := float64(m.Experts)
+	perExpert := tokens * float64(m.ExpertsPerToken) * float64(ep) / e * tokensFactor
+	local := e / float64(ep)
+	gs := []gemm{
+		{tokens, e, h, 1},         // router
+		{perExpert, up, h, local}, // routed experts' up (and gate)
+		{perExpert, h, ef, local}, // routed experts' down
+	}
+	if s := float64(m.SharedExperts); s > 0 {
+		gs = append(gs, gemm{tokens, s * up, h, 1}, gemm{tokens, h, s * ef, 1})
+	}
+	return gs
+}

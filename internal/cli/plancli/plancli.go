@@ -267,11 +267,21 @@ func writeSearchTable(w io.Writer, j planner.Job, res planner.SearchResult) erro
 		fmt.Fprintln(w, "no layout fits.")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tTP\tSP\tPP\tVP\tDP\tMBS\tRECOMPUTE\tZERO\tMEM GiB\tWEIGHTS\tGRADS\tOPTIM\tACTIV\tOTHER\tSTEP s\tTOK/s/GPU\tMFU\tBOTTLENECK")
+		// A mixture of experts adds the expert-parallel degree.
+		moe := j.Model.MoE()
+		epHead := ""
+		if moe {
+			epHead = "EP\t"
+		}
+		fmt.Fprintln(tw, "#\tTP\tSP\tPP\tVP\tDP\t"+epHead+"MBS\tRECOMPUTE\tZERO\tMEM GiB\tWEIGHTS\tGRADS\tOPTIM\tACTIV\tOTHER\tSTEP s\tTOK/s/GPU\tMFU\tBOTTLENECK")
 		for i, e := range res.Best {
 			c, m := e.Config, e.Memory
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f%%\t%s\n",
-				i+1, c.TP, yes(c.SP), c.PP, c.VP, c.DP, c.MicroBatch, c.Recompute, c.ZeRO,
+			ep := ""
+			if moe {
+				ep = fmt.Sprintf("%d\t", max(c.EP, 1))
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%s%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f%%\t%s\n",
+				i+1, c.TP, yes(c.SP), c.PP, c.VP, c.DP, ep, c.MicroBatch, c.Recompute, c.ZeRO,
 				gib(m.TotalBytes), gib(m.WeightsBytes), gib(m.GradsBytes), gib(m.OptimizerBytes), gib(m.ActivationBytes), gib(m.OtherBytes),
 				e.StepSeconds, e.TokensPerSecPerGPU, 100*e.MFU, e.Bottleneck)
 		}
@@ -280,8 +290,12 @@ func writeSearchTable(w io.Writer, j planner.Job, res planner.SearchResult) erro
 		}
 		t := res.Best[0].Time
 		tot := t.Total()
-		fmt.Fprintf(w, "\n#1 step time: compute %.0f%%, memory-bound kernels %.0f%%, TP comm %.0f%%, PP comm %.0f%%, bubble %.0f%%, DP comm %.0f%%, optimizer %.0f%%; %.1f GiB usable per GPU\n",
-			100*t.Compute/tot, 100*t.MemoryBound/tot, 100*t.TPComm/tot, 100*t.PPComm/tot, 100*t.Bubble/tot, 100*t.DPComm/tot, 100*t.Optimizer/tot,
+		epPart := ""
+		if t.EPComm > 0 {
+			epPart = fmt.Sprintf(", EP all-to-all %.0f%%", 100*t.EPComm/tot)
+		}
+		fmt.Fprintf(w, "\n#1 step time: compute %.0f%%, memory-bound kernels %.0f%%, TP comm %.0f%%%s, PP comm %.0f%%, bubble %.0f%%, DP comm %.0f%%, optimizer %.0f%%; %.1f GiB usable per GPU\n",
+			100*t.Compute/tot, 100*t.MemoryBound/tot, 100*t.TPComm/tot, epPart, 100*t.PPComm/tot, 100*t.Bubble/tot, 100*t.DPComm/tot, 100*t.Optimizer/tot,
 			gib(res.Best[0].UsableBytes))
 	}
 	fmt.Fprintf(w, "\n%d layouts considered; rejected:\n", res.Considered)
