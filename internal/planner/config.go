@@ -159,6 +159,8 @@ type Job struct {
 	// dropless routing, each expert computing the tokens routed to it,
 	// taken as balanced.
 	CapacityFactor float64
+	// FP8Scaling is the FP8 recipe when Precision is FP8 ("": delayed).
+	FP8Scaling FP8Scaling
 }
 
 // expertTokensFactor is how many tokens an expert computes relative to

@@ -184,6 +184,9 @@ type layerCost struct {
 	// cpFwd, cpBwd: context-parallel K/V exchange not hidden behind the
 	// attention core, forward and backward.
 	cpFwd, cpBwd float64
+	// fwdCast, bwdCast: FP8 casts (with transposes) of the forward GEMMs'
+	// inputs and the backward's output gradients.
+	fwdCast, bwdCast float64
 	// epPass: expert-parallel all-to-all (dispatch and combine) of one
 	// forward pass, averaged over the layers; the backward pass repeats it.
 	epPass float64
@@ -234,17 +237,32 @@ func costOfLayer(j Job, c Config) layerCost {
 	// and computes their attention against all s keys (load-balanced
 	// causal chunks), so both matmul and attention work divide by cp.
 	T := float64(b) * float64(s) / cp
+	elem := 2.0
+	if j.fp8() {
+		elem = 1
+	}
 	proj := layerGEMMs(m, T, t)
-	mmFwd, mmBwd := gemmsTime(proj, peakMM, hbm, 2)
+	mmFwd, mmBwd := gemmsTime(proj, peakMM, hbm, elem)
+	var castFwd, castBwd float64
+	if j.fp8() {
+		castFwd, castBwd = fp8CastTime(j, proj, hbm)
+	}
 	fr := j.moeFraction()
 	if fr > 0 {
 		// MoE layers replace the dense MLP (the last two projections) by
 		// the router and experts; per-layer figures are the average over
 		// dense and MoE layers.
-		dF, dB := gemmsTime(proj[2:], peakMM, hbm, 2)
-		eF, eB := gemmsTime(moeGEMMs(m, T, t, c.ep(), j.expertTokensFactor()), peakMM, hbm, 2)
+		moe := moeGEMMs(m, T, t, c.ep(), j.expertTokensFactor())
+		dF, dB := gemmsTime(proj[2:], peakMM, hbm, elem)
+		eF, eB := gemmsTime(moe, peakMM, hbm, elem)
 		mmFwd += fr * (eF - dF)
 		mmBwd += fr * (eB - dB)
+		if j.fp8() {
+			dF, dB = fp8CastTime(j, proj[2:], hbm)
+			eF, eB = fp8CastTime(j, moe[1:], hbm) // the router stays in 16 bits
+			castFwd += fr * (eF - dF)
+			castBwd += fr * (eB - dB)
+		}
 	}
 	var attnFwd, attnBwd float64
 	if j.flash() {
@@ -288,6 +306,8 @@ func costOfLayer(j Job, c Config) layerCost {
 		fwdCompute: mmFwd + attnFwd,
 		bwdCompute: mmBwd + attnBwd,
 		fwdMemory:  T * (repl + act + core) / hbm,
+		fwdCast:    castFwd,
+		bwdCast:    castBwd,
 		coreComp:   attnFwd,
 		coreMemory: T * core / hbm,
 	}
@@ -326,13 +346,13 @@ func costOfLayer(j Job, c Config) layerCost {
 // communication.
 func (lc layerCost) times(r Recompute) (comp, mem, tp, ep float64) {
 	comp = lc.fwdCompute + lc.bwdCompute
-	mem = (1 + bwdMemoryFactor) * lc.fwdMemory
+	mem = (1+bwdMemoryFactor)*lc.fwdMemory + lc.fwdCast + lc.bwdCast
 	tp = 2*lc.tpPass + lc.tpBwdExtra + lc.cpFwd + lc.cpBwd
 	ep = 2 * lc.epPass
 	switch r {
 	case RecomputeFull:
 		comp += lc.fwdCompute
-		mem += lc.fwdMemory
+		mem += lc.fwdMemory + lc.fwdCast
 		tp += lc.tpPass + lc.cpFwd
 		ep += lc.epPass
 	case RecomputeSelective:
@@ -349,7 +369,7 @@ func logitsCost(j Job, c Config) (comp, mem, tp float64) {
 	tf := float64(c.TP)
 	T := float64(c.MicroBatch) * float64(j.localSeq(c))
 	f, b := gemmsTime([]gemm{{T, float64(m.Vocab) / tf, float64(m.Hidden), 1}},
-		matmulPeak(j)*j.Stack.ComputeEfficiency, j.Cluster.GPU.HBMBytesPerSec*hbmEfficiency, 2)
+		j.Cluster.GPU.BF16FLOPS*j.Stack.ComputeEfficiency, j.Cluster.GPU.HBMBytesPerSec*hbmEfficiency, 2) // BF16 under FP8 too
 	comp = f + b
 	// Cross-entropy over the vocabulary shard: read the 16-bit logits,
 	// write fp32 softmax, read it back and write 16-bit gradients.
@@ -608,13 +628,13 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 	ag := ringGather(lp*2, d, bw, lat)
 	rs := ringGather(lp*j.Stack.GradReduceBytes, d, bw, lat)
 	fwdC := lc.fwdCompute
-	fwdM := lc.fwdMemory
+	fwdM := lc.fwdMemory + lc.fwdCast
 	bwdC := lc.bwdCompute
-	bwdM := bwdMemoryFactor * lc.fwdMemory
+	bwdM := bwdMemoryFactor*lc.fwdMemory + lc.bwdCast
 	switch c.Recompute {
 	case RecomputeFull:
 		bwdC += lc.fwdCompute
-		bwdM += lc.fwdMemory
+		bwdM += lc.fwdMemory + lc.fwdCast
 	case RecomputeSelective:
 		bwdC += lc.coreComp
 		bwdM += lc.coreMemory

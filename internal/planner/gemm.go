@@ -35,10 +35,11 @@ type gemm struct{ m, n, k, batch float64 }
 
 func (g gemm) flops() float64 { return 2 * g.m * g.n * g.k * g.batch }
 
-// bytes is the HBM traffic of reading A and B and writing C once with
-// elements of elem bytes.
-func (g gemm) bytes(elem float64) float64 {
-	return elem * (g.m*g.k + g.k*g.n + g.m*g.n) * g.batch
+// bytes is the HBM traffic of reading A and B with elements of in bytes
+// and writing C once with elements of 2 (16-bit outputs, FP8 GEMMs'
+// too).
+func (g gemm) bytes(in float64) float64 {
+	return (in*(g.m*g.k+g.k*g.n) + 2*g.m*g.n) * g.batch
 }
 
 // dgrad and wgrad are the backward GEMMs of C = A·B: dA = dC·Bᵀ
@@ -65,7 +66,7 @@ func (g gemm) shapeEfficiency() float64 {
 
 // roofline is the time of one GEMM at a tensor-core rate of peak FLOP/s
 // (already scaled by the stack's efficiency) and an HBM rate of hbm
-// bytes/s, with elem-byte elements.
+// bytes/s, with elem-byte inputs.
 func (g gemm) roofline(peak, hbm, elem float64) float64 {
 	if g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0 {
 		return 0

@@ -297,6 +297,9 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	seq := j.localSeq(c)
 	am := j.activationModel()
 	perLayer := ActivationBytesPerLayer(am, c.MicroBatch, seq, t, c.SP, dropout, flash, c.Recompute)
+	if j.fp8() && c.Recompute != RecomputeFull {
+		perLayer -= fp8SavedInputSavings(am, c.MicroBatch, seq, t, c.SP)
+	}
 	// A recomputed layer's full activations exist while its backward runs.
 	var working float64
 	if c.Recompute == RecomputeFull {
@@ -308,6 +311,10 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 		var mb MemoryBreakdown
 		mb.Stage = stage
 		mb.WeightsBytes = int64(params * w)
+		if j.fp8() {
+			// The FP8 weights and their transposes, cached for the step.
+			mb.WeightsBytes += int64(2 * float64(layers) * layerP)
+		}
 		mb.GradsBytes = int64(params * g)
 		mb.OptimizerBytes = int64(params * o)
 		chunkLayers := float64(layers) / float64(v)
@@ -357,4 +364,18 @@ func FirstStageLayerActivationBytes(j Job, c Config) float64 {
 	lay := stageLayers(j, c)
 	perLayer := ActivationBytesPerLayer(j.activationModel(), c.MicroBatch, j.localSeq(c), c.TP, c.SP, j.dropout(), j.flash(), c.Recompute)
 	return perLayer * float64(lay.first) / float64(v) * float64(inFlightChunks(0, c.PP, v, j.microBatches(c)))
+}
+
+// fp8SavedInputSavings is the activation memory FP8 saves per layer: the
+// four linear layers keep their inputs for the backward pass in FP8, half
+// their 16-bit size — QKV and MLP inputs (2sbh each, ÷t under SP), the
+// output projection's (2sbh/t) and the MLP down projection's (2sbf/t).
+func fp8SavedInputSavings(m Model, b, s, t int, sp bool) float64 {
+	sb, tf := float64(s)*float64(b), float64(t)
+	h, f := float64(m.Hidden), float64(m.FFN)
+	repl := 2 * sb * h
+	if sp {
+		repl /= tf
+	}
+	return (repl + sb*h/tf + sb*f/tf)
 }

@@ -47,6 +47,7 @@ var fieldAliases = map[string]string{
 	"moe_intermediate_size":                "expert_ffn",
 	"first_k_dense_replace":                "dense_layers",
 	"moe_expert_capacity_factor":           "capacity_factor",
+	"fp8_recipe":                           "fp8_scaling",
 	"num_layers":                           "layers",
 	"hidden_size":                          "hidden",
 	"num_attention_heads":                  "heads",

@@ -81,6 +81,8 @@ type VectorTraining struct {
 	ZeROStage Number `json:"zero"`
 	// CapacityFactor of MoE routing; 0 or absent: dropless.
 	CapacityFactor float64 `json:"capacity_factor"`
+	// FP8Scaling is the FP8 recipe (precision fp8): delayed or current.
+	FP8Scaling string `json:"fp8_scaling"`
 }
 
 // VectorParallel is a vector's layout.

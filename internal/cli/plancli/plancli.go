@@ -148,6 +148,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	c.register(fs)
 	var (
 		model, gpu, stack, precision string
+		fp8Scaling                   string
 		evaluate, fit                string
 		gpus, seq, gbs, top          int
 		perNode, domain              int
@@ -161,6 +162,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&gbs, "global-batch", 0, "global batch in sequences per step")
 	fs.StringVar(&stack, "stack", "megatron-lm", "training stack: megatron-lm, deepspeed or pytorch-fsdp")
 	fs.StringVar(&precision, "precision", "bf16", "matmul precision: bf16 or fp8")
+	fs.StringVar(&fp8Scaling, "fp8-scaling", "", "FP8 scaling recipe with --precision fp8: delayed (default) or current")
 	fs.IntVar(&perNode, "gpus-per-node", 0, "GPUs per node (default: the GPU's catalog value)")
 	fs.IntVar(&domain, "nvlink-domain", 0, "GPUs per NVLink domain (default: the GPU's catalog value)")
 	fs.IntVar(&top, "top", 5, "number of layouts to list")
@@ -225,7 +227,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--pp and --dp need --tp")
 	}
 	req := planner.Request{Model: model, GPU: gpu, GPUs: gpus, GPUsPerDomain: domain, GPUsPerNode: perNode,
-		Seq: seq, GlobalBatch: gbs, Stack: stack, Precision: precision}
+		Seq: seq, GlobalBatch: gbs, Stack: stack, Precision: precision, FP8Scaling: fp8Scaling}
 	job, err := cat.Job(req)
 	if err != nil {
 		return usageError{err.Error()}
