@@ -72,7 +72,12 @@ const (
 //   - Names are the agent's (they are on the wire in api.GPU.Model); the
 //     planner's and the simulator's names are aliases.
 //
-// TF32 and INT8 are the data sheets' sparse figures halved.
+// TF32 and INT8 are the data sheets' sparse figures halved, and so is
+// FP8: NVIDIA's H100 Tensor Core GPU datasheet gives the H100 SXM "FP8
+// Tensor Core 3,958 teraFLOPS" with sparsity (1,979 dense), the H200
+// datasheet the same 3,958 for the H200 SXM, and the HGX B200 datasheet
+// 72 PFLOPS FP8 (sparse) for eight B200s, 9 per GPU (4,500 dense). The
+// A100 has no FP8 tensor cores.
 var gpus = []GPU{
 	{Name: "A100-SXM4-80GB", NVMLName: "NVIDIA A100-SXM4-80GB",
 		Aliases:     []string{"A100", "A100-SXM", "A100-SXM4", "A100-80GB", "A100-SXM-80GB", "NVIDIA-A100"},

@@ -49,6 +49,57 @@ type Model struct {
 	// MaxContext is the context length the model is served with by
 	// default (vLLM's max_model_len); 0 when the catalog does not say.
 	MaxContext int
+
+	// Mixture of experts (Mixtral, DeepSeek-V3); Experts == 0 is a dense
+	// model and the other fields must then be 0.
+	//
+	// Experts is the number of routed experts per MoE layer;
+	// ExpertsPerToken the router's top-k; SharedExperts the experts every
+	// token passes through (DeepSeek: 1); ExpertFFN one expert's FFN width
+	// (0: FFN); DenseLayers the leading layers with a dense FFN-wide MLP
+	// instead (DeepSeek-V3's first_k_dense_replace = 3). Every MoE layer
+	// also has a router, an h×Experts matrix.
+	Experts         int
+	ExpertsPerToken int
+	SharedExperts   int
+	ExpertFFN       int
+	DenseLayers     int
+}
+
+// MoE reports whether the model has routed experts.
+func (m Model) MoE() bool { return m.Experts > 0 }
+
+// ExpertFFNWidth is one expert's FFN width.
+func (m Model) ExpertFFNWidth() int {
+	if m.ExpertFFN > 0 {
+		return m.ExpertFFN
+	}
+	return m.FFN
+}
+
+// MoELayers is the number of layers with routed experts.
+func (m Model) MoELayers() int {
+	if !m.MoE() {
+		return 0
+	}
+	return m.Layers - m.DenseLayers
+}
+
+// expertParams is one expert's weights (its MLP matrices and, with
+// biases, their biases).
+func (m Model) expertParams() int64 {
+	h, f := int64(m.Hidden), int64(m.ExpertFFNWidth())
+	p := int64(m.MLPMatrices()) * h * f
+	if m.Biases {
+		p += int64(m.MLPMatrices()-1)*f + h
+	}
+	return p
+}
+
+// RoutedExpertParams is the routed experts' weights over the whole
+// model: what expert parallelism shards.
+func (m Model) RoutedExpertParams() int64 {
+	return int64(m.MoELayers()) * int64(m.Experts) * m.expertParams()
 }
 
 // ErrInvalidModel is wrapped by Model.Validate's errors.
@@ -84,6 +135,18 @@ func (m Model) Validate() error {
 		return bad("mlp must be %q or %q, got %q", MLPGELU, MLPSwiGLU, m.MLP)
 	case m.LearnedPositions < 0:
 		return bad("learned_positions must not be negative, got %d", m.LearnedPositions)
+	case m.Experts < 0:
+		return bad("experts must not be negative, got %d", m.Experts)
+	case m.Experts > 0 && (m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts):
+		return bad("experts_per_token (top-k) must be 1–%d (the routed experts), got %d", m.Experts, m.ExpertsPerToken)
+	case m.SharedExperts < 0:
+		return bad("shared_experts must not be negative, got %d", m.SharedExperts)
+	case m.ExpertFFN < 0:
+		return bad("expert_ffn must not be negative, got %d", m.ExpertFFN)
+	case m.DenseLayers < 0 || (m.Experts > 0 && m.DenseLayers >= m.Layers):
+		return bad("dense_layers must be 0–%d (fewer than the layers), got %d", m.Layers-1, m.DenseLayers)
+	case m.Experts == 0 && (m.ExpertsPerToken != 0 || m.SharedExperts != 0 || m.ExpertFFN != 0 || m.DenseLayers != 0):
+		return bad("experts_per_token, shared_experts, expert_ffn and dense_layers need experts > 0")
 	}
 	return nil
 }
@@ -112,24 +175,66 @@ func (m Model) MLPMatrices() int {
 	return 2
 }
 
-// LayerMatmulParams is the number of weights one layer multiplies by:
-// Q and O (h·q each), K and V (h·kv each) and the MLP matrices.
-func (m Model) LayerMatmulParams() int64 {
+// denseMatmulParams is the weights a dense layer multiplies by: Q and O
+// (h·q each), K and V (h·kv each) and the MLP matrices.
+func (m Model) denseMatmulParams() int64 {
 	h, q, kv, f := int64(m.Hidden), int64(m.QHidden()), int64(m.KVHidden()), int64(m.FFN)
 	return 2*h*q + 2*h*kv + int64(m.MLPMatrices())*h*f
 }
 
-// LayerParams is LayerMatmulParams plus biases and the two norms' weights
-// (and their biases for LayerNorm models).
+// moeLayerMatmul is an MoE layer's attention weights plus its router and
+// the MLP weights of n experts.
+func (m Model) moeLayerMatmul(n int) int64 {
+	h, q, kv := int64(m.Hidden), int64(m.QHidden()), int64(m.KVHidden())
+	return 2*h*q + 2*h*kv + h*int64(m.Experts) + int64(n)*int64(m.MLPMatrices())*h*int64(m.ExpertFFNWidth())
+}
+
+// LayerMatmulParams is the number of weights one token is multiplied by in
+// a layer, averaged over the layers: Q and O (h·q each), K and V (h·kv
+// each) and the MLP matrices; for a mixture of experts only the router
+// and the top-k routed and the shared experts count (the forward FLOPs
+// per token are 2× this).
+func (m Model) LayerMatmulParams() int64 {
+	if !m.MoE() {
+		return m.denseMatmulParams()
+	}
+	moe := int64(m.MoELayers()) * m.moeLayerMatmul(m.ExpertsPerToken+m.SharedExperts)
+	return (int64(m.DenseLayers)*m.denseMatmulParams() + moe) / int64(m.Layers)
+}
+
+// LayerParams is a layer's weights — its matrices (every expert, for a
+// mixture of experts), biases and the two norms' weights (and their
+// biases for LayerNorm models) — averaged over the layers.
 func (m Model) LayerParams() int64 {
+	if !m.MoE() {
+		return m.denseLayerParams()
+	}
+	return m.layersParams() / int64(m.Layers)
+}
+
+// denseLayerParams is one dense layer's weights.
+func (m Model) denseLayerParams() int64 {
 	h, q, kv, f := int64(m.Hidden), int64(m.QHidden()), int64(m.KVHidden()), int64(m.FFN)
-	p := m.LayerMatmulParams() + 2*h // norm weights
+	p := m.denseMatmulParams() + 2*h // norm weights
 	if m.Biases {
 		p += 2*h + // norm biases
 			q + 2*kv + h + // q, k, v, o
 			int64(m.MLPMatrices()-1)*f + h // MLP up (and gate), down
 	}
 	return p
+}
+
+// layersParams is the weights of all layers.
+func (m Model) layersParams() int64 {
+	if !m.MoE() {
+		return int64(m.Layers) * m.denseLayerParams()
+	}
+	h, q, kv := int64(m.Hidden), int64(m.QHidden()), int64(m.KVHidden())
+	moe := m.moeLayerMatmul(0) + 2*h + int64(m.Experts+m.SharedExperts)*m.expertParams()
+	if m.Biases {
+		moe += 2*h + q + 2*kv + h
+	}
+	return int64(m.DenseLayers)*m.denseLayerParams() + int64(m.MoELayers())*moe
 }
 
 // EmbeddingParams is the input embedding plus learned positions.
@@ -151,7 +256,7 @@ func (m Model) OutputParams() int64 {
 
 // Params is the model's total parameter count.
 func (m Model) Params() int64 {
-	return int64(m.Layers)*m.LayerParams() + m.EmbeddingParams() + m.OutputParams()
+	return m.layersParams() + m.EmbeddingParams() + m.OutputParams()
 }
 
 func gptModel(name string, layers, hidden, heads, vocab int) Model {
@@ -182,6 +287,13 @@ var models = func() []Model {
 		return Model{Name: name, Layers: layers, Hidden: hidden, Heads: heads, KVHeads: 8, HeadSize: 128,
 			FFN: ffn, Vocab: 151936, MLP: MLPSwiGLU, TiedEmbeddings: tied, MaxContext: 40960}
 	}
+	// Mixtral (Mistral AI's config.json): 8 routed experts, top-2, every
+	// layer MoE.
+	mixtral := func(name string, layers, hidden, heads, ffn, vocab int, aliases ...string) Model {
+		m := llamaModel(name, layers, hidden, heads, 8, ffn, vocab, 32768, aliases...)
+		m.Experts, m.ExpertsPerToken = 8, 2
+		return m
+	}
 	return []Model{
 		gptModel("gpt3-175b", 96, 12288, 96, 50257),
 		llamaModel("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192, "Llama-3-8B", "llama-3.1-8b", "llama3.1-8b"),
@@ -205,6 +317,8 @@ var models = func() []Model {
 		qwen3("Qwen3-32B", 64, 5120, 64, 25600, false),
 		qwen3("Qwen3-8B", 36, 4096, 32, 12288, false),
 		qwen3("Qwen3-0.6B", 28, 1024, 16, 3072, true),
+		mixtral("mixtral-8x7b", 32, 4096, 32, 14336, 32000, "Mixtral-8x7B-v0.1"),
+		mixtral("mixtral-8x22b", 56, 6144, 48, 16384, 32768, "Mixtral-8x22B-v0.1"),
 	}
 }()
 

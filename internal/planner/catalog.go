@@ -147,6 +147,12 @@ type modelEntry struct {
 	Biases           bool   `yaml:"biases"`
 	LearnedPositions int    `yaml:"learned_positions"`
 	Dropout          bool   `yaml:"dropout"`
+	// Mixture of experts (all 0 for a dense model).
+	Experts         int `yaml:"experts"`
+	ExpertsPerToken int `yaml:"experts_per_token"`
+	SharedExperts   int `yaml:"shared_experts"`
+	ExpertFFN       int `yaml:"expert_ffn"`
+	DenseLayers     int `yaml:"dense_layers"`
 }
 
 // gpu converts the entry, reporting the first missing or invalid field.
@@ -231,6 +237,8 @@ func (e modelEntry) model() (Model, string, error) {
 		Name: e.Name, Layers: e.Layers, Hidden: e.Hidden, Heads: e.Heads, KVHeads: kv,
 		FFN: e.FFN, Vocab: e.Vocab, MLP: mlp, TiedEmbeddings: e.TiedEmbeddings,
 		Biases: e.Biases, LearnedPositions: e.LearnedPositions, Dropout: e.Dropout,
+		Experts: e.Experts, ExpertsPerToken: e.ExpertsPerToken, SharedExperts: e.SharedExperts,
+		ExpertFFN: e.ExpertFFN, DenseLayers: e.DenseLayers,
 	}
 	if err := m.Validate(); err != nil {
 		field := ""
@@ -241,6 +249,18 @@ func (e modelEntry) model() (Model, string, error) {
 			field = "hidden"
 		case m.Heads%m.KVHeads != 0 || m.KVHeads > m.Heads:
 			field = "kv_heads"
+		case m.Experts < 0:
+			field = "experts"
+		case m.Experts > 0 && (m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts):
+			field = "experts_per_token"
+		case m.SharedExperts < 0:
+			field = "shared_experts"
+		case m.ExpertFFN < 0:
+			field = "expert_ffn"
+		case m.DenseLayers != 0:
+			field = "dense_layers"
+		case m.Experts == 0:
+			field = "experts"
 		}
 		return Model{}, field, err
 	}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/gangway/gangway/internal/hardware"
@@ -77,6 +78,18 @@ type Config struct {
 	LastStageLayers  int  `json:"last_stage_layers,omitempty"`
 	EmbeddingInSplit bool `json:"embedding_in_split,omitempty"`
 	LossInSplit      bool `json:"loss_in_split,omitempty"`
+	// EP is the expert-parallel degree of a mixture-of-experts model: each
+	// MoE layer's routed experts are split over EP consecutive
+	// data-parallel ranks (0 or 1: every GPU holds every expert), which
+	// exchange tokens by all-to-all. EP divides DP·CP and the experts.
+	EP int `json:"ep,omitempty"`
+}
+
+func (c Config) ep() int {
+	if c.EP < 1 {
+		return 1
+	}
+	return c.EP
 }
 
 // GPUs is TP·PP·DP·CP.
@@ -114,6 +127,9 @@ func (c Config) String() string {
 	if c.cp() > 1 {
 		s += fmt.Sprintf(" cp=%d", c.CP)
 	}
+	if c.ep() > 1 {
+		s += fmt.Sprintf(" ep=%d", c.EP)
+	}
 	if c.uneven() {
 		s += fmt.Sprintf(" split(first=%d last=%d emb=%v loss=%v)", c.FirstStageLayers, c.LastStageLayers, c.EmbeddingInSplit, c.LossInSplit)
 	}
@@ -137,6 +153,51 @@ type Job struct {
 	Dropout *bool
 	// FlashAttention overrides Stack.FlashAttention when non-nil.
 	FlashAttention *bool
+	// CapacityFactor bounds the tokens each routed expert takes to
+	// CapacityFactor × its even share, padding to it (Switch Transformer;
+	// Megatron's moe_expert_capacity_factor with pad_to_capacity); 0 is
+	// dropless routing, each expert computing the tokens routed to it,
+	// taken as balanced.
+	CapacityFactor float64
+	// FP8Scaling is the FP8 recipe when Precision is FP8 ("": delayed).
+	FP8Scaling FP8Scaling
+}
+
+// expertTokensFactor is how many tokens an expert computes relative to
+// its even share: the capacity factor, or 1 when dropless.
+func (j Job) expertTokensFactor() float64 {
+	if j.CapacityFactor > 0 {
+		return j.CapacityFactor
+	}
+	return 1
+}
+
+// moeFraction is the share of the layers that route to experts.
+func (j Job) moeFraction() float64 {
+	if !j.Model.MoE() {
+		return 0
+	}
+	return float64(j.Model.MoELayers()) / float64(j.Model.Layers)
+}
+
+// activeFFN is the MLP width one token's activations span, averaged over
+// the layers: FFN for dense layers; for MoE layers the top-k routed
+// experts (times the capacity factor's padding) and the shared experts.
+func (j Job) activeFFN() float64 {
+	m := j.Model
+	fr := j.moeFraction()
+	moe := (float64(m.ExpertsPerToken)*j.expertTokensFactor() + float64(m.SharedExperts)) * float64(m.ExpertFFNWidth())
+	return (1-fr)*float64(m.FFN) + fr*moe
+}
+
+// activationModel is the model as the activation and elementwise-traffic
+// formulas see it: its FFN the width a token's activations span.
+func (j Job) activationModel() Model {
+	m := j.Model
+	if m.MoE() {
+		m.FFN = int(math.Round(j.activeFFN()))
+	}
+	return m
 }
 
 func (j Job) flash() bool {

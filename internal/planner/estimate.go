@@ -47,6 +47,8 @@ type TimeBreakdown struct {
 	PPComm float64 `json:"pp_comm_s"`
 	// Bubble: pipeline fill and drain.
 	Bubble float64 `json:"bubble_s"`
+	// EPComm: expert-parallel all-to-all (MoE dispatch and combine).
+	EPComm float64 `json:"ep_comm_s,omitempty"`
 	// DPComm: data-parallel communication not hidden behind compute.
 	DPComm float64 `json:"dp_comm_s"`
 	// Optimizer: the optimizer step and gradient bookkeeping.
@@ -55,7 +57,7 @@ type TimeBreakdown struct {
 
 // Total is the sum of the parts.
 func (t TimeBreakdown) Total() float64 {
-	return t.Compute + t.MemoryBound + t.TPComm + t.PPComm + t.Bubble + t.DPComm + t.Optimizer
+	return t.Compute + t.MemoryBound + t.TPComm + t.EPComm + t.PPComm + t.Bubble + t.DPComm + t.Optimizer
 }
 
 // Bottleneck names the largest part other than compute when it takes at
@@ -67,6 +69,7 @@ func (t TimeBreakdown) Bottleneck() string {
 	}{
 		{"memory-bound kernels", t.MemoryBound},
 		{"tensor-parallel communication", t.TPComm},
+		{"expert-parallel all-to-all", t.EPComm},
 		{"pipeline communication", t.PPComm},
 		{"pipeline bubble", t.Bubble},
 		{"data-parallel communication", t.DPComm},
@@ -169,6 +172,7 @@ func ppBandwidth(j Job, c Config) (bw, lat float64) {
 // layerCost is one transformer layer's work for one micro-batch on one GPU.
 type layerCost struct {
 	fwdCompute float64 // seconds of tensor-core work, forward
+	bwdCompute float64 // seconds of tensor-core work, backward (dgrad + wgrad)
 	fwdMemory  float64 // seconds of elementwise kernels, forward
 	coreComp   float64 // forward attention-core tensor-core seconds
 	coreMemory float64 // forward attention-core elementwise seconds
@@ -180,6 +184,35 @@ type layerCost struct {
 	// cpFwd, cpBwd: context-parallel K/V exchange not hidden behind the
 	// attention core, forward and backward.
 	cpFwd, cpBwd float64
+	// fwdCast, bwdCast: FP8 casts (with transposes) of the forward GEMMs'
+	// inputs and the backward's output gradients.
+	fwdCast, bwdCast float64
+	// epPass: expert-parallel all-to-all (dispatch and combine) of one
+	// forward pass, averaged over the layers; the backward pass repeats it.
+	epPass float64
+}
+
+// expertAllToAll is one all-to-all in which each GPU of an expert-parallel
+// group sends bytes in all, bytes/ep to each member. The group is ep
+// consecutive data-parallel ranks (ranks ordered TP, CP, DP): the members
+// in the GPU's NVLink domain are reached over NVLink, the others over the
+// GPU's NIC, both at once; the slower side sets the time. Not overlapped
+// with compute (Megatron-LM's default; DeepSeek-V3's DualPipe overlap is
+// not modelled).
+func expertAllToAll(j Job, c Config, bytes float64) float64 {
+	ep := c.ep()
+	if ep <= 1 {
+		return 0
+	}
+	per := bytes / float64(ep)
+	inDomain := min(ep, max(j.Cluster.domain()/(c.TP*c.cp()), 1))
+	nv := j.Cluster.GPU.NVLinkBytesPerSec / 2 * nvlinkEfficiency
+	tm, lat := float64(inDomain-1)*per/nv, nvlinkLatency
+	if remote := ep - inDomain; remote > 0 {
+		tm = math.Max(tm, float64(remote)*per/(j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency))
+		lat = netLatency
+	}
+	return tm + lat
 }
 
 // cpBandwidth is one ring send of a context-parallel group (ranks ordered
@@ -200,18 +233,47 @@ func costOfLayer(j Job, c Config) layerCost {
 	peakAttn := j.Cluster.GPU.BF16FLOPS * j.Stack.ComputeEfficiency
 	hbm := j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency
 	cp := float64(c.cp())
-	fl := LayerForwardFLOPs(m, b, s)
 	// Context parallelism: each GPU holds s/cp of every sequence's tokens
 	// and computes their attention against all s keys (load-balanced
 	// causal chunks), so both matmul and attention work divide by cp.
-	fl.Matmul /= cp
-	attn := fl.Attention / tf / cp
-	if j.flash() {
-		attn /= 2 // causal: the fused kernel skips masked blocks
-		peakAttn *= fusedAttentionEfficiency
-	}
 	T := float64(b) * float64(s) / cp
-	h, f := float64(m.Hidden), float64(m.FFN)
+	elem := 2.0
+	if j.fp8() {
+		elem = 1
+	}
+	proj := layerGEMMs(m, T, t)
+	mmFwd, mmBwd := gemmsTime(proj, peakMM, hbm, elem)
+	var castFwd, castBwd float64
+	if j.fp8() {
+		castFwd, castBwd = fp8CastTime(j, proj, hbm)
+	}
+	fr := j.moeFraction()
+	if fr > 0 {
+		// MoE layers replace the dense MLP (the last two projections) by
+		// the router and experts; per-layer figures are the average over
+		// dense and MoE layers.
+		moe := moeGEMMs(m, T, t, c.ep(), j.expertTokensFactor())
+		dF, dB := gemmsTime(proj[2:], peakMM, hbm, elem)
+		eF, eB := gemmsTime(moe, peakMM, hbm, elem)
+		mmFwd += fr * (eF - dF)
+		mmBwd += fr * (eB - dB)
+		if j.fp8() {
+			dF, dB = fp8CastTime(j, proj[2:], hbm)
+			eF, eB = fp8CastTime(j, moe[1:], hbm) // the router stays in 16 bits
+			castFwd += fr * (eF - dF)
+			castBwd += fr * (eB - dB)
+		}
+	}
+	var attnFwd, attnBwd float64
+	if j.flash() {
+		// One fused kernel: no s×s scores in HBM, the masked half of
+		// causal attention skipped, at its own fraction of the matmul rate.
+		attnFwd = LayerForwardFLOPs(m, b, s).Attention / tf / cp / 2 / (peakAttn * fusedAttentionEfficiency)
+		attnBwd = 2 * attnFwd
+	} else {
+		attnFwd, attnBwd = gemmsTime(attentionGEMMs(m, b, s, t, c.cp()), peakAttn, hbm, 2)
+	}
+	h, f := float64(m.Hidden), j.activeFFN()
 	dropout := j.dropout()
 	// Elementwise traffic per token, in bytes, forward pass.
 	repl := 10 * h * 2 // two norms (r+w), two residual adds (2r+w)
@@ -228,6 +290,9 @@ func costOfLayer(j Job, c Config) layerCost {
 		act = 2 * f * 2 // read, write
 	}
 	act /= tf
+	// MoE: the dispatcher permutes each token's k copies into expert order
+	// and back (read and write, twice).
+	repl += fr * float64(m.ExpertsPerToken) * h * 2 * 4
 	var core float64
 	if !j.flash() {
 		as := float64(m.Heads) * float64(s)
@@ -238,9 +303,12 @@ func costOfLayer(j Job, c Config) layerCost {
 		core /= tf
 	}
 	lc := layerCost{
-		fwdCompute: fl.Matmul/tf/peakMM + attn/peakAttn,
+		fwdCompute: mmFwd + attnFwd,
+		bwdCompute: mmBwd + attnBwd,
 		fwdMemory:  T * (repl + act + core) / hbm,
-		coreComp:   attn / peakAttn,
+		fwdCast:    castFwd,
+		bwdCast:    castBwd,
+		coreComp:   attnFwd,
 		coreMemory: T * core / hbm,
 	}
 	if c.cp() > 1 {
@@ -254,6 +322,11 @@ func costOfLayer(j Job, c Config) layerCost {
 		ring := float64(c.cp()-1) * (step/bw + lat)
 		lc.cpFwd = math.Max(0, ring-lc.coreComp)
 		lc.cpBwd = math.Max(0, 2*ring-2*lc.coreComp)
+	}
+	if fr > 0 && c.ep() > 1 {
+		// Dispatch and combine: each GPU sends its tokens' k copies (its
+		// 1/t share under TP) to the experts' GPUs and receives them back.
+		lc.epPass = fr * 2 * expertAllToAll(j, c, T*float64(m.ExpertsPerToken)*h*2/tf)
 	}
 	if t > 1 {
 		bw, lat := tpBandwidth(j, t)
@@ -269,21 +342,24 @@ func costOfLayer(j Job, c Config) layerCost {
 }
 
 // layerTimes is one layer's forward, backward and recompute seconds for one
-// micro-batch, split into compute, memory-bound and TP communication.
-func (lc layerCost) times(r Recompute) (comp, mem, tp float64) {
-	comp = 3 * lc.fwdCompute
-	mem = (1 + bwdMemoryFactor) * lc.fwdMemory
+// micro-batch, split into compute, memory-bound, TP (and CP) and EP
+// communication.
+func (lc layerCost) times(r Recompute) (comp, mem, tp, ep float64) {
+	comp = lc.fwdCompute + lc.bwdCompute
+	mem = (1+bwdMemoryFactor)*lc.fwdMemory + lc.fwdCast + lc.bwdCast
 	tp = 2*lc.tpPass + lc.tpBwdExtra + lc.cpFwd + lc.cpBwd
+	ep = 2 * lc.epPass
 	switch r {
 	case RecomputeFull:
 		comp += lc.fwdCompute
-		mem += lc.fwdMemory
+		mem += lc.fwdMemory + lc.fwdCast
 		tp += lc.tpPass + lc.cpFwd
+		ep += lc.epPass
 	case RecomputeSelective:
 		comp += lc.coreComp
 		mem += lc.coreMemory
 	}
-	return comp, mem, tp
+	return comp, mem, tp, ep
 }
 
 // logitsCost is the output layer and loss for one micro-batch on one GPU:
@@ -291,8 +367,10 @@ func (lc layerCost) times(r Recompute) (comp, mem, tp float64) {
 func logitsCost(j Job, c Config) (comp, mem, tp float64) {
 	m := j.Model
 	tf := float64(c.TP)
-	comp = 3 * LogitsForwardFLOPs(m, c.MicroBatch, j.localSeq(c)) / tf / (matmulPeak(j) * j.Stack.ComputeEfficiency)
 	T := float64(c.MicroBatch) * float64(j.localSeq(c))
+	f, b := gemmsTime([]gemm{{T, float64(m.Vocab) / tf, float64(m.Hidden), 1}},
+		j.Cluster.GPU.BF16FLOPS*j.Stack.ComputeEfficiency, j.Cluster.GPU.HBMBytesPerSec*hbmEfficiency, 2) // BF16 under FP8 too
+	comp = f + b
 	// Cross-entropy over the vocabulary shard: read the 16-bit logits,
 	// write fp32 softmax, read it back and write 16-bit gradients.
 	mem = T * float64(m.Vocab) / tf * (2 + 4 + 4 + 2) / (j.Cluster.GPU.HBMBytesPerSec * hbmEfficiency)
@@ -310,7 +388,8 @@ func logitsInLayers(j Job, c Config) float64 {
 		return 0
 	}
 	lc, lm, lt := logitsCost(j, c)
-	cc, cm, ct := costOfLayer(j, c).times(c.Recompute)
+	cc, cm, ct, ce := costOfLayer(j, c).times(c.Recompute)
+	ct += ce
 	if cc+cm+ct == 0 {
 		return 0
 	}
@@ -322,9 +401,9 @@ func stageParams(j Job, c Config) (first, last float64) {
 	m := j.Model
 	lay := stageLayers(j, c)
 	tf := float64(c.TP)
-	lp := float64(m.LayerParams())
+	lp := layerParamsOnGPU(m, c) * tf
 	if c.PP <= 1 {
-		p := float64(m.Params()) / tf
+		p := (float64(m.Params()) - expertParamsOffGPU(m, c)) / tf
 		return p, p
 	}
 	first = (float64(lay.first)*lp + float64(m.EmbeddingParams())) / tf
@@ -355,6 +434,16 @@ func (c Config) Validate(j Job) error {
 			c.FirstStageLayers, c.LastStageLayers, m.Layers)
 	case c.ZeRO < 0 || c.ZeRO > 3:
 		return fmt.Errorf("zero stage %d is not 0–3", c.ZeRO)
+	case c.EP < 0:
+		return fmt.Errorf("ep=%d must not be negative", c.EP)
+	case c.ep() > 1 && !m.MoE():
+		return fmt.Errorf("ep=%d needs a mixture-of-experts model; %s has no routed experts", c.EP, m.Name)
+	case c.ep() > 1 && m.Experts%c.ep() != 0:
+		return fmt.Errorf("ep=%d does not divide the %d routed experts", c.EP, m.Experts)
+	case c.ep() > 1 && c.dpGroup()%c.ep() != 0:
+		return fmt.Errorf("ep=%d does not divide dp×cp=%d (expert parallelism splits the experts over data-parallel ranks)", c.EP, c.dpGroup())
+	case j.CapacityFactor < 0 || math.IsNaN(j.CapacityFactor) || math.IsInf(j.CapacityFactor, 0):
+		return fmt.Errorf("capacity factor %v must be a finite number ≥ 0 (0: dropless)", j.CapacityFactor)
 	}
 	if j.GlobalBatch > 0 {
 		if j.GlobalBatch%(c.MicroBatch*c.DP) != 0 {
@@ -394,7 +483,7 @@ func Predict(j Job, c Config) Estimate {
 	e.MFU = e.ModelFLOPs / peak
 	e.HFU = e.HardwareFLOPs / peak
 	if e.Time.Bubble > 0 {
-		pipe := e.Time.Compute + e.Time.MemoryBound + e.Time.TPComm + e.Time.PPComm + e.Time.Bubble
+		pipe := e.Time.Compute + e.Time.MemoryBound + e.Time.TPComm + e.Time.EPComm + e.Time.PPComm + e.Time.Bubble
 		e.BubbleFraction = e.Time.Bubble / pipe
 	}
 	e.Bottleneck = e.Time.Bottleneck()
@@ -408,7 +497,7 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 	m := j.Model
 	p, v := c.PP, c.vp()
 	lc := costOfLayer(j, c)
-	comp, mem, tp := lc.times(c.Recompute)
+	comp, mem, tp, ep := lc.times(c.Recompute)
 	lgC, lgM, lgT := logitsCost(j, c)
 	lay := stageLayers(j, c)
 
@@ -422,10 +511,10 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 		}
 		p2p = 2 * float64(v) * (vol/bw + lat)
 	}
-	type stage struct{ comp, mem, tp, p2p float64 }
+	type stage struct{ comp, mem, tp, ep, p2p float64 }
 	mk := func(layers int, logits bool) stage {
 		l := float64(layers)
-		s := stage{l * comp, l * mem, l * tp, p2p}
+		s := stage{l * comp, l * mem, l * tp, l * ep, p2p}
 		if logits {
 			s.comp += lgC
 			s.mem += lgM
@@ -433,7 +522,7 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 		}
 		return s
 	}
-	total := func(s stage) float64 { return s.comp + s.mem + s.tp + s.p2p }
+	total := func(s stage) float64 { return s.comp + s.mem + s.tp + s.ep + s.p2p }
 	var crit stage
 	var others float64 // summed time of the ranks other than the critical one
 	if p == 1 {
@@ -464,6 +553,7 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 	tb.Compute = nf * crit.comp
 	tb.MemoryBound = nf * crit.mem
 	tb.TPComm = nf * crit.tp
+	tb.EPComm = nf * crit.ep
 	tb.PPComm = nf * crit.p2p
 	if p > 1 {
 		// Fill and drain: each other rank's work once, divided by the
@@ -533,18 +623,18 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 	lc := costOfLayer(j, c)
 	bw, lat := dpBandwidth(j, c)
 	tf := float64(c.TP)
-	lp := float64(m.LayerParams()) / tf
+	lp := layerParamsOnGPU(m, c)
 	d := c.dpGroup()
 	ag := ringGather(lp*2, d, bw, lat)
 	rs := ringGather(lp*j.Stack.GradReduceBytes, d, bw, lat)
 	fwdC := lc.fwdCompute
-	fwdM := lc.fwdMemory
-	bwdC := 2 * lc.fwdCompute
-	bwdM := bwdMemoryFactor * lc.fwdMemory
+	fwdM := lc.fwdMemory + lc.fwdCast
+	bwdC := lc.bwdCompute
+	bwdM := bwdMemoryFactor*lc.fwdMemory + lc.bwdCast
 	switch c.Recompute {
 	case RecomputeFull:
 		bwdC += lc.fwdCompute
-		bwdM += lc.fwdMemory
+		bwdM += lc.fwdMemory + lc.fwdCast
 	case RecomputeSelective:
 		bwdC += lc.coreComp
 		bwdM += lc.coreMemory
@@ -558,11 +648,26 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 	tb.Compute = nf*(fwdC+bwdC) + float64(n)*lgC
 	tb.MemoryBound = nf*(fwdM+bwdM) + float64(n)*lgM
 	tpTime := 2*lc.tpPass + lc.tpBwdExtra + lc.cpFwd + lc.cpBwd
+	epTime := 2 * lc.epPass
 	if c.Recompute == RecomputeFull {
 		tpTime += lc.tpPass + lc.cpFwd
+		epTime += lc.epPass
 	}
+	tb.EPComm = nf * epTime
 	tb.TPComm = nf*tpTime + float64(n)*lgT
 	tb.DPComm = nf*exposed + float64(n)*embComm
-	tb.Optimizer = optimizerTime(j, c, float64(m.Params())/tf)
+	tb.Optimizer = optimizerTime(j, c, (float64(m.Params())-expertParamsOffGPU(m, c))/tf)
 	return tb
+}
+
+// expertParamsOffGPU is the routed-expert weights of the whole model a
+// GPU does not hold under expert parallelism, before the TP split.
+func expertParamsOffGPU(m Model, c Config) float64 {
+	return float64(m.RoutedExpertParams()) * (1 - 1/float64(c.ep()))
+}
+
+// layerParamsOnGPU is one layer's weights on one GPU, averaged over the
+// layers: split by TP, the routed experts also by EP.
+func layerParamsOnGPU(m Model, c Config) float64 {
+	return (float64(m.LayerParams()) - expertParamsOffGPU(m, c)/float64(m.Layers)) / float64(c.TP)
 }

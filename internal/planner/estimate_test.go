@@ -151,19 +151,62 @@ func TestTensorParallelTimeByHand(t *testing.T) {
 	if !near(lc.tpPass, want, 1e-12) {
 		t.Errorf("tp pass = %.6g s, want %.6g", lc.tpPass, want)
 	}
-	// Forward compute: matmul and attention FLOPs over 8 GPUs at the fitted
-	// efficiency.
-	// Fused causal attention does half the attention FLOPs, at its own
-	// efficiency.
-	fl := LayerForwardFLOPs(j.Model, 1, 2048)
+	// Forward compute: the four projections of one micro-batch on one of
+	// 8 GPUs, each at the fitted efficiency times its shape efficiency
+	// (all are compute-bound here), plus fused causal attention (half the
+	// attention FLOPs at its own efficiency).
 	peak := 312e12 * j.Stack.ComputeEfficiency
-	if want := fl.Matmul/8/peak + fl.Attention/2/8/(peak*fusedAttentionEfficiency); !near(lc.fwdCompute, want, 1e-12) {
+	T, h := 2048.0, 12288.0
+	k := func(k float64) float64 { return k / (k + gemmKOverhead) }
+	mm := 2*T*(3*h/8)*h/(peak*k(h)) + // QKV
+		2*T*h*(h/8)/(peak*k(h/8)) + // attention output
+		2*T*(4*h/8)*h/(peak*k(h)) + // MLP up
+		2*T*h*(4*h/8)/(peak*k(4*h/8)) // MLP down
+	fl := LayerForwardFLOPs(j.Model, 1, 2048)
+	if want := mm + fl.Attention/2/8/(peak*fusedAttentionEfficiency); !near(lc.fwdCompute, want, 1e-12) {
 		t.Errorf("forward compute (fused attention) = %.6g s, want %.6g", lc.fwdCompute, want)
 	}
+	// Unfused: scores and context are batched GEMMs over 12 heads with
+	// K (or N) = the 128-wide head; the scores GEMM writes 2048² 16-bit
+	// values per head and is bound by HBM on A100 (intensity ≈ 114
+	// FLOP/byte under a ridge of 312/1.6 ≈ 195).
 	off := false
 	j.FlashAttention = &off
-	if got, want := costOfLayer(j, c).fwdCompute, fl.Matmul/8/peak+fl.Attention/8/peak; !near(got, want, 1e-12) {
+	hbm := 2.0e12 * hbmEfficiency
+	heads := 96.0 / 8
+	scores := math.Max(2*T*T*128*heads/(peak*k(128)), 2*(T*128+128*T+T*T)*heads/hbm)
+	context := math.Max(2*T*128*T*heads/(peak*k(T)), 2*(T*T+T*128+T*128)*heads/hbm)
+	if got, want := costOfLayer(j, c).fwdCompute, mm+scores+context; !near(got, want, 1e-12) {
 		t.Errorf("forward compute (unfused) = %.6g s, want %.6g", got, want)
+	}
+}
+
+func TestGEMMShapeEfficiency(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		g    gemm
+		want float64
+	}{
+		{"aligned, long K", gemm{4096, 4096, 4096, 1}, 4096.0 / 4160},
+		{"N of 64 fills half a tile", gemm{4096, 64, 4096, 1}, 0.5 * 4096 / 4160},
+		{"N of 1000 wastes 24 of 1024", gemm{4096, 1000, 4096, 1}, 1000.0 / 1024 * 4096 / 4160},
+		{"head-dimension K", gemm{2048, 2048, 128, 1}, 128.0 / 192},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.g.shapeEfficiency(); !near(got, tt.want, 1e-12) {
+				t.Errorf("shapeEfficiency = %.6f, want %.6f", got, tt.want)
+			}
+		})
+	}
+	// A GEMM with one token row is bound by reading its weights.
+	g := gemm{1, 8192, 8192, 1}
+	peak, hbm := 989e12, 3.35e12
+	if got, want := g.roofline(peak, hbm, 2), g.bytes(2)/hbm; !near(got, want, 1e-12) {
+		t.Errorf("one-row GEMM %.3g s, want the weight read %.3g s", got, want)
+	}
+	// dgrad and wgrad have the forward's FLOPs.
+	if g.dgrad().flops() != g.flops() || g.wgrad().flops() != g.flops() {
+		t.Error("backward GEMMs must have the forward's FLOPs")
 	}
 }
 

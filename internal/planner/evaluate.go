@@ -115,10 +115,17 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 		return vectorRun{}, fmt.Errorf("model.seq must be positive")
 	}
 	j := Job{Model: m, Cluster: cl, Stack: st, Seq: v.Model.Seq, GlobalBatch: v.Training.GBS.Int(0),
-		Precision: precisionOf(v.Training.Precision), OverlapDP: v.Training.DPOverlap}
+		Precision: precisionOf(v.Training.Precision), OverlapDP: v.Training.DPOverlap,
+		CapacityFactor: v.Training.CapacityFactor}
+	if j.FP8Scaling, err = ParseFP8Scaling(v.Training.FP8Scaling); err != nil {
+		return vectorRun{}, fmt.Errorf("training.fp8_scaling: %w", err)
+	}
+	if j.Precision == FP8 && gpu.FP8FLOPS <= 0 {
+		return vectorRun{}, fmt.Errorf("training.precision fp8 needs FP8 tensor cores; %s has none in the catalog", gpu.Name)
+	}
 	c := Config{TP: max(v.Parallel.TP, 1), PP: max(v.Parallel.PP, 1), VP: max(v.Parallel.VP, 1),
 		DP: max(v.Parallel.DP, 1), MicroBatch: v.Training.MBS.Int(1), ZeRO: v.zeroOf(kind),
-		CP: max(v.Parallel.CP, 1), FirstStageLayers: v.Parallel.FirstStageLayers, LastStageLayers: v.Parallel.LastStageLayers,
+		CP: max(v.Parallel.CP, 1), EP: max(v.Parallel.EP, 1), FirstStageLayers: v.Parallel.FirstStageLayers, LastStageLayers: v.Parallel.LastStageLayers,
 		EmbeddingInSplit: v.Parallel.AccountForEmbedding != nil && *v.Parallel.AccountForEmbedding,
 		LossInSplit:      v.Parallel.AccountForLoss != nil && *v.Parallel.AccountForLoss}
 	if mp := c.TP * c.PP * c.cp(); c.DP == 1 && cl.GPUs > mp {

@@ -284,7 +284,7 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	tf := float64(t)
 	lay := stageLayers(j, c)
 	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.dpGroup())
-	layerP := float64(m.LayerParams()) / tf
+	layerP := layerParamsOnGPU(m, c)
 	embP := float64(m.EmbeddingParams()) / tf
 	outP := float64(m.OutputParams()) / tf
 	if m.TiedEmbeddings && p > 1 {
@@ -295,11 +295,15 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	dropout := j.dropout()
 	flash := j.flash()
 	seq := j.localSeq(c)
-	perLayer := ActivationBytesPerLayer(m, c.MicroBatch, seq, t, c.SP, dropout, flash, c.Recompute)
+	am := j.activationModel()
+	perLayer := ActivationBytesPerLayer(am, c.MicroBatch, seq, t, c.SP, dropout, flash, c.Recompute)
+	if j.fp8() && c.Recompute != RecomputeFull {
+		perLayer -= fp8SavedInputSavings(am, c.MicroBatch, seq, t, c.SP)
+	}
 	// A recomputed layer's full activations exist while its backward runs.
 	var working float64
 	if c.Recompute == RecomputeFull {
-		working = ActivationBytesPerLayer(m, c.MicroBatch, seq, t, c.SP, dropout, flash, RecomputeNone)
+		working = ActivationBytesPerLayer(am, c.MicroBatch, seq, t, c.SP, dropout, flash, RecomputeNone)
 	}
 	logits := float64(c.MicroBatch) * float64(seq) * float64(m.Vocab) / tf * (2 + 4) // 16-bit logits + fp32 softmax
 
@@ -307,6 +311,10 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 		var mb MemoryBreakdown
 		mb.Stage = stage
 		mb.WeightsBytes = int64(params * w)
+		if j.fp8() {
+			// The FP8 weights and their transposes, cached for the step.
+			mb.WeightsBytes += int64(2 * float64(layers) * layerP)
+		}
 		mb.GradsBytes = int64(params * g)
 		mb.OptimizerBytes = int64(params * o)
 		chunkLayers := float64(layers) / float64(v)
@@ -319,7 +327,7 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 		if c.ZeRO >= 3 {
 			// Two layers gathered in 16 bits (current and prefetched) and
 			// one layer's unsharded 16-bit gradients.
-			other += 3 * 2 * float64(m.LayerParams()) / tf
+			other += 3 * 2 * layerParamsOnGPU(m, c)
 		}
 		mb.OtherBytes = int64(other)
 		mb.sum()
@@ -342,19 +350,32 @@ func LayerStatesBytes(j Job, c Config) float64 {
 	m := j.Model
 	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.dpGroup())
 	if c.PP <= 1 {
-		return float64(m.Params()) / float64(c.TP) * (w + g + o)
+		return (float64(m.Params()) - expertParamsOffGPU(m, c)) / float64(c.TP) * (w + g + o)
 	}
 	lay := stageLayers(j, c)
-	return float64(lay.most) * float64(m.LayerParams()) / float64(c.TP) * (w + g + o)
+	return float64(lay.most) * layerParamsOnGPU(m, c) * (w + g + o)
 }
 
 // FirstStageLayerActivationBytes is the activation memory of the first
 // pipeline rank's transformer layers at its peak, the figure Korthikanti
 // et al. 2022 Fig. 1 plots.
 func FirstStageLayerActivationBytes(j Job, c Config) float64 {
-	m := j.Model
 	v := c.vp()
 	lay := stageLayers(j, c)
-	perLayer := ActivationBytesPerLayer(m, c.MicroBatch, j.localSeq(c), c.TP, c.SP, j.dropout(), j.flash(), c.Recompute)
+	perLayer := ActivationBytesPerLayer(j.activationModel(), c.MicroBatch, j.localSeq(c), c.TP, c.SP, j.dropout(), j.flash(), c.Recompute)
 	return perLayer * float64(lay.first) / float64(v) * float64(inFlightChunks(0, c.PP, v, j.microBatches(c)))
+}
+
+// fp8SavedInputSavings is the activation memory FP8 saves per layer: the
+// four linear layers keep their inputs for the backward pass in FP8, half
+// their 16-bit size — QKV and MLP inputs (2sbh each, ÷t under SP), the
+// output projection's (2sbh/t) and the MLP down projection's (2sbf/t).
+func fp8SavedInputSavings(m Model, b, s, t int, sp bool) float64 {
+	sb, tf := float64(s)*float64(b), float64(t)
+	h, f := float64(m.Hidden), float64(m.FFN)
+	repl := 2 * sb * h
+	if sp {
+		repl /= tf
+	}
+	return (repl + sb*h/tf + sb*f/tf)
 }

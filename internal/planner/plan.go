@@ -23,6 +23,8 @@ type Request struct {
 	Stack string
 	// Precision of the matmuls: "bf16" (default) or "fp8".
 	Precision string
+	// FP8Scaling is the FP8 recipe: "delayed" (default) or "current".
+	FP8Scaling string
 }
 
 // Plan is a chosen layout and what the planner predicts for it.
@@ -81,6 +83,16 @@ func (c *Catalog) Job(req Request) (Job, error) {
 		}
 		prec = p
 	}
+	scaling, err := ParseFP8Scaling(req.FP8Scaling)
+	if err != nil {
+		return Job{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if req.FP8Scaling != "" && prec != FP8 {
+		return Job{}, fmt.Errorf("%w: fp8 scaling %q needs precision fp8, got %s", ErrBadRequest, req.FP8Scaling, prec)
+	}
+	if prec == FP8 && g.FP8FLOPS <= 0 {
+		return Job{}, fmt.Errorf("%w: precision fp8 needs FP8 tensor cores; %s has none in the catalog", ErrBadRequest, g.Name)
+	}
 	switch {
 	case req.GPUs <= 0:
 		return Job{}, fmt.Errorf("%w: gpus must be positive, got %d", ErrBadRequest, req.GPUs)
@@ -92,7 +104,7 @@ func (c *Catalog) Job(req Request) (Job, error) {
 		return Job{}, fmt.Errorf("%w: gpus per domain and per node must not be negative", ErrBadRequest)
 	}
 	return Job{Model: m, Stack: DefaultStacks()[kind], Seq: req.Seq, GlobalBatch: req.GlobalBatch, Precision: prec,
-		Cluster: Cluster{GPU: g, GPUs: req.GPUs, GPUsPerNode: req.GPUsPerNode, NVLinkDomain: req.GPUsPerDomain}}, nil
+		FP8Scaling: scaling, Cluster: Cluster{GPU: g, GPUs: req.GPUs, GPUsPerNode: req.GPUsPerNode, NVLinkDomain: req.GPUsPerDomain}}, nil
 }
 
 // BestPlan returns the fastest layout that fits, or, when none does, nil

@@ -153,39 +153,41 @@ func Search(req SearchRequest) SearchResult {
 				for _, vp := range vps {
 					for _, rc := range recomputes {
 						for _, z := range zeros {
-							if j.Stack.Kind == DeepSpeed && pp > 1 && z > 1 {
-								continue // ZeRO-2/3 do not combine with DeepSpeed's pipeline
-							}
-							c := Config{TP: tp, PP: pp, VP: vp, DP: dp, MicroBatch: mbs, Recompute: rc, ZeRO: z,
-								SP: tp > 1 && j.Stack.Kind == Megatron}
-							if z > 0 && dp == 1 && j.Stack.Kind != FSDP {
-								continue // nothing to shard over
-							}
-							res.Considered++
-							mem := Memory(j, c)
-							if mem.TotalBytes > usable {
-								over := float64(mem.TotalBytes) / float64(usable)
-								reject(RejectOOM, over, func() string {
-									return fmt.Sprintf("%s: needs %.1f GiB per GPU (%s stage: states %.1f, activations %.1f), %.1f GiB usable",
-										c, float64(mem.TotalBytes)/gib, mem.Stage, float64(mem.States())/gib,
-										float64(mem.ActivationBytes)/gib, float64(usable)/gib)
-								})
-								continue
-							}
-							e := Predict(j, c)
-							key := [4]int{tp, pp, vp, dp}
-							if e.BubbleFraction > maxBubble {
-								reject(RejectBubble, e.BubbleFraction, func() string {
-									return fmt.Sprintf("%s: pipeline bubble %.1f%% of the step (limit %.0f%%) with %d micro-batches over %d stages",
-										c, 100*e.BubbleFraction, 100*maxBubble, e.MicroBatches, pp)
-								})
-								if b, ok := bubbly[key]; !ok || better(e, b) {
-									bubbly[key] = e
+							for _, ep := range expertDegrees(m, dp) {
+								if j.Stack.Kind == DeepSpeed && pp > 1 && z > 1 {
+									continue // ZeRO-2/3 do not combine with DeepSpeed's pipeline
 								}
-								continue
-							}
-							if b, ok := best[key]; !ok || better(e, b) {
-								best[key] = e
+								c := Config{TP: tp, PP: pp, VP: vp, DP: dp, MicroBatch: mbs, Recompute: rc, ZeRO: z,
+									SP: tp > 1 && j.Stack.Kind == Megatron, EP: ep}
+								if z > 0 && dp == 1 && j.Stack.Kind != FSDP {
+									continue // nothing to shard over
+								}
+								res.Considered++
+								mem := Memory(j, c)
+								if mem.TotalBytes > usable {
+									over := float64(mem.TotalBytes) / float64(usable)
+									reject(RejectOOM, over, func() string {
+										return fmt.Sprintf("%s: needs %.1f GiB per GPU (%s stage: states %.1f, activations %.1f), %.1f GiB usable",
+											c, float64(mem.TotalBytes)/gib, mem.Stage, float64(mem.States())/gib,
+											float64(mem.ActivationBytes)/gib, float64(usable)/gib)
+									})
+									continue
+								}
+								e := Predict(j, c)
+								key := [4]int{tp, pp, vp, dp}
+								if e.BubbleFraction > maxBubble {
+									reject(RejectBubble, e.BubbleFraction, func() string {
+										return fmt.Sprintf("%s: pipeline bubble %.1f%% of the step (limit %.0f%%) with %d micro-batches over %d stages",
+											c, 100*e.BubbleFraction, 100*maxBubble, e.MicroBatches, pp)
+									})
+									if b, ok := bubbly[key]; !ok || better(e, b) {
+										bubbly[key] = e
+									}
+									continue
+								}
+								if b, ok := best[key]; !ok || better(e, b) {
+									best[key] = e
+								}
 							}
 						}
 					}
@@ -230,4 +232,20 @@ func better(a, b Estimate) bool {
 		}
 	}
 	return ka.Recompute < kb.Recompute
+}
+
+// expertDegrees is the expert-parallel degrees Search tries: 1 for a
+// dense model, else the powers of two dividing both the routed experts
+// and dp.
+func expertDegrees(m Model, dp int) []int {
+	if !m.MoE() {
+		return []int{1}
+	}
+	var out []int
+	for _, ep := range powersOfTwo(dp) {
+		if m.Experts%ep == 0 && dp%ep == 0 {
+			out = append(out, ep)
+		}
+	}
+	return out
 }

@@ -59,6 +59,13 @@ type VectorModel struct {
 	MLP            string `json:"mlp"`
 	Params         int64  `json:"params"`
 	Dropout        *bool  `json:"dropout"`
+	// Mixture of experts: routed experts, top-k, shared experts, one
+	// expert's FFN width (0: ffn) and leading dense layers.
+	Experts         int `json:"experts"`
+	ExpertsPerToken int `json:"experts_per_token"`
+	SharedExperts   int `json:"shared_experts"`
+	ExpertFFN       int `json:"expert_ffn"`
+	DenseLayers     int `json:"dense_layers"`
 }
 
 // VectorTraining is a vector's batch, precision and memory policy.
@@ -72,6 +79,10 @@ type VectorTraining struct {
 	DPOverlap *bool  `json:"dp_overlap"`
 	Stack     string `json:"stack"`
 	ZeROStage Number `json:"zero"`
+	// CapacityFactor of MoE routing; 0 or absent: dropless.
+	CapacityFactor float64 `json:"capacity_factor"`
+	// FP8Scaling is the FP8 recipe (precision fp8): delayed or current.
+	FP8Scaling string `json:"fp8_scaling"`
 }
 
 // VectorParallel is a vector's layout.
@@ -82,7 +93,9 @@ type VectorParallel struct {
 	VP int   `json:"vp"`
 	SP *bool `json:"sp"`
 	// CP is the context-parallel degree (sequence split over cp GPUs).
-	CP   int    `json:"cp"`
+	CP int `json:"cp"`
+	// EP is the expert-parallel degree of a mixture of experts.
+	EP   int    `json:"ep"`
 	ZeRO Number `json:"zero"`
 	// FSDP is the sharding strategy: FULL_SHARD, SHARD_GRAD_OP,
 	// HYBRID_SHARD, NO_SHARD (or "zero-2"-like text).
@@ -305,6 +318,8 @@ func (vm VectorModel) model(name string, st StackKind) Model {
 	m := Model{
 		Name: name, Layers: vm.Layers, Hidden: vm.Hidden, Heads: vm.Heads, KVHeads: kv,
 		FFN: vm.FFN, Vocab: vm.Vocab, MLP: mlp, TiedEmbeddings: tied,
+		Experts: vm.Experts, ExpertsPerToken: vm.ExpertsPerToken, SharedExperts: vm.SharedExperts,
+		ExpertFFN: vm.ExpertFFN, DenseLayers: vm.DenseLayers,
 	}
 	if m.FFN == 0 {
 		m.FFN = 4 * m.Hidden

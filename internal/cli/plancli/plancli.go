@@ -148,6 +148,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	c.register(fs)
 	var (
 		model, gpu, stack, precision string
+		fp8Scaling                   string
 		evaluate, fit                string
 		gpus, seq, gbs, top          int
 		perNode, domain              int
@@ -161,6 +162,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&gbs, "global-batch", 0, "global batch in sequences per step")
 	fs.StringVar(&stack, "stack", "megatron-lm", "training stack: megatron-lm, deepspeed or pytorch-fsdp")
 	fs.StringVar(&precision, "precision", "bf16", "matmul precision: bf16 or fp8")
+	fs.StringVar(&fp8Scaling, "fp8-scaling", "", "FP8 scaling recipe with --precision fp8: delayed (default) or current")
 	fs.IntVar(&perNode, "gpus-per-node", 0, "GPUs per node (default: the GPU's catalog value)")
 	fs.IntVar(&domain, "nvlink-domain", 0, "GPUs per NVLink domain (default: the GPU's catalog value)")
 	fs.IntVar(&top, "top", 5, "number of layouts to list")
@@ -225,7 +227,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--pp and --dp need --tp")
 	}
 	req := planner.Request{Model: model, GPU: gpu, GPUs: gpus, GPUsPerDomain: domain, GPUsPerNode: perNode,
-		Seq: seq, GlobalBatch: gbs, Stack: stack, Precision: precision}
+		Seq: seq, GlobalBatch: gbs, Stack: stack, Precision: precision, FP8Scaling: fp8Scaling}
 	job, err := cat.Job(req)
 	if err != nil {
 		return usageError{err.Error()}
@@ -267,11 +269,21 @@ func writeSearchTable(w io.Writer, j planner.Job, res planner.SearchResult) erro
 		fmt.Fprintln(w, "no layout fits.")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "#\tTP\tSP\tPP\tVP\tDP\tMBS\tRECOMPUTE\tZERO\tMEM GiB\tWEIGHTS\tGRADS\tOPTIM\tACTIV\tOTHER\tSTEP s\tTOK/s/GPU\tMFU\tBOTTLENECK")
+		// A mixture of experts adds the expert-parallel degree.
+		moe := j.Model.MoE()
+		epHead := ""
+		if moe {
+			epHead = "EP\t"
+		}
+		fmt.Fprintln(tw, "#\tTP\tSP\tPP\tVP\tDP\t"+epHead+"MBS\tRECOMPUTE\tZERO\tMEM GiB\tWEIGHTS\tGRADS\tOPTIM\tACTIV\tOTHER\tSTEP s\tTOK/s/GPU\tMFU\tBOTTLENECK")
 		for i, e := range res.Best {
 			c, m := e.Config, e.Memory
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f%%\t%s\n",
-				i+1, c.TP, yes(c.SP), c.PP, c.VP, c.DP, c.MicroBatch, c.Recompute, c.ZeRO,
+			ep := ""
+			if moe {
+				ep = fmt.Sprintf("%d\t", max(c.EP, 1))
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%s%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.0f\t%.1f%%\t%s\n",
+				i+1, c.TP, yes(c.SP), c.PP, c.VP, c.DP, ep, c.MicroBatch, c.Recompute, c.ZeRO,
 				gib(m.TotalBytes), gib(m.WeightsBytes), gib(m.GradsBytes), gib(m.OptimizerBytes), gib(m.ActivationBytes), gib(m.OtherBytes),
 				e.StepSeconds, e.TokensPerSecPerGPU, 100*e.MFU, e.Bottleneck)
 		}
@@ -280,8 +292,12 @@ func writeSearchTable(w io.Writer, j planner.Job, res planner.SearchResult) erro
 		}
 		t := res.Best[0].Time
 		tot := t.Total()
-		fmt.Fprintf(w, "\n#1 step time: compute %.0f%%, memory-bound kernels %.0f%%, TP comm %.0f%%, PP comm %.0f%%, bubble %.0f%%, DP comm %.0f%%, optimizer %.0f%%; %.1f GiB usable per GPU\n",
-			100*t.Compute/tot, 100*t.MemoryBound/tot, 100*t.TPComm/tot, 100*t.PPComm/tot, 100*t.Bubble/tot, 100*t.DPComm/tot, 100*t.Optimizer/tot,
+		epPart := ""
+		if t.EPComm > 0 {
+			epPart = fmt.Sprintf(", EP all-to-all %.0f%%", 100*t.EPComm/tot)
+		}
+		fmt.Fprintf(w, "\n#1 step time: compute %.0f%%, memory-bound kernels %.0f%%, TP comm %.0f%%%s, PP comm %.0f%%, bubble %.0f%%, DP comm %.0f%%, optimizer %.0f%%; %.1f GiB usable per GPU\n",
+			100*t.Compute/tot, 100*t.MemoryBound/tot, 100*t.TPComm/tot, epPart, 100*t.PPComm/tot, 100*t.Bubble/tot, 100*t.DPComm/tot, 100*t.Optimizer/tot,
 			gib(res.Best[0].UsableBytes))
 	}
 	fmt.Fprintf(w, "\n%d layouts considered; rejected:\n", res.Considered)
