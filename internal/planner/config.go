@@ -161,6 +161,12 @@ type Job struct {
 	CapacityFactor float64
 	// FP8Scaling is the FP8 recipe when Precision is FP8 ("": delayed).
 	FP8Scaling FP8Scaling
+	// TPCommOverlap: Transformer Engine's userbuffers overlap (NeMo's and
+	// Megatron-Bridge's tp_comm_overlap) splits each sequence-parallel
+	// all-gather and reduce-scatter into chunks pipelined with the GEMM
+	// that consumes or produces them; what is exposed is the larger of one
+	// chunk (1/t of the collective) and what the GEMM cannot cover.
+	TPCommOverlap bool
 }
 
 // expertTokensFactor is how many tokens an expert computes relative to

@@ -337,6 +337,10 @@ func costOfLayer(j Job, c Config) layerCost {
 		} else {
 			lc.tpPass = 2 * ringAllReduce(v, t, bw, lat)
 		}
+		if j.TPCommOverlap && c.SP {
+			lc.tpPass = math.Max(lc.tpPass/tf, lc.tpPass-mmFwd)
+			lc.tpBwdExtra = math.Max(lc.tpBwdExtra/tf, lc.tpBwdExtra-(mmBwd-mmFwd))
+		}
 	}
 	return lc
 }

@@ -80,6 +80,10 @@ type vectorRun struct {
 	cfg           Config
 	autoRecompute bool
 	autoSP        bool
+	// autoVP: pipelined without a stated vp; autoZeRO: a Megatron run on
+	// Hopper or newer that does not say whether it used the distributed
+	// optimizer (Megatron-Core and NeMo recipes default to it).
+	autoVP, autoZeRO bool
 }
 
 // run turns a vector into a job and layout.
@@ -131,6 +135,8 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	if mp := c.TP * c.PP * c.cp(); c.DP == 1 && cl.GPUs > mp {
 		c.DP = cl.GPUs / mp
 	}
+	j.TPCommOverlap = kind == Megatron && c.TP > 1 && gpu.FP8FLOPS > 0 &&
+		(v.mentions("nemo") || v.mentions("megatron-bridge") || v.mentions("tp_comm_overlap"))
 	fused := v.fusedAttention(kind, gpu)
 	j.FlashAttention = &fused
 	if err := c.Validate(j); err != nil {
@@ -142,6 +148,10 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	} else {
 		r.autoSP = c.TP > 1 && kind == Megatron
 	}
+	r.autoVP = c.PP > 1 && v.Parallel.VP == 0 && !st.BalancedPipeline
+	r.autoZeRO = kind == Megatron && gpu.FP8FLOPS > 0 && c.ZeRO == 0 && c.dpGroup() > 1 &&
+		v.Parallel.ZeRO.Int(-1) < 0 && v.Training.ZeROStage.Int(-1) < 0 && v.Parallel.DistributedOptimizer == nil &&
+		strings.TrimSpace(v.Training.Optimizer) == ""
 	rcText := strings.TrimSpace(v.Training.Recompute)
 	if rc, err := ParseRecompute(rcText); err == nil && rcText != "" && !strings.Contains(strings.ToLower(rcText), "unknown") {
 		c.Recompute = rc
@@ -186,18 +196,33 @@ func (r vectorRun) resolve() (Config, Estimate) {
 	if r.autoSP {
 		sps = []bool{false, true}
 	}
+	vps := []int{r.cfg.vp()}
+	if r.autoVP {
+		vps = nil
+		for v := 1; v*r.cfg.PP <= r.job.Model.Layers && v <= 16; v++ {
+			vps = append(vps, v)
+		}
+	}
+	zeros := []int{r.cfg.ZeRO}
+	if r.autoZeRO {
+		zeros = []int{0, 1}
+	}
 	var best Estimate
 	found := false
 	for _, rc := range recs {
 		for _, sp := range sps {
-			c := r.cfg
-			c.Recompute, c.SP = rc, sp
-			e := Predict(r.job, c)
-			better := !found ||
-				(e.Fits && !best.Fits) ||
-				(e.Fits == best.Fits && e.StepSeconds < best.StepSeconds)
-			if better {
-				best, found = e, true
+			for _, vp := range vps {
+				for _, z := range zeros {
+					c := r.cfg
+					c.Recompute, c.SP, c.VP, c.ZeRO = rc, sp, vp, z
+					e := Predict(r.job, c)
+					better := !found ||
+						(e.Fits && !best.Fits) ||
+						(e.Fits == best.Fits && e.StepSeconds < best.StepSeconds)
+					if better {
+						best, found = e, true
+					}
+				}
 			}
 		}
 	}

@@ -41,6 +41,9 @@ func Fit(vectors []Vector, cat *Catalog, base map[StackKind]Stack) (map[StackKin
 		if memoryOnly(v) {
 			continue
 		}
+		if _, err := v.run(cat, base); err != nil {
+			continue // not evaluated (its reason is in Evaluate's report): nothing to fit
+		}
 		mine = append(mine, v)
 		ids = append(ids, v.ID)
 	}

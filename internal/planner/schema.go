@@ -33,6 +33,8 @@ var fieldAliases = map[string]string{
 	"zero_stage":                           "zero",
 	"fsdp_sharding_strategy":               "fsdp",
 	"sharding_strategy":                    "fsdp",
+	"head_dim":                             "head_size",
+	"kv_channels":                          "head_size",
 	"num_experts":                          "experts",
 	"num_moe_experts":                      "experts",
 	"n_routed_experts":                     "experts",

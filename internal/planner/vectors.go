@@ -48,10 +48,12 @@ type VectorHardware struct {
 
 // VectorModel is a vector's model shape.
 type VectorModel struct {
-	Layers         int    `json:"layers"`
-	Hidden         int    `json:"hidden"`
-	Heads          int    `json:"heads"`
-	KVHeads        int    `json:"kv_heads"`
+	Layers  int `json:"layers"`
+	Hidden  int `json:"hidden"`
+	Heads   int `json:"heads"`
+	KVHeads int `json:"kv_heads"`
+	// HeadSize is one head's width when it is not hidden/heads (Qwen3).
+	HeadSize       int    `json:"head_size"`
 	FFN            int    `json:"ffn"`
 	Vocab          int    `json:"vocab"`
 	Seq            int    `json:"seq"`
@@ -318,7 +320,7 @@ func (vm VectorModel) model(name string, st StackKind) Model {
 	m := Model{
 		Name: name, Layers: vm.Layers, Hidden: vm.Hidden, Heads: vm.Heads, KVHeads: kv,
 		FFN: vm.FFN, Vocab: vm.Vocab, MLP: mlp, TiedEmbeddings: tied,
-		Experts: vm.Experts, ExpertsPerToken: vm.ExpertsPerToken, SharedExperts: vm.SharedExperts,
+		HeadSize: vm.HeadSize, Experts: vm.Experts, ExpertsPerToken: vm.ExpertsPerToken, SharedExperts: vm.SharedExperts,
 		ExpertFFN: vm.ExpertFFN, DenseLayers: vm.DenseLayers,
 	}
 	if m.FFN == 0 {
