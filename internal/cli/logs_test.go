@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +21,11 @@ func seqLines(n int) string {
 	return b.String()
 }
 
-// taskLogs lists rank 0's stdout files of job id on the cluster's one node.
+// taskLogs lists rank 0's stdout files of job id on the cluster's one
+// node, without their line-time indexes (.times).
 func (cl *cluster) taskLogs(id string) []string {
 	names, _ := filepath.Glob(filepath.Join(cl.agentDir("n1"), "tasks", "*", id+".1.0", "stdout.log*"))
-	return names
+	return slices.DeleteFunc(names, func(n string) bool { return strings.HasSuffix(n, ".times") })
 }
 
 // TestClusterBoundsRankLogsPerJob floods a rank's stdout far past the job's

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,14 @@ func TestControllerRunsTheSimulatorsPolicy(t *testing.T) {
 		t.Run(pol, func(t *testing.T) {
 			jobs := []trace.Job{{ID: "j00", Submit: 0, Duration: 1, GPUs: gpus, GPUMilli: 1000}}
 			for i, w := range work {
-				jobs = append(jobs, trace.Job{ID: fmt.Sprintf("j%02d", i+1), Submit: 0, Duration: w.dur, GPUs: w.gpus, GPUMilli: 1000})
+				// A distinct binary fraction per job makes every end
+				// instant distinct (an end is a sum of durations along a
+				// chain of starts, and sums of distinct powers of two
+				// differ), so each step ends one job: the cluster may
+				// apply two cancellations in separate passes, and a greedy
+				// pass between them decides differently.
+				d := w.dur + math.Ldexp(1, -(i+1))
+				jobs = append(jobs, trace.Job{ID: fmt.Sprintf("j%02d", i+1), Submit: 0, Duration: d, GPUs: w.gpus, GPUMilli: 1000})
 			}
 			want := simSteps(t, pol, gpus, jobs)
 
@@ -116,7 +124,9 @@ func simSteps(t *testing.T, pol string, gpus int, jobs []trace.Job) []step {
 				st.holding = append(st.holding, j.ID)
 			}
 		}
-		slices.Sort(st.ends)
+		if len(st.ends) > 1 {
+			t.Fatalf("jobs %v end at the same instant; the test needs one end per step", st.ends)
+		}
 		slices.Sort(st.holding)
 		out = append(out, st)
 	}
