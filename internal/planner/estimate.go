@@ -311,7 +311,17 @@ func costOfLayer(j Job, c Config) layerCost {
 		coreComp:   attnFwd,
 		coreMemory: T * core / hbm,
 	}
-	if c.cp() > 1 {
+	if c.cp() > 1 && j.CPAllGather {
+		// All-gather K and V of the cp chunks before the attention core
+		// (forward), and in the backward gather them again and
+		// reduce-scatter their gradients; nothing hides them.
+		bw, lat := cpBandwidth(j, c)
+		kvHeads := math.Max(float64(m.KVHeads)/tf, 1)
+		chunk := T * 2 * kvHeads * float64(m.HeadDim()) * 2
+		gather := ringGather(chunk*cp, c.cp(), bw, lat)
+		lc.cpFwd = gather
+		lc.cpBwd = 2 * gather
+	} else if c.cp() > 1 {
 		// Ring attention: cp−1 steps each pass one chunk's K and V to the
 		// next rank while the current chunk is computed (forward); the
 		// backward pass sends K, V and their gradients. Only what the
