@@ -290,9 +290,20 @@ func costOfLayer(j Job, c Config) layerCost {
 		act = 2 * f * 2 // read, write
 	}
 	act /= tf
-	// MoE: the dispatcher permutes each token's k copies into expert order
-	// and back (read and write, twice).
-	repl += fr * float64(m.ExpertsPerToken) * h * 2 * 4
+	// MoE: Megatron-Core's all-to-all dispatcher permutes each token's k
+	// copies into expert order before the dispatch and unpermutes them
+	// after the combine; with experts split over ep ranks and more than
+	// one expert per rank it also sorts the received chunks by local
+	// expert after the dispatch and back before the combine
+	// (sort_chunks_by_idxs). Each pass reads and writes k·h 16-bit
+	// elements per token.
+	if fr > 0 {
+		passes := 2.0
+		if c.ep() > 1 && m.Experts/c.ep() > 1 {
+			passes = 4
+		}
+		repl += fr * passes * float64(m.ExpertsPerToken) * h * 2 * 2
+	}
 	var core float64
 	if !j.flash() {
 		as := float64(m.Heads) * float64(s)
