@@ -167,6 +167,12 @@ type Job struct {
 	// that consumes or produces them; what is exposed is the larger of one
 	// chunk (1/t of the collective) and what the GEMM cannot cover.
 	TPCommOverlap bool
+	// CPAllGather: context parallelism all-gathers every chunk's keys and
+	// values before the attention core and reduce-scatters their gradients
+	// after its backward (Megatron-LM's --cp-comm-type all_gather, the
+	// Llama 3 paper's CP), instead of passing them round a ring behind the
+	// attention of the chunk in hand. The collectives are not overlapped.
+	CPAllGather bool
 }
 
 // expertTokensFactor is how many tokens an expert computes relative to

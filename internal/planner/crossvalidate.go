@@ -39,7 +39,12 @@ type CrossValidation struct {
 // listed as not evaluated. The in-sample prediction beside it uses the fit
 // on every vector. base supplies what Fit does not fit.
 func CrossValidate(vectors []Vector, cat *Catalog, base map[StackKind]Stack) CrossValidation {
-	all, _ := Fit(vectors, cat, base)
+	cache := newFitCache()
+	idx := make([]int, len(vectors))
+	for i := range idx {
+		idx[i] = i
+	}
+	all, _ := fitCached(vectors, idx, cat, base, cache)
 	in := Evaluate(vectors, cat, all)
 	var cv CrossValidation
 	cv.NotEvaluated = append(cv.NotEvaluated, in.NotEvaluated...)
@@ -54,10 +59,10 @@ func CrossValidate(vectors []Vector, cat *Catalog, base map[StackKind]Stack) Cro
 				Reason: "memory-only vector: no throughput figure, nothing fitted to leave out"})
 			continue
 		}
-		rest := make([]Vector, 0, len(vectors)-1)
-		rest = append(rest, vectors[:i]...)
-		rest = append(rest, vectors[i+1:]...)
-		fitted, _ := Fit(rest, cat, base)
+		rest := make([]int, 0, len(vectors)-1)
+		rest = append(rest, idx[:i]...)
+		rest = append(rest, idx[i+1:]...)
+		fitted, _ := fitCached(vectors, rest, cat, base, cache)
 		held := Evaluate([]Vector{v}, cat, fitted)
 		for _, r := range held.Vectors {
 			if !throughputMetric(r.Metric) {

@@ -290,9 +290,20 @@ func costOfLayer(j Job, c Config) layerCost {
 		act = 2 * f * 2 // read, write
 	}
 	act /= tf
-	// MoE: the dispatcher permutes each token's k copies into expert order
-	// and back (read and write, twice).
-	repl += fr * float64(m.ExpertsPerToken) * h * 2 * 4
+	// MoE: Megatron-Core's all-to-all dispatcher permutes each token's k
+	// copies into expert order before the dispatch and unpermutes them
+	// after the combine; with experts split over ep ranks and more than
+	// one expert per rank it also sorts the received chunks by local
+	// expert after the dispatch and back before the combine
+	// (sort_chunks_by_idxs). Each pass reads and writes k·h 16-bit
+	// elements per token.
+	if fr > 0 {
+		passes := 2.0
+		if c.ep() > 1 && m.Experts/c.ep() > 1 {
+			passes = 4
+		}
+		repl += fr * passes * float64(m.ExpertsPerToken) * h * 2 * 2
+	}
 	var core float64
 	if !j.flash() {
 		as := float64(m.Heads) * float64(s)
@@ -311,7 +322,17 @@ func costOfLayer(j Job, c Config) layerCost {
 		coreComp:   attnFwd,
 		coreMemory: T * core / hbm,
 	}
-	if c.cp() > 1 {
+	if c.cp() > 1 && j.CPAllGather {
+		// All-gather K and V of the cp chunks before the attention core
+		// (forward), and in the backward gather them again and
+		// reduce-scatter their gradients; nothing hides them.
+		bw, lat := cpBandwidth(j, c)
+		kvHeads := math.Max(float64(m.KVHeads)/tf, 1)
+		chunk := T * 2 * kvHeads * float64(m.HeadDim()) * 2
+		gather := ringGather(chunk*cp, c.cp(), bw, lat)
+		lc.cpFwd = gather
+		lc.cpBwd = 2 * gather
+	} else if c.cp() > 1 {
 		// Ring attention: cp−1 steps each pass one chunk's K and V to the
 		// next rank while the current chunk is computed (forward); the
 		// backward pass sends K, V and their gradients. Only what the

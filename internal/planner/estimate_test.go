@@ -289,3 +289,25 @@ func TestContextParallel(t *testing.T) {
 		t.Errorf("GPUs() = %d, want 32", got)
 	}
 }
+
+// All-gather context parallelism (--cp-comm-type all_gather) exposes the
+// gather of the other chunks' K and V in the forward pass and the gather
+// plus the gradients' reduce-scatter in the backward, by hand; the ring
+// hides its exchange behind the attention core.
+func TestContextParallelAllGather(t *testing.T) {
+	j := testJob(t, "llama3-405b", "H100", 16384, Megatron)
+	j.Seq = 131072
+	c := Config{TP: 8, PP: 16, DP: 8, CP: 16, MicroBatch: 1, SP: true}
+	ring := costOfLayer(j, c)
+	j.CPAllGather = true
+	ag := costOfLayer(j, c)
+	bw, lat := cpBandwidth(j, c)
+	chunk := float64(131072/16) * 2 * 1 * 128 * 2 // tokens · (K, V) · one kv head per GPU · head dim · 2 bytes
+	want := 15.0/16*chunk*16/bw + lat
+	if math.Abs(ag.cpFwd-want) > 1e-12 || math.Abs(ag.cpBwd-2*want) > 1e-12 {
+		t.Errorf("all-gather cp fwd %.4g bwd %.4g, want %.4g and %.4g", ag.cpFwd, ag.cpBwd, want, 2*want)
+	}
+	if ring.cpFwd != 0 || ag.cpFwd <= ring.cpFwd {
+		t.Errorf("ring exposes %.3g s (want 0: hidden behind the attention core), all-gather %.3g s", ring.cpFwd, ag.cpFwd)
+	}
+}

@@ -137,6 +137,13 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	}
 	j.TPCommOverlap = kind == Megatron && c.TP > 1 && gpu.FP8FLOPS > 0 &&
 		(v.mentions("nemo") || v.mentions("megatron-bridge") || v.mentions("tp_comm_overlap"))
+	switch normaliseName(v.Parallel.CPCommType) {
+	case "", "p2p", "ring":
+	case "all-gather", "allgather":
+		j.CPAllGather = true
+	default:
+		return vectorRun{}, fmt.Errorf("parallel.cp_comm_type %q: accepted p2p (ring) or all_gather; a2a and a2a+p2p are not modelled", v.Parallel.CPCommType)
+	}
 	fused := v.fusedAttention(kind, gpu)
 	j.FlashAttention = &fused
 	if err := c.Validate(j); err != nil {

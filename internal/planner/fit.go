@@ -35,16 +35,44 @@ type FitResult struct {
 // Only development vectors may be passed here: the fitted values are what
 // every later prediction uses.
 func Fit(vectors []Vector, cat *Catalog, base map[StackKind]Stack) (map[StackKind]Stack, []FitResult) {
-	var mine []Vector
+	all := make([]int, len(vectors))
+	for i := range all {
+		all[i] = i
+	}
+	return fitCached(vectors, all, cat, base, newFitCache())
+}
+
+// fitCache holds each vector's absolute throughput errors at each pair
+// of efficiencies it was evaluated at, so that the leave-one-out folds,
+// which walk the same grid over nearly the same vectors, evaluate each
+// (vector, pair) once. A vector's prediction depends only on itself and
+// the pair, so the cached errors are the ones Evaluate would return. Not
+// safe for concurrent use.
+type fitCache struct {
+	errs map[fitKey][]float64
+}
+
+type fitKey struct {
+	vector int // index into the vectors passed to fitCached
+	ce, ne float64
+}
+
+func newFitCache() *fitCache { return &fitCache{errs: map[fitKey][]float64{}} }
+
+// fitCached is Fit over vectors[use[0]], vectors[use[1]], …, reusing and
+// filling cache (keyed by index into vectors).
+func fitCached(vectors []Vector, use []int, cat *Catalog, base map[StackKind]Stack, cache *fitCache) (map[StackKind]Stack, []FitResult) {
+	var mine []int
 	var ids []string
-	for _, v := range vectors {
+	for _, i := range use {
+		v := vectors[i]
 		if memoryOnly(v) {
 			continue
 		}
 		if _, err := v.run(cat, base); err != nil {
 			continue // not evaluated (its reason is in Evaluate's report): nothing to fit
 		}
-		mine = append(mine, v)
+		mine = append(mine, i)
 		ids = append(ids, v.ID)
 	}
 	with := func(ce, ne float64) map[StackKind]Stack {
@@ -55,15 +83,36 @@ func Fit(vectors []Vector, cat *Catalog, base map[StackKind]Stack) (map[StackKin
 		}
 		return out
 	}
+	// objective is Evaluate(mine).MeanAbsError and the largest throughput
+	// error, summed in Evaluate's order so the result is bit-identical.
 	objective := func(ce, ne float64) (mean, worst float64, n int) {
-		rep := Evaluate(mine, cat, with(ce, ne))
-		for _, r := range rep.Vectors {
-			if throughputMetric(r.Metric) {
+		var stacks map[StackKind]Stack
+		var sum float64
+		for _, i := range mine {
+			k := fitKey{i, ce, ne}
+			errs, ok := cache.errs[k]
+			if !ok {
+				if stacks == nil {
+					stacks = with(ce, ne)
+				}
+				errs = []float64{}
+				for _, r := range Evaluate(vectors[i:i+1], cat, stacks).Vectors {
+					if throughputMetric(r.Metric) {
+						errs = append(errs, math.Abs(r.Error))
+					}
+				}
+				cache.errs[k] = errs
+			}
+			for _, a := range errs {
+				sum += a
+				worst = math.Max(worst, a)
 				n++
-				worst = math.Max(worst, math.Abs(r.Error))
 			}
 		}
-		return rep.MeanAbsError, worst, n
+		if n > 0 {
+			mean = sum / float64(n)
+		}
+		return mean, worst, n
 	}
 	if _, _, n := objective(maxEfficiency/2, maxEfficiency/2); n == 0 {
 		return with(base[Megatron].ComputeEfficiency, base[Megatron].NetworkEfficiency), nil

@@ -11,14 +11,7 @@ import (
 // source, and every one is either evaluated or reported as not evaluated
 // with a reason; MXFP8 is the one refused on purpose.
 func TestPublicVectors(t *testing.T) {
-	b, err := os.ReadFile("testdata/public-vectors.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := ParseVectors(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vs := publicVectors(t)
 	for _, v := range vs {
 		if !strings.Contains(v.Source, "http") {
 			t.Errorf("%s: source %q does not cite a URL", v.ID, v.Source)
@@ -36,4 +29,18 @@ func TestPublicVectors(t *testing.T) {
 			t.Errorf("%s not evaluated: %q", ne.ID, ne.Reason)
 		}
 	}
+}
+
+// publicVectors loads testdata/public-vectors.json.
+func publicVectors(t testing.TB) []Vector {
+	t.Helper()
+	b, err := os.ReadFile("testdata/public-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := ParseVectors(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
 }

@@ -126,3 +126,28 @@ func TestVectorMoESchema(t *testing.T) {
 		t.Errorf("not reported as not evaluated: %v", want)
 	}
 }
+
+// parallel.cp_comm_type takes p2p or all_gather; other exchange kinds are
+// refused with the accepted forms.
+func TestCPCommType(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		gather  bool
+		refused bool
+	}{{"", false, false}, {"p2p", false, false}, {"all_gather", true, false}, {"a2a", false, true}} {
+		v := Vector{ID: "X", Hardware: VectorHardware{GPU: "H100", Count: Number{Value: 64, Set: true}},
+			Model:    VectorModel{Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, FFN: 28672, Vocab: 128256, MLP: "swiglu", Seq: 8192},
+			Training: VectorTraining{GBS: Number{Value: 64, Set: true}, MBS: Number{Value: 1, Set: true}},
+			Parallel: VectorParallel{TP: 8, PP: 1, CP: 2, DP: 4, CPCommType: tc.value}}
+		r, err := v.run(DefaultCatalog(), DefaultStacks())
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), "all_gather") {
+				t.Errorf("%q: error %v, want one naming the accepted forms", tc.value, err)
+			}
+			continue
+		}
+		if err != nil || r.job.CPAllGather != tc.gather {
+			t.Errorf("%q: err %v, all-gather %v, want %v", tc.value, err, r.job.CPAllGather, tc.gather)
+		}
+	}
+}

@@ -96,6 +96,10 @@ type VectorParallel struct {
 	SP *bool `json:"sp"`
 	// CP is the context-parallel degree (sequence split over cp GPUs).
 	CP int `json:"cp"`
+	// CPCommType is how context parallelism exchanges keys and values
+	// (Megatron-LM's --cp-comm-type): p2p (ring, the default) or
+	// all_gather.
+	CPCommType string `json:"cp_comm_type"`
 	// EP is the expert-parallel degree of a mixture of experts.
 	EP   int    `json:"ep"`
 	ZeRO Number `json:"zero"`

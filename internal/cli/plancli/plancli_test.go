@@ -236,8 +236,27 @@ func TestEvaluateStrict(t *testing.T) {
 	}
 }
 
+// TestFit: --fit on every vector (dev and public, concatenated) gives the
+// built-in constants, which are fitted once across all of them.
 func TestFit(t *testing.T) {
-	code, out, stderr := run(t, "--fit", devVectorsPath(t), "-o", "json")
+	var all []json.RawMessage
+	for _, path := range []string{devVectorsPath(t), filepath.Join("..", "..", "planner", "testdata", "public-vectors.json")} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []json.RawMessage
+		if err := json.Unmarshal(b, &vs); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		all = append(all, vs...)
+	}
+	path := filepath.Join(t.TempDir(), "all.json")
+	b, _ := json.Marshal(all)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run(t, "--fit", path, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
