@@ -29,13 +29,15 @@ type policies struct {
 	lane map[string]policy.LaneState
 }
 
-// queuePolicies resolves the queues' policies. A stored name this build
-// does not know (written by another version) runs the default.
+// queuePolicies resolves the queues' policies with their settings
+// (policy.ForQueue, as the simulator's live does). A stored name or
+// setting this build does not accept (written by another version) runs
+// the default.
 func queuePolicies(qs map[string]*api.Queue) policies {
 	ps := policies{byQueue: make(map[string]policy.Policy, len(qs))}
 	ps.def, _ = policy.New(policy.Default)
 	for name, q := range qs {
-		if p, err := policy.New(q.Spec.Policy); err == nil {
+		if p, err := policy.ForQueue(&q.Spec); err == nil {
 			ps.byQueue[name] = p
 		}
 	}
