@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,7 +34,44 @@ type QueueSpec struct {
 	// DefaultQueuePolicy. Job priorities rank above it, and guarantees
 	// across queues still preempt borrowers.
 	Policy string `json:"policy,omitempty"`
+	// The policy's settings, each absent (zero) for the policy's default
+	// and refused by a policy that does not use it (QueuePolicySettings).
+	//
+	// LaneShare is the share of the cluster's GPUs that gangway's overdue
+	// lane may hold, in (0, 1]; default 0.25.
+	LaneShare float64 `json:"laneShare,omitempty"`
+	// OverdueAfter is how long a job waits in one go before it is
+	// overdue: gangway's lane takes it, gangway-4h and las rank it above
+	// every level. Default 4h.
+	OverdueAfter Duration `json:"overdueAfter,omitempty"`
+	// LevelBase is the GPU-time a job attains before it leaves the first
+	// level, as a duration of one GPU ("1h": one GPU-hour, or 8 GPUs for
+	// 7m30s); each next level doubles it, 13 levels in all. Default 1h.
+	LevelBase Duration `json:"levelBase,omitempty"`
+	// MinRun is how long a started job is not preempted for the policy,
+	// so that it can checkpoint. Default 2m.
+	MinRun Duration `json:"minRun,omitempty"`
 }
+
+// QueuePolicySettings lists, for each queue policy that has settings, the
+// QueueSpec fields (JSON names) it uses; a policy not listed uses none.
+// internal/scheduler/policy's tests check that it configures exactly
+// these.
+var QueuePolicySettings = map[string][]string{
+	"gangway":    {"laneShare", "overdueAfter", "levelBase", "minRun"},
+	"gangway-4h": {"overdueAfter", "levelBase", "minRun"},
+	"las":        {"overdueAfter", "levelBase", "minRun"},
+}
+
+// The ranges Validate accepts for the policy settings.
+const (
+	MinOverdueAfter = time.Second
+	MaxOverdueAfter = 90 * 24 * time.Hour
+	MinLevelBase    = time.Second
+	MaxLevelBase    = 10000 * time.Hour
+	MinMinRun       = time.Second
+	MaxMinRun       = 24 * time.Hour
+)
 
 // QueuePolicies lists the queue policies, as internal/scheduler/policy
 // registers them (its tests check that the two agree): fifo (submit
@@ -108,7 +146,51 @@ func (q *QueueSpec) Validate() error {
 	if q.Policy != "" && !slices.Contains(QueuePolicies, q.Policy) {
 		fe.Add("policy", "%q is not a queue policy; use one of %s", q.Policy, strings.Join(QueuePolicies, ", "))
 	}
+	q.validateSettings(&fe)
 	return fe.Err()
+}
+
+// validateSettings checks the policy settings' ranges, and that the
+// queue's policy uses each one given.
+func (q *QueueSpec) validateSettings(fe *FieldErrors) {
+	pol := q.Policy
+	if pol == "" {
+		pol = DefaultQueuePolicy
+	}
+	uses := QueuePolicySettings[pol]
+	check := func(field string, set bool, value string, ok bool, want string) {
+		switch {
+		case !set:
+		case !slices.Contains(uses, field):
+			also := ""
+			if len(uses) > 0 {
+				also = "; it takes " + strings.Join(uses, ", ")
+			}
+			fe.Add(field, "%s: policy %s does not use it (%s do%s)", value, pol, policiesWith(field), also)
+		case !ok:
+			fe.Add(field, "%s: must be %s", value, want)
+		}
+	}
+	check("laneShare", q.LaneShare != 0, strconv.FormatFloat(q.LaneShare, 'g', -1, 64),
+		q.LaneShare > 0 && q.LaneShare <= 1, "in (0, 1], a share of the cluster's GPUs")
+	dur := func(field string, d Duration, lo, hi time.Duration, what string) {
+		check(field, d != 0, d.D().String(), d.D() >= lo && d.D() <= hi, fmt.Sprintf("%s, from %s to %s", what, lo, hi))
+	}
+	dur("overdueAfter", q.OverdueAfter, MinOverdueAfter, MaxOverdueAfter, "a wait")
+	dur("levelBase", q.LevelBase, MinLevelBase, MaxLevelBase, "GPU-time as a duration of one GPU")
+	dur("minRun", q.MinRun, MinMinRun, MaxMinRun, "a run time")
+}
+
+// policiesWith names the policies that use a setting, as "a and b".
+func policiesWith(field string) string {
+	var ps []string
+	for p, fs := range QueuePolicySettings {
+		if slices.Contains(fs, field) {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return strings.Join(ps, ", ")
 }
 
 // DecodeQueueSpec parses, defaults and validates a queue strictly.

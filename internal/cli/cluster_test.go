@@ -862,7 +862,7 @@ func TestQueuesAndPriority(t *testing.T) {
 	if code != 0 {
 		t.Fatal(errOut)
 	}
-	if want := "queue team-a: guarantee 4 GPUs, borrow limit 2 GPUs, weight 2, cohort research, policy las\n"; out != want {
+	if want := "queue team-a: guarantee 4 GPUs, borrow limit 2 GPUs, weight 2, cohort research, policy las (overdue after 4h0m0s, level base 1h0m0s of a GPU, min run 2m0s)\n"; out != want {
 		t.Errorf("queue set said %q; want every setting: %q", out, want)
 	}
 	if _, errOut, code := cl.run("queue", "set", "bad name", "--guarantee", "-1"); code == 0 || !strings.Contains(errOut, "name") || !strings.Contains(errOut, "guaranteeGPUs") {
@@ -870,6 +870,19 @@ func TestQueuesAndPriority(t *testing.T) {
 	}
 	if _, errOut, code := cl.run("queue", "set", "team-c", "--policy", "sjf"); code == 0 || !strings.Contains(errOut, "policy") || !strings.Contains(errOut, `"sjf"`) || !strings.Contains(errOut, "backfill") {
 		t.Errorf("queue with an unknown policy: code %d %q; want the field, the value and the known policies", code, errOut)
+	}
+	out, errOut, code = cl.run("queue", "set", "team-d", "--policy", "gangway", "--lane-share", "0.3", "--overdue-after", "2h", "--level-base", "30m", "--min-run", "5m")
+	if want := "policy gangway (lane share 0.3, overdue after 2h0m0s, level base 30m0s of a GPU, min run 5m0s)\n"; code != 0 || !strings.HasSuffix(out, want) {
+		t.Errorf("queue set with settings: code %d, %q %q; want it to end %q", code, out, errOut, want)
+	}
+	if _, errOut, code := cl.run("queue", "set", "team-e", "--lane-share", "0.3"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "policy backfill does not use it") {
+		t.Errorf("lane share on a backfill queue: code %d %q; want the field and why", code, errOut)
+	}
+	if _, errOut, code := cl.run("queue", "set", "team-e", "--policy", "gangway", "--lane-share", "2"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "(0, 1]") {
+		t.Errorf("lane share 2: code %d %q; want the field and the range", code, errOut)
+	}
+	if out, _, _ := cl.run("get", "queues", "-o", "wide"); !strings.Contains(out, "SETTINGS") || !strings.Contains(out, "lane share 0.3, overdue after 2h0m0s") {
+		t.Errorf("get queues -o wide lacks the settings:\n%s", out)
 	}
 	_, errOut, code = cl.run("submit", "--queue", "team-b", "--ranks", "1", "--", "true")
 	if code == 0 || !strings.Contains(errOut, "spec.queue") {

@@ -43,7 +43,7 @@ func TestGetWideAndJSONPath(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get", "queues", "-o", "wide"}, "-o wide shows more columns of jobs and nodes"},
+		{[]string{"get", "deployments", "-o", "wide"}, "-o wide shows more columns of jobs, nodes and queues"},
 		{[]string{"get", "jobs", "-o", "jsonpath={.items[?(@.id)]}"}, "index [?(@.id)]"},
 		{[]string{"get", "jobs", "-o", "jsonpath={range .items[*]}"}, "{range} without an {end}"},
 		{[]string{"get", "jobs", "-w", "-o", "wide"}, "-o wide is for a list"},

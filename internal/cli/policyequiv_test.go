@@ -178,3 +178,111 @@ func (cl *cluster) pendingCount() int {
 	}
 	return n
 }
+
+// TestControllerRunsTheLane replays, through a live in-process cluster and
+// through the simulator, a queue whose policy is gangway with small
+// settings, and checks that both make the overdue lane's decisions: a job
+// that has waited overdueAfter enters the lane and preempts a job of its
+// own level; a job that arrives later starts beside it; when the lane's
+// job ends, the preempted job, overdue by then, takes the room it frees
+// and preempts the newcomer.
+//
+// Levels cannot tell these apart (levelBase is so large that every job
+// stays at the first level, where nothing preempts), so without the lane
+// the cluster would keep the first job and the test fails at its first
+// step. Every decision is taken when the test lets it: the lane's grant
+// comes overdueAfter after a submit, while nothing else changes, and
+// every other one at a submit or a cancel, after the pending job has
+// waited past overdueAfter in both. What the test waits for is sets of
+// jobs, not times.
+//
+// The scenario stays where the controller's lane, recomputed each pass
+// (policy.LanePolicy.Assign), and the simulator's incremental one agree:
+// the controller counts in the lane every running job that waited
+// overdueAfter before it started, while the simulator counts only those
+// it granted room, not an overdue job the levels started while the lane
+// was full. And every preemption here has one candidate, so the
+// controller offering the scheduler every lower-priority job and the
+// simulator only those that lose their place cannot differ.
+func TestControllerRunsTheLane(t *testing.T) {
+	const gpus, overdue = 8, 5 // GPUs; seconds
+	queue := api.QueueSpec{Name: api.DefaultQueue, Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(overdue * time.Second),
+		LevelBase: api.Duration(api.MaxLevelBase), MinRun: api.Duration(time.Second)}
+	// a holds the cluster; b waits, enters the lane at 5 s (half the GPUs
+	// are its room) and preempts a; c arrives at 12 s and starts beside b;
+	// b ends at 25 s, and a, overdue since 10 s, enters the lane and
+	// preempts c; c runs again when a ends.
+	jobs := []trace.Job{{ID: "a", Submit: 0, Duration: 100, GPUs: 8, GPUMilli: 1000}, {ID: "b", Submit: 0, Duration: 20, GPUs: 4, GPUMilli: 1000},
+		{ID: "c", Submit: 12, Duration: 50, GPUs: 4, GPUMilli: 1000}}
+	live, _, err := sim.LiveFromQueues([]api.QueueSpec{queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 1, GPUsPerNode: gpus}}},
+		Policy: live, Placement: sim.GangwayPlacement}, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]sim.JobResult{}
+	for _, j := range r.Jobs {
+		res[j.ID] = j
+	}
+	a, b, c := res["a"], res["b"], res["c"]
+	if a.Start != 0 || a.Preemptions != 1 || b.Start != overdue || b.End != overdue+20 || c.Start != 12 || c.Preemptions != 1 || !(b.End < a.End && a.End < c.End) {
+		t.Fatalf("the simulator: a %+v, b %+v, c %+v; want a started at 0 and preempted once, b started at %d s (overdue), c started at 12 s and preempted once, then a and c ending", a, b, c, overdue)
+	}
+	if a.End-b.End < 100-overdue {
+		t.Fatalf("the simulator: a ends at %g, b at %g; want a to run again when b ends", a.End, b.End)
+	}
+
+	cl := startCluster(t, 1, gpus)
+	args := []string{"queue", "set", "default", "--policy", "gangway", "--lane-share", "0.5", "--overdue-after", "5s",
+		"--level-base", api.MaxLevelBase.String(), "--min-run", "1s"}
+	if _, errOut, code := cl.run(args...); code != 0 {
+		t.Fatal(errOut)
+	}
+	names := map[string]string{}
+	ids := map[string]string{}
+	submit := func(j trace.Job) {
+		id := cl.submitYAML(fmt.Sprintf("name: %s\nranks: 1\ngpusPerRank: %d\npreemptionGracePeriod: 10s\ncommand: [sleep, '600']\n", j.ID, j.GPUs))
+		ids[j.ID], names[id] = id, j.ID
+	}
+	hold := func(step string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for got := cl.holding(names); !slices.Equal(got, want); got = cl.holding(names) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the cluster holds %v; the simulator %v", step, got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	cancel := func(name string) {
+		t.Helper()
+		if _, err := cl.c.Cancel(context.Background(), ids[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit(jobs[0])
+	hold("a submitted", "a")
+	submit(jobs[1])
+	hold("b overdue", "b")
+	submit(jobs[2])
+	hold("c submitted", "b", "c")
+	// The simulator's a has waited 15 s when b ends: overdue. Let the
+	// cluster's wait pass overdueAfter too.
+	cl.wait(60*time.Second, "a requeued", func() bool {
+		d, err := cl.c.Job(context.Background(), ids["a"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Job.Status.Phase == api.JobRestarting || d.Job.Status.Phase == api.JobPending
+	})
+	time.Sleep((overdue + 1) * time.Second)
+	cancel("b")
+	hold("b ended", "a")
+	cancel("a")
+	hold("a ended", "c")
+	cancel("c")
+	hold("c ended")
+}

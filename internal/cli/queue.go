@@ -7,14 +7,16 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/base/cmdkit"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 )
 
 func runQueue(ctx context.Context, e *Env, args []string) int {
 	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
-		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root] [--policy P]\n       gangway queue delete NAME")
+		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root] [--policy P] [--lane-share S] [--overdue-after D] [--level-base D] [--min-run D]\n       gangway queue delete NAME")
 		return 2
 	}
 	verb := args[0]
@@ -29,6 +31,11 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	groups := fs.String("groups", "", "comma-separated groups whose users may submit to it")
 	allowRoot := fs.Bool("allow-root", false, "let users whose account is root (uid 0) run jobs in it")
 	pol := fs.String("policy", "", "how its pending jobs are ordered and preempt its running ones: "+strings.Join(api.QueuePolicies, ", ")+" (default "+api.DefaultQueuePolicy+")")
+	laneShare := fs.Float64("lane-share", 0, "gangway: the share of the GPUs that jobs in the overdue lane may hold, in (0, 1] (default 0.25)")
+	var overdue, levelBase, minRun durationValue
+	fs.Var(&overdue, "overdue-after", "gangway, gangway-4h, las: the `wait` after which a job is overdue (gangway: it enters the lane; the others: it ranks first) (default 4h)")
+	fs.Var(&levelBase, "level-base", "gangway, gangway-4h, las: the `GPU-time` a job attains before it leaves the first level, as a duration of one GPU (1h: one GPU-hour); levels double from it (default 1h)")
+	fs.Var(&minRun, "min-run", "gangway, gangway-4h, las: how `long` a started job is not preempted for the policy (default 2m)")
 	pos, code, ok := cmdkit.ParseArgs(fs, args[1:])
 	if !ok {
 		return code
@@ -49,7 +56,8 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 		return 0
 	}
 	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight,
-		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot, Policy: *pol}
+		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot, Policy: *pol,
+		LaneShare: *laneShare, OverdueAfter: overdue.d, LevelBase: levelBase.d, MinRun: minRun.d}
 	spec.BorrowLimitGPUs = borrow.v
 	q, err := c.SetQueue(ctx, spec)
 	if err != nil {
@@ -72,6 +80,9 @@ func queueSummary(q *api.QueueSpec) string {
 		fmt.Fprintf(&b, "%d GPUs", *q.BorrowLimitGPUs)
 	}
 	fmt.Fprintf(&b, ", weight %g, cohort %s, policy %s", q.Weight, dash(q.Cohort), queuePolicy(q))
+	if set := policySettings(q); set != "-" {
+		fmt.Fprintf(&b, " (%s)", set)
+	}
 	if len(q.Users) > 0 || len(q.Groups) > 0 {
 		fmt.Fprintf(&b, ", users %s, groups %s", dash(strings.Join(q.Users, ",")), dash(strings.Join(q.Groups, ",")))
 	}
@@ -87,6 +98,46 @@ func queuePolicy(q *api.QueueSpec) string {
 		return api.DefaultQueuePolicy
 	}
 	return q.Policy
+}
+
+// policySettings is the queue's policy's settings in effect, its
+// defaults included; "-" for a policy without settings.
+func policySettings(q *api.QueueSpec) string {
+	p, err := policy.ForQueue(q)
+	if err != nil {
+		return "-"
+	}
+	t, ok := p.(policy.Tunable)
+	if !ok {
+		return "-"
+	}
+	s := t.Settings()
+	secs := func(v float64) string { return time.Duration(v * float64(time.Second)).String() }
+	var parts []string
+	if s.LaneShare > 0 {
+		parts = append(parts, fmt.Sprintf("lane share %g", s.LaneShare))
+	}
+	parts = append(parts, "overdue after "+secs(s.OverdueAfter), "level base "+secs(s.LevelBase)+" of a GPU", "min run "+secs(s.MinRun))
+	return strings.Join(parts, ", ")
+}
+
+// durationValue is a duration flag in api.ParseDuration's forms.
+type durationValue struct{ d api.Duration }
+
+func (v *durationValue) String() string {
+	if v == nil || v.d == 0 {
+		return ""
+	}
+	return v.d.D().String()
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := api.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	v.d = api.Duration(d)
+	return nil
 }
 
 func runPriority(ctx context.Context, e *Env, args []string) int {
@@ -116,16 +167,26 @@ func runPriority(ctx context.Context, e *Env, args []string) int {
 	return 0
 }
 
-func printQueues(w io.Writer, qs []*api.Queue) {
+// printQueues writes the queues as a table; wide adds the policy's
+// settings in effect.
+func printQueues(w io.Writer, qs []*api.Queue, wide bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCOHORT\tGUARANTEE\tBORROW LIMIT\tWEIGHT\tUSED\tBORROWED\tRUNNING\tPENDING\tPOLICY")
+	head := "NAME\tCOHORT\tGUARANTEE\tBORROW LIMIT\tWEIGHT\tUSED\tBORROWED\tRUNNING\tPENDING\tPOLICY"
+	if wide {
+		head += "\tSETTINGS"
+	}
+	fmt.Fprintln(tw, head)
 	for _, q := range qs {
 		limit := "-"
 		if q.Spec.BorrowLimitGPUs != nil {
 			limit = strconv.Itoa(*q.Spec.BorrowLimitGPUs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%g\t%d\t%d\t%d\t%d (%d GPUs)\t%s\n", q.Spec.Name, dash(q.Spec.Cohort), q.Spec.GuaranteeGPUs, limit,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%g\t%d\t%d\t%d\t%d (%d GPUs)\t%s", q.Spec.Name, dash(q.Spec.Cohort), q.Spec.GuaranteeGPUs, limit,
 			q.Spec.Weight, q.Status.UsedGPUs, q.Status.BorrowedGPUs, q.Status.RunningJobs, q.Status.PendingJobs, q.Status.PendingGPUs, queuePolicy(&q.Spec))
+		if wide {
+			fmt.Fprintf(tw, "\t%s", policySettings(&q.Spec))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

@@ -257,8 +257,8 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		fmt.Fprintln(e.Stderr, "gangway get: -o csv writes jobs (gangway get jobs); use -o json or -o yaml")
 		return 2
 	}
-	if *out == cmdkit.Wide && (len(pos) == 0 || (pos[0] != "jobs" && pos[0] != "job" && pos[0] != "nodes" && pos[0] != "node")) {
-		fmt.Fprintln(e.Stderr, "gangway get: -o wide shows more columns of jobs and nodes (gangway get jobs|nodes -o wide)")
+	if *out == cmdkit.Wide && (len(pos) == 0 || !slices.Contains([]string{"jobs", "job", "nodes", "node", "queues", "queue"}, pos[0])) {
+		fmt.Fprintln(e.Stderr, "gangway get: -o wide shows more columns of jobs, nodes and queues (gangway get jobs|nodes|queues -o wide)")
 		return 2
 	}
 	if *selector != "" && (len(pos) != 1 || (pos[0] != "jobs" && pos[0] != "job" && pos[0] != "nodes" && pos[0] != "node")) {
@@ -305,10 +305,10 @@ func runGet(ctx context.Context, e *Env, args []string) int {
 		if err != nil {
 			return fail(e, err)
 		}
-		if *out != "table" {
+		if *out != cmdkit.Table && *out != cmdkit.Wide {
 			return exitOn(e, printAs(e, *out, l.Queues))
 		}
-		printQueues(e.Stdout, l.Queues)
+		printQueues(e.Stdout, l.Queues, *out == cmdkit.Wide)
 	case "deployments", "deployment", "deploy":
 		return getKind(ctx, e, *out, pos, c.Deployment, func() ([]*api.Deployment, error) {
 			l, err := c.Deployments(ctx)

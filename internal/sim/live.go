@@ -9,14 +9,15 @@ import (
 
 // LiveFromQueues is the live policy of a cluster whose queues are qs (as
 // its server's API lists them, or a file of queue specs): the default
-// queue's policy, as the controller runs it. The simulator runs one queue,
+// queue's policy with its settings, as the controller runs it
+// (policy.ForQueue). The simulator runs one queue,
 // so it says in notes what of qs it leaves out: other queues' policies and
 // guarantees.
 func LiveFromQueues(qs []api.QueueSpec) (Policy, []string, error) {
 	var p policy.Policy
 	var notes []string
 	for _, q := range qs {
-		qp, err := policy.New(q.Policy)
+		qp, err := policy.ForQueue(&q)
 		if err != nil {
 			return nil, nil, fmt.Errorf("queue %s: %w", q.Name, err)
 		}

@@ -29,13 +29,15 @@ type policies struct {
 	lane map[string]policy.LaneState
 }
 
-// queuePolicies resolves the queues' policies. A stored name this build
-// does not know (written by another version) runs the default.
+// queuePolicies resolves the queues' policies with their settings
+// (policy.ForQueue, as the simulator's live does). A stored name or
+// setting this build does not accept (written by another version) runs
+// the default.
 func queuePolicies(qs map[string]*api.Queue) policies {
 	ps := policies{byQueue: make(map[string]policy.Policy, len(qs))}
 	ps.def, _ = policy.New(policy.Default)
 	for name, q := range qs {
-		if p, err := policy.New(q.Spec.Policy); err == nil {
+		if p, err := policy.ForQueue(&q.Spec); err == nil {
 			ps.byQueue[name] = p
 		}
 	}
@@ -164,7 +166,8 @@ func (ps policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, n
 // assignLanes settles, from scratch, which pending and running jobs are
 // in their queue's overdue lane (policy.LanePolicy.Assign), the lane's
 // share being of gpus, the cluster's GPUs. jobs are every job; running
-// ones are those with an attempt not ended.
+// ones are those with an attempt not ended, pending ones those Pending or
+// Restarting (a preempted job waits again as Restarting).
 func (ps *policies) assignLanes(jobs map[string]*api.Job, gpus int, now time.Time) {
 	byQueue := map[*policy.LanePolicy][]*policy.Job{}
 	ids := map[*policy.Job]string{}
@@ -175,7 +178,7 @@ func (ps *policies) assignLanes(jobs map[string]*api.Job, gpus int, now time.Tim
 		}
 		a := j.Status.Current()
 		running := a != nil && a.Phase != api.AttemptEnded
-		if !running && j.Status.Phase != api.JobPending {
+		if !running && j.Status.Phase != api.JobPending && j.Status.Phase != api.JobRestarting {
 			continue
 		}
 		st := policyJob(lp, j, now)

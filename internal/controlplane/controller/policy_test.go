@@ -84,7 +84,8 @@ func TestQueueLane(t *testing.T) {
 	lane.Status.Phase = api.JobRunning
 	lane.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: t0.Add(5 * time.Hour),
 		Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}
-	late := mk("late", time.Hour) // overdue, but the lane is full
+	late := mk("late", time.Hour)         // overdue, but the lane is full
+	late.Status.Phase = api.JobRestarting // preempted, waiting again
 	fresh := mk("fresh", 9*time.Hour+59*time.Minute)
 	jobs := map[string]*api.Job{"lane": lane, "late": late, "fresh": fresh}
 	pols.assignLanes(jobs, 32, now)

@@ -159,3 +159,18 @@ func TestQueuePolicySchema(t *testing.T) {
 		t.Errorf("QueueSpec.policy = %v; want a string enum of the queue policies, described", pol)
 	}
 }
+
+// TestQueueSettingsSchema: the queue's policy settings are described,
+// with the policies that use them and their ranges.
+func TestQueueSettingsSchema(t *testing.T) {
+	s := newSchemas()
+	s.of(reflect.TypeFor[api.QueueSpec]())
+	props := s.components["QueueSpec"]["properties"].(Schema)
+	for _, f := range []string{"laneShare", "overdueAfter", "levelBase", "minRun"} {
+		sch, _ := props[f].(Schema)
+		d, _ := sch["description"].(string)
+		if !strings.Contains(d, "gangway") || !strings.Contains(d, "Absent") {
+			t.Errorf("QueueSpec.%s = %v; want it described with the policies that use it and its default", f, sch)
+		}
+	}
+}

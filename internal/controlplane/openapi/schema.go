@@ -3,7 +3,9 @@ package openapi
 import (
 	"encoding"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,6 +111,38 @@ var fieldSchemas = map[fieldKey]func() Schema{
 		return Schema{"type": "string", "enum": append([]any{""}, anys(api.QueuePolicies)...),
 			"description": "How the queue's pending jobs are ordered and whether they preempt its running ones (job priorities rank above it; guarantees still preempt borrowers). Empty: " + api.DefaultQueuePolicy + "."}
 	},
+	{reflect.TypeFor[api.QueueSpec](), "laneShare"}: func() Schema {
+		return Schema{"type": "number", "format": "double", "minimum": 0, "exclusiveMinimum": true, "maximum": 1,
+			"description": "Policy setting (" + usedBy("laneShare") + "): the share of the cluster's GPUs that jobs in the overdue lane may hold, in (0, 1]. Absent: 0.25."}
+	},
+	{reflect.TypeFor[api.QueueSpec](), "overdueAfter"}: func() Schema {
+		return settingDuration("overdueAfter", "how long a job waits in one go before it is overdue (gangway: it enters the lane; gangway-4h, las: it ranks above every level)", api.MinOverdueAfter, api.MaxOverdueAfter, "4h")
+	},
+	{reflect.TypeFor[api.QueueSpec](), "levelBase"}: func() Schema {
+		return settingDuration("levelBase", "the GPU-time a job attains before it leaves the first level, as a duration of one GPU (1h: one GPU-hour); each next level doubles it, 13 levels in all", api.MinLevelBase, api.MaxLevelBase, "1h")
+	},
+	{reflect.TypeFor[api.QueueSpec](), "minRun"}: func() Schema {
+		return settingDuration("minRun", "how long a started job is not preempted for the policy, so that it can checkpoint", api.MinMinRun, api.MaxMinRun, "2m")
+	},
+}
+
+// settingDuration is the schema of a queue policy's duration setting.
+func settingDuration(field, what string, lo, hi time.Duration, def string) Schema {
+	s := durationSchema()
+	s["description"] = fmt.Sprintf("Policy setting (%s): %s; from %s to %s. Absent: %s. %s", usedBy(field), what, lo, hi, def, s["description"])
+	return s
+}
+
+// usedBy names the queue policies that take a setting; the others refuse it.
+func usedBy(field string) string {
+	var ps []string
+	for p, fs := range api.QueuePolicySettings {
+		if slices.Contains(fs, field) {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	return "policies " + strings.Join(ps, ", ") + "; the others refuse it"
 }
 
 func anys(ss []string) []any {

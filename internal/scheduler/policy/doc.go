@@ -12,8 +12,11 @@
 // A policy is chosen by name (New, Names); each lives in a file of its
 // own and registers itself in an init function (Register). To add one,
 // write a type that implements Policy, register it, and list it in
-// docs/simulation.md.
+// docs/simulation.md. A queue may tune its policy (Settings: the lane's
+// share, the overdue bound, the first level, the minimum run); ForQueue
+// builds a queue's policy from its spec, for the controller and the
+// simulator alike, and a policy with settings implements Tunable.
 //
-// It imports the standard library and internal/scheduler only (the
-// scheduler's Mode).
+// It imports the standard library, internal/scheduler (the scheduler's
+// Mode) and internal/api (queue specs).
 package policy

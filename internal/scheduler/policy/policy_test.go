@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -198,5 +199,65 @@ func TestLaneAssign(t *testing.T) {
 	}
 	if p.Stopped(old); !p.Room() || old.Lane != LaneNone {
 		t.Error("lane jobs' ends free room")
+	}
+}
+
+// TestConfigure: settings reach the policy, zero fields keep its
+// defaults, and a setting the policy does not use is refused by name.
+func TestConfigure(t *testing.T) {
+	p, err := Configure("gangway", Settings{LaneShare: 0.3, OverdueAfter: 7200, LevelBase: 60, MinRun: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := p.(*LanePolicy)
+	if lp.LaneShare != 0.3 || lp.OverdueAfter != 7200 || lp.MinRun != 30 || len(lp.Thresholds) != 13 || lp.Thresholds[0] != 60 || lp.Thresholds[12] != 60*4096 {
+		t.Errorf("configured lane policy %+v", lp)
+	}
+	p, _ = Configure("gangway", Settings{})
+	if d := cmp.Diff(Lane(), p, cmp.AllowUnexported(LanePolicy{})); d != "" {
+		t.Errorf("no settings differ from the defaults (-default +configured):\n%s", d)
+	}
+	if got := p.(Tunable).Settings(); got != (Settings{LaneShare: 0.25, OverdueAfter: 4 * 3600, LevelBase: 3600, MinRun: 120}) {
+		t.Errorf("default settings %+v", got)
+	}
+	p, _ = Configure("las", Settings{OverdueAfter: 600})
+	if p.(*GangwayPolicy).StarveAfter != 600 {
+		t.Errorf("las: overdueAfter is its starvation bound; got %+v", p)
+	}
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		want string
+	}{
+		{"backfill", Settings{LaneShare: 0.5}, "laneShare"},
+		{"las", Settings{LaneShare: 0.5}, "laneShare"},
+		{"gangway", Settings{LaneShare: 1.5}, "(0, 1]"},
+		{"gangway", Settings{MinRun: -1}, "minRun"},
+	} {
+		if _, err := Configure(tc.name, tc.s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Configure(%s, %+v) = %v; want an error naming %q", tc.name, tc.s, err, tc.want)
+		}
+	}
+}
+
+// TestAPISettings: the API accepts for each policy exactly the settings
+// that Configure takes, and ForQueue reads them from a queue spec.
+func TestAPISettings(t *testing.T) {
+	all := map[string]Settings{"laneShare": {LaneShare: 0.5}, "overdueAfter": {OverdueAfter: 60}, "levelBase": {LevelBase: 60}, "minRun": {MinRun: 60}}
+	for _, name := range Names() {
+		for field, s := range all {
+			_, err := Configure(name, s)
+			if want := slices.Contains(api.QueuePolicySettings[name], field); (err == nil) != want {
+				t.Errorf("Configure(%s, %s) = %v; api.QueuePolicySettings says used: %v", name, field, err, want)
+			}
+		}
+	}
+	q := api.QueueSpec{Name: "q", Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(2 * time.Hour), LevelBase: api.Duration(time.Minute), MinRun: api.Duration(time.Second)}
+	p, err := ForQueue(&q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.(Tunable).Settings(); got != (Settings{LaneShare: 0.5, OverdueAfter: 7200, LevelBase: 60, MinRun: 1}) {
+		t.Errorf("ForQueue settings %+v", got)
 	}
 }
