@@ -82,7 +82,7 @@ const (
 var QueuePolicies = []string{"backfill", "fifo", "gangway", "gangway-4h", "greedy", "las"}
 
 // DefaultQueuePolicy is the policy of a queue that names none.
-const DefaultQueuePolicy = "backfill"
+const DefaultQueuePolicy = "gangway"
 
 // Admits reports whether a user in groups may submit to the queue.
 func (q *QueueSpec) Admits(user string, groups []string) bool {

@@ -875,7 +875,7 @@ func TestQueuesAndPriority(t *testing.T) {
 	if want := "policy gangway (lane share 0.3, overdue after 2h0m0s, level base 30m0s of a GPU, min run 5m0s)\n"; code != 0 || !strings.HasSuffix(out, want) {
 		t.Errorf("queue set with settings: code %d, %q %q; want it to end %q", code, out, errOut, want)
 	}
-	if _, errOut, code := cl.run("queue", "set", "team-e", "--lane-share", "0.3"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "policy backfill does not use it") {
+	if _, errOut, code := cl.run("queue", "set", "team-e", "--policy", "backfill", "--lane-share", "0.3"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "policy backfill does not use it") {
 		t.Errorf("lane share on a backfill queue: code %d %q; want the field and why", code, errOut)
 	}
 	if _, errOut, code := cl.run("queue", "set", "team-e", "--policy", "gangway", "--lane-share", "2"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "(0, 1]") {
@@ -1120,6 +1120,10 @@ command: [sh, -c, 'echo out; echo err >&2']
 // every job its backfill tests), so neither waits without a promise.
 func TestClusterReservesForSeveralBlockedGangs(t *testing.T) {
 	cl := startCluster(t, 4, 8)
+	// Reservations are a backfill queue's (the default, gangway, is greedy).
+	if _, errOut, code := cl.run("queue", "set", "default", "--policy", "backfill"); code != 0 {
+		t.Fatal(errOut)
+	}
 	long := func(name string, gpus int) string {
 		return cl.submitYAML(fmt.Sprintf("name: %s\nranks: 1\ngpusPerRank: %d\ntimeLimit: 1h\npreemptible: false\ncommand: [sleep, '300']\n", name, gpus))
 	}

@@ -39,6 +39,14 @@ func results(r *Result) map[string]got {
 
 func mustPolicy(t *testing.T, name string) Policy {
 	t.Helper()
+	if q, ok := strings.CutPrefix(name, "live:"); ok {
+		// The controller's configuration with a default queue policy q.
+		p, _, err := LiveFromQueues([]api.QueueSpec{{Name: api.DefaultQueue, Policy: q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	p, err := ParsePolicy(name)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,7 @@ func TestPolicies(t *testing.T) {
 		},
 		{
 			name:   "live knows no durations: nothing passes a reservation with no start",
-			policy: "live", placement: Consolidate, shape: pool(1, 8),
+			policy: "live:backfill", placement: Consolidate, shape: pool(1, 8),
 			jobs: jobs([3]float64{0, 100, 6}, [3]float64{1, 10, 8}, [3]float64{2, 50, 2}),
 			// B needs the whole node. fifo-backfill, reading A's end and
 			// C's length, starts C at 2; the server knows neither (no

@@ -49,9 +49,11 @@ func TestObserverHearsPlacementsAndPendingKinds(t *testing.T) {
 			t.Fatalf("PendingKinds() = %v; want job %s in it", tc.ctl.PendingKinds(), waiting.ID)
 		}
 	}
-	// The first gang that does not fit holds the backfill reservation.
-	if got := tc.ctl.PendingKinds()[waiting.ID]; got != "reserved" {
-		t.Errorf("job %s waits for %q; want reserved", waiting.ID, got)
+	// The default queue's policy (gangway) walks the queue greedily: the
+	// gang waits for capacity, holding no reservation (a backfill queue's
+	// would: TestClusterReservesForSeveralBlockedGangs).
+	if got := tc.ctl.PendingKinds()[waiting.ID]; got != "capacity" {
+		t.Errorf("job %s waits for %q; want capacity", waiting.ID, got)
 	}
 	if _, ok := tc.ctl.PendingKinds()[first.ID]; ok {
 		t.Errorf("running job %s is among the waiting: %v", first.ID, tc.ctl.PendingKinds())

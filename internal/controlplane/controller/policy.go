@@ -124,7 +124,12 @@ func (ps policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt
 	t := seconds(now)
 	r.Priority = schedPriority(p, j.Spec.Priority, &st, t)
 	if p.Protected(&st, t) || (ck != nil && ck.Time.Before(a.CreatedAt)) {
-		r.Preemptible = false
+		// Protected from the policy alone: the top of its spec
+		// priority's band, so no job of that priority preempts it, while
+		// a higher priority still does and a guarantee still reclaims
+		// what it borrowed (the scheduler preempts within a queue only
+		// for a strictly higher priority).
+		r.Priority = j.Spec.Priority*(p.Levels()+1) + p.Levels()
 	}
 }
 

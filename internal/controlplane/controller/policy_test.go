@@ -6,6 +6,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 )
 
 // TestQueuePolicyOrder: a las queue puts the job that has had the least
@@ -40,28 +41,35 @@ func TestQueuePolicyOrder(t *testing.T) {
 	if !(reqs[2].Priority > reqs[1].Priority && reqs[1].Priority > reqs[0].Priority) {
 		t.Errorf("priorities old %d fresh %d boss %d; want boss > fresh > old", reqs[0].Priority, reqs[1].Priority, reqs[2].Priority)
 	}
-	if pols.mode() != scheduler.Backfill {
-		t.Errorf("mode = %v; want the default queue's (backfill)", pols.mode())
+	if pols.mode() != scheduler.Greedy {
+		t.Errorf("mode = %v; want the default queue's (gangway: greedy)", pols.mode())
 	}
 
 	run := mk("run", 0, 0, 0)
 	run.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: now.Add(-time.Minute),
 		Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0}}}}}
 	a := run.Status.Current()
+	// Protected from the policy: the top of its spec priority's band, so
+	// only a higher spec priority (or a guarantee) preempts it.
+	p := pols.of("q")
+	top := p.Levels()
 	r := scheduler.Running{Preemptible: true}
 	pols.applyRunning(&r, run, a, nil, now)
-	if r.Preemptible {
-		t.Errorf("a job 1 min into its attempt is preemptible; want protected for min-run")
+	if r.Priority != top || !r.Preemptible {
+		t.Errorf("a job 1 min into its attempt: priority %d, preemptible %v; want %d (protected for min-run from its own priority), true", r.Priority, r.Preemptible, top)
+	}
+	if boss := schedPriority(p, 1, &policy.Job{GPUs: 8}, seconds(now)); boss <= r.Priority {
+		t.Errorf("a spec-priority-1 job's priority %d does not exceed a protected priority-0 job's %d", boss, r.Priority)
 	}
 	r = scheduler.Running{Preemptible: true}
 	pols.applyRunning(&r, run, a, &api.Checkpoint{Time: now.Add(-time.Hour)}, now.Add(time.Hour))
-	if r.Preemptible {
-		t.Errorf("a checkpointing job with no checkpoint since its start is preemptible")
+	if r.Priority != top {
+		t.Errorf("a checkpointing job with no checkpoint since its start: priority %d; want protected, %d", r.Priority, top)
 	}
 	r = scheduler.Running{Preemptible: true}
 	pols.applyRunning(&r, run, a, &api.Checkpoint{Time: now}, now.Add(time.Hour))
-	if !r.Preemptible {
-		t.Errorf("a job past min-run with a checkpoint since its start is protected")
+	if r.Priority >= top {
+		t.Errorf("a job past min-run with a checkpoint since its start is protected (priority %d)", r.Priority)
 	}
 }
 
@@ -91,8 +99,8 @@ func TestQueueLane(t *testing.T) {
 	pols.assignLanes(jobs, 32, now)
 	r := scheduler.Running{Preemptible: true}
 	pols.applyRunning(&r, lane, lane.Status.Current(), nil, now)
-	if r.Preemptible {
-		t.Error("a job running in the lane is preemptible")
+	if lp := pols.of("q"); r.Priority != lp.Levels() {
+		t.Errorf("a job running in the lane: priority %d; want the top of its band, %d", r.Priority, lp.Levels())
 	}
 	pending := []*api.Job{late, fresh}
 	reqs := make([]scheduler.Request, len(pending))

@@ -10,9 +10,11 @@ import (
 	"github.com/gangway/gangway/internal/scheduler"
 )
 
-// Default is the policy of a queue that names none: backfill in submit
-// order, what the controller ran before queues had policies.
-const Default = "backfill"
+// Default is the policy of a queue that names none: gangway's, the one
+// the simulator recommends (docs/simulation.md §6). "backfill" is what
+// the controller ran before queues had policies (Slurm's order, with
+// reservations for blocked gangs).
+const Default = "gangway"
 
 // Job is what a policy knows of one job. Times are seconds on any clock
 // the caller keeps consistent (Unix seconds in the server, seconds since
