@@ -37,12 +37,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(stderr, err)
 	}
 	if *output != cmdkit.Table {
-		for _, r := range rows {
-			if err := cmdkit.PrintItem(stdout, *output, r); err != nil {
-				return fail(stderr, err)
-			}
-		}
-		return 0
+		return printItems(stdout, stderr, *output, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "nodes\tpolicy\tref avg JCT\tours\tΔ\tsame starts\tours, Helios order\tΔ\tsame starts\tref p99\tours p99\t")

@@ -104,12 +104,7 @@ func runOverload(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return fail(stderr, err)
 	}
 	if *output != cmdkit.Table {
-		for _, r := range rows {
-			if err := cmdkit.PrintItem(stdout, *output, r); err != nil {
-				return fail(stderr, err)
-			}
-		}
-		return 0
+		return printItems(stdout, stderr, *output, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "slice\tload\tpolicy\tavg JCT s\t÷ SRTF\tp99 JCT s\t÷ FIFO+bf\tmax wait h\t÷ FIFO+bf\tslowdown p50\tp99\twaited >24h\tpreemptions\ttargets\t")
@@ -161,6 +156,16 @@ func floats(flag, s string) ([]float64, error) {
 func failIf(stderr io.Writer, err error) int {
 	if err != nil {
 		return fail(stderr, err)
+	}
+	return 0
+}
+
+// printItems writes rows as JSON lines or YAML documents.
+func printItems[T any](stdout, stderr io.Writer, output cmdkit.Format, rows []T) int {
+	for _, r := range rows {
+		if err := cmdkit.PrintItem(stdout, output, r); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	return 0
 }

@@ -74,13 +74,22 @@ func (s *Server) simulateRoutes(mux *http.ServeMux) {
 // errNoSimulator answers both routes on a server built without one.
 var errNoSimulator = errors.New("this server has no simulator (a server built without internal/sim); run `gangway simulate` instead")
 
-func (s *Server) simulateTraces(w http.ResponseWriter, r *http.Request) {
+// simulatorReady answers a request the simulate routes cannot take (no
+// simulator, query parameters) and reports whether it may go on.
+func (s *Server) simulatorReady(w http.ResponseWriter, r *http.Request) bool {
 	if s.cfg.Simulator == nil {
 		writeError(w, http.StatusNotImplemented, errNoSimulator)
-		return
+		return false
 	}
 	if err := onlyParams(r); err != nil {
 		writeError(w, http.StatusBadRequest, err)
+		return false
+	}
+	return true
+}
+
+func (s *Server) simulateTraces(w http.ResponseWriter, r *http.Request) {
+	if !s.simulatorReady(w, r) {
 		return
 	}
 	pols := s.cfg.Simulator.Policies()
@@ -111,12 +120,7 @@ func (s *Server) simulateTraces(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) simulate(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Simulator == nil {
-		writeError(w, http.StatusNotImplemented, errNoSimulator)
-		return
-	}
-	if err := onlyParams(r); err != nil {
-		writeError(w, http.StatusBadRequest, err)
+	if !s.simulatorReady(w, r) {
 		return
 	}
 	// The slot first, so that uploads waiting for it hold no memory.
