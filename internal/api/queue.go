@@ -166,7 +166,7 @@ func (q *QueueSpec) validateSettings(fe *FieldErrors) {
 			if len(uses) > 0 {
 				also = "; it takes " + strings.Join(uses, ", ")
 			}
-			fe.Add(field, "%s: policy %s does not use it (%s do%s)", value, pol, policiesWith(field), also)
+			fe.Add(field, "%s: policy %s does not use it (used by %s%s)", value, pol, policiesWith(field), also)
 		case !ok:
 			fe.Add(field, "%s: must be %s", value, want)
 		}

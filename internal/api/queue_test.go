@@ -22,9 +22,9 @@ func TestQueueSettingsValidate(t *testing.T) {
 		{"overdue too short", QueueSpec{Policy: "gangway", OverdueAfter: Duration(time.Millisecond)}, []string{"overdueAfter", "1ms", "from 1s to 2160h0m0s"}},
 		{"min run too long", QueueSpec{Policy: "las", MinRun: Duration(48 * time.Hour)}, []string{"minRun", "48h0m0s", "24h0m0s"}},
 		{"level base negative", QueueSpec{Policy: "gangway", LevelBase: Duration(-time.Second)}, []string{"levelBase", "-1s"}},
-		{"share with backfill", QueueSpec{Policy: "backfill", LaneShare: 0.3}, []string{"laneShare", "0.3", "policy backfill does not use it", "gangway do"}},
+		{"share with backfill", QueueSpec{Policy: "backfill", LaneShare: 0.3}, []string{"laneShare", "0.3", "policy backfill does not use it", "used by gangway"}},
 		{"share with las", QueueSpec{Policy: "las", LaneShare: 0.3}, []string{"laneShare", "policy las does not use it", "it takes overdueAfter, levelBase, minRun"}},
-		{"min run with fifo", QueueSpec{Policy: "fifo", MinRun: Duration(time.Minute)}, []string{"minRun", "1m0s", "policy fifo", "gangway, gangway-4h, las do"}},
+		{"min run with fifo", QueueSpec{Policy: "fifo", MinRun: Duration(time.Minute)}, []string{"minRun", "1m0s", "policy fifo", "used by gangway, gangway-4h, las"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q
