@@ -82,6 +82,23 @@ func ParsePolicy(name string) (Policy, error) {
 	case "live", "server":
 		return Live(nil), nil
 	default:
+		if q, ok := strings.CutPrefix(n, "live:"); ok {
+			// The controller with a default queue of policy q.
+			p, err := policy.New(q)
+			if err != nil || q == "" {
+				return nil, fmt.Errorf("policy %q: live:P takes a queue policy (%s)", name, strings.Join(policy.Names(), ", "))
+			}
+			l := Live(p)
+			switch l := l.(type) {
+			case shared:
+				l.name = n
+				return l, nil
+			case *laneShared:
+				l.name = n
+				return l, nil
+			}
+			return l, nil
+		}
 		if p, err := policy.New(n); err == nil && n != "" {
 			return FromPolicy(p), nil
 		}

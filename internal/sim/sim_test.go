@@ -487,3 +487,18 @@ func TestUsageSection(t *testing.T) {
 		}
 	})
 }
+
+// TestParseLiveWithQueuePolicy: live:P is the controller with a default
+// queue of policy P, named so; a bad P names the queue policies.
+func TestParseLiveWithQueuePolicy(t *testing.T) {
+	p, err := ParsePolicy("live:backfill")
+	if err != nil || p.Name() != "live:backfill" || p.mode() != Backfill || p.Oracle() {
+		t.Fatalf("live:backfill = %v, %v", p, err)
+	}
+	if p, err := ParsePolicy("live:gangway"); err != nil || p.Name() != "live:gangway" || !p.schedPreempt() {
+		t.Fatalf("live:gangway = %v, %v", p, err)
+	}
+	if _, err := ParsePolicy("live:sjf"); err == nil || !strings.Contains(err.Error(), "backfill") {
+		t.Errorf("live:sjf = %v; want an error naming the queue policies", err)
+	}
+}

@@ -103,7 +103,7 @@ func replayFlags(w io.Writer) (*flag.FlagSet, *replayOpts) {
 	fs.IntVar(&o.nodesPerLeaf, "nodes-per-leaf", 0, "nodes under one leaf switch (0: one leaf)")
 	fs.IntVar(&o.gpuScale, "gpu-scale", 1, "multiply every job's GPU count (to replay a trace on a bigger cluster)")
 	fs.Float64Var(&o.load, "load", 0, "size the pool so the trace's GPU-time is this share of capacity over its submission span")
-	fs.StringVar(&o.policies, "policy", "gangway", "policies to compare, comma-separated, or all: "+strings.Join(sim.PolicyNames(), ", "))
+	fs.StringVar(&o.policies, "policy", "gangway", "policies to compare, comma-separated, or all: "+strings.Join(sim.PolicyNames(), ", ")+"; live:P is the controller with a default queue of policy P (e.g. live:backfill)")
 	fs.StringVar(&o.fromServer, "from-server", "", "`URL` of a gangway server whose queues' policies the live policy runs ($GANGWAY_TOKEN, $GANGWAY_CA_FILE apply)")
 	fs.StringVar(&o.queuesFile, "queues", "", "`file` of queue specs (YAML or JSON, as gangway get queues -o yaml writes) whose policies the live policy runs")
 	fs.StringVar(&o.placement, "placement", "gangway", "placement: "+strings.Join(sim.PlacementNames(), ", "))
