@@ -43,6 +43,10 @@ type Model struct {
 	// LearnedPositions is the number of learned position embeddings (GPT-3:
 	// 2048); 0 for RoPE or ALiBi.
 	LearnedPositions int
+	// RoPE: queries and keys are rotated by rotary position embeddings
+	// (Llama, Qwen, Mixtral, GPT-NeoX; not GPT-3, BERT or BLOOM's ALiBi),
+	// one more elementwise kernel per layer.
+	RoPE bool
 	// Dropout: the model is trained with hidden and attention dropout, whose
 	// masks are activations too (Korthikanti et al. 2022, Table 2).
 	Dropout bool
@@ -267,7 +271,7 @@ func gptModel(name string, layers, hidden, heads, vocab int) Model {
 
 func llamaModel(name string, layers, hidden, heads, kvHeads, ffn, vocab, maxContext int, aliases ...string) Model {
 	return Model{Name: name, Aliases: aliases, Layers: layers, Hidden: hidden, Heads: heads, KVHeads: kvHeads,
-		FFN: ffn, Vocab: vocab, MLP: MLPSwiGLU, MaxContext: maxContext}
+		FFN: ffn, Vocab: vocab, MLP: MLPSwiGLU, RoPE: true, MaxContext: maxContext}
 }
 
 // models is the catalog: the planner's models (its names are canonical;
@@ -285,7 +289,7 @@ var models = func() []Model {
 	foundry70.Dropout = false
 	qwen3 := func(name string, layers, hidden, heads, ffn int, tied bool) Model {
 		return Model{Name: name, Layers: layers, Hidden: hidden, Heads: heads, KVHeads: 8, HeadSize: 128,
-			FFN: ffn, Vocab: 151936, MLP: MLPSwiGLU, TiedEmbeddings: tied, MaxContext: 40960}
+			FFN: ffn, Vocab: 151936, MLP: MLPSwiGLU, RoPE: true, TiedEmbeddings: tied, MaxContext: 40960}
 	}
 	// Mixtral (Mistral AI's config.json): 8 routed experts, top-2, every
 	// layer MoE.

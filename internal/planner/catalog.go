@@ -147,6 +147,9 @@ type modelEntry struct {
 	Biases           bool   `yaml:"biases"`
 	LearnedPositions int    `yaml:"learned_positions"`
 	Dropout          bool   `yaml:"dropout"`
+	// RoPE: rotary position embeddings; default true for a SwiGLU model
+	// without learned positions (Llama, Qwen, Mixtral), else false.
+	RoPE *bool `yaml:"rope"`
 	// Mixture of experts (all 0 for a dense model).
 	Experts         int `yaml:"experts"`
 	ExpertsPerToken int `yaml:"experts_per_token"`
@@ -239,6 +242,10 @@ func (e modelEntry) model() (Model, string, error) {
 		Biases: e.Biases, LearnedPositions: e.LearnedPositions, Dropout: e.Dropout,
 		Experts: e.Experts, ExpertsPerToken: e.ExpertsPerToken, SharedExperts: e.SharedExperts,
 		ExpertFFN: e.ExpertFFN, DenseLayers: e.DenseLayers,
+		RoPE: mlp == MLPSwiGLU && e.LearnedPositions == 0,
+	}
+	if e.RoPE != nil {
+		m.RoPE = *e.RoPE
 	}
 	if err := m.Validate(); err != nil {
 		field := ""

@@ -116,7 +116,7 @@ func TestCatalogLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Model{Name: "my-13b", Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 8, FFN: 13824, Vocab: 32000, MLP: MLPSwiGLU}
+	want := Model{Name: "my-13b", Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 8, FFN: 13824, Vocab: 32000, MLP: MLPSwiGLU, RoPE: true}
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("my-13b (-want +got)\n%s", diff)
 	}

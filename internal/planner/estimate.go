@@ -23,10 +23,6 @@ const (
 	// of cuBLAS on A100 and about 0.5 on H100, FlashAttention-3 and cuDNN
 	// about 0.9 on H100 (Dao 2023; Shah et al. 2024).
 	fusedAttentionEfficiency = 0.7
-	// bwdMemoryFactor: a backward elementwise kernel reads the saved input
-	// and the incoming gradient and writes one gradient, 3 accesses to the
-	// forward's 2.
-	bwdMemoryFactor = 1.5
 	// optimizerBytesPerParam: an fp32 Adam update reads master weight,
 	// gradient, m and v and writes master, m, v and the 16-bit weight.
 	optimizerBytesPerParam = 30
@@ -174,6 +170,7 @@ type layerCost struct {
 	fwdCompute float64 // seconds of tensor-core work, forward
 	bwdCompute float64 // seconds of tensor-core work, backward (dgrad + wgrad)
 	fwdMemory  float64 // seconds of elementwise kernels, forward
+	bwdMemory  float64 // seconds of elementwise kernels, backward
 	coreComp   float64 // forward attention-core tensor-core seconds
 	coreMemory float64 // forward attention-core elementwise seconds
 	tpPass     float64 // TP communication seconds of one forward pass
@@ -273,54 +270,17 @@ func costOfLayer(j Job, c Config) layerCost {
 	} else {
 		attnFwd, attnBwd = gemmsTime(attentionGEMMs(m, b, s, t, c.cp()), peakAttn, hbm, 2)
 	}
-	h, f := float64(m.Hidden), j.activeFFN()
-	dropout := j.dropout()
-	// Elementwise traffic per token, in bytes, forward pass.
-	repl := 10 * h * 2 // two norms (r+w), two residual adds (2r+w)
-	if dropout {
-		repl += 2 * h * (2 + 2 + 1) / 2 // two dropouts: read, write, mask (fused with the adds: half)
-	}
-	if c.SP {
-		repl /= tf
-	}
-	var act float64
-	if m.MLP == MLPSwiGLU {
-		act = 3 * f * 2 // read gate and up, write product
-	} else {
-		act = 2 * f * 2 // read, write
-	}
-	act /= tf
-	// MoE: Megatron-Core's all-to-all dispatcher permutes each token's k
-	// copies into expert order before the dispatch and unpermutes them
-	// after the combine; with experts split over ep ranks and more than
-	// one expert per rank it also sorts the received chunks by local
-	// expert after the dispatch and back before the combine
-	// (sort_chunks_by_idxs). Each pass reads and writes k·h 16-bit
-	// elements per token.
-	if fr > 0 {
-		passes := 2.0
-		if c.ep() > 1 && m.Experts/c.ep() > 1 {
-			passes = 4
-		}
-		repl += fr * passes * float64(m.ExpertsPerToken) * h * 2 * 2
-	}
-	var core float64
-	if !j.flash() {
-		as := float64(m.Heads) * float64(s)
-		core = as * (2 + 2) // fused scale-mask-softmax: read, write
-		if dropout {
-			core += as * (2 + 2 + 1) // dropout: read, write, mask
-		}
-		core /= tf
-	}
+	h := float64(m.Hidden)
+	fwdB, bwdB, coreB := elementwiseBytes(j, c)
 	lc := layerCost{
 		fwdCompute: mmFwd + attnFwd,
 		bwdCompute: mmBwd + attnBwd,
-		fwdMemory:  T * (repl + act + core) / hbm,
+		fwdMemory:  T * fwdB / hbm,
+		bwdMemory:  T * bwdB / hbm,
 		fwdCast:    castFwd,
 		bwdCast:    castBwd,
 		coreComp:   attnFwd,
-		coreMemory: T * core / hbm,
+		coreMemory: T * coreB / hbm,
 	}
 	if c.cp() > 1 && j.CPAllGather {
 		// All-gather K and V of the cp chunks before the attention core
@@ -371,7 +331,7 @@ func costOfLayer(j Job, c Config) layerCost {
 // communication.
 func (lc layerCost) times(r Recompute) (comp, mem, tp, ep float64) {
 	comp = lc.fwdCompute + lc.bwdCompute
-	mem = (1+bwdMemoryFactor)*lc.fwdMemory + lc.fwdCast + lc.bwdCast
+	mem = lc.fwdMemory + lc.bwdMemory + lc.fwdCast + lc.bwdCast
 	tp = 2*lc.tpPass + lc.tpBwdExtra + lc.cpFwd + lc.cpBwd
 	ep = 2 * lc.epPass
 	switch r {
@@ -655,7 +615,7 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 	fwdC := lc.fwdCompute
 	fwdM := lc.fwdMemory + lc.fwdCast
 	bwdC := lc.bwdCompute
-	bwdM := bwdMemoryFactor*lc.fwdMemory + lc.bwdCast
+	bwdM := lc.bwdMemory + lc.bwdCast
 	switch c.Recompute {
 	case RecomputeFull:
 		bwdC += lc.fwdCompute

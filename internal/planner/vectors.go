@@ -338,6 +338,10 @@ func (vm VectorModel) model(name string, st StackKind) Model {
 			m.LearnedPositions = vm.Seq
 		}
 	}
+	// Rotary position embeddings: every SwiGLU model the vectors hold
+	// (Llama 3, Qwen3) uses them; a GELU model only when its mlp text
+	// says so (GPT-NeoX style).
+	m.RoPE = mlp == MLPSwiGLU || strings.Contains(mlpText, "rope") || strings.Contains(mlpText, "rotary")
 	// Megatron-LM and Megatron-DeepSpeed GPT configs train with dropout 0.1;
 	// LLM Foundry and Llama recipes with none.
 	m.Dropout = st != FSDP && mlp == MLPGELU && !strings.Contains(mlpText, "alibi")
