@@ -201,9 +201,7 @@ func (cl *cluster) pendingCount() int {
 // the controller counts in the lane every running job that waited
 // overdueAfter before it started, while the simulator counts only those
 // it granted room, not an overdue job the levels started while the lane
-// was full. And every preemption here has one candidate, so the
-// controller offering the scheduler every lower-priority job and the
-// simulator only those that lose their place cannot differ.
+// was full. Victims are offered by one rule in both (policy.Victims).
 func TestControllerRunsTheLane(t *testing.T) {
 	const gpus, overdue = 8, 5 // GPUs; seconds
 	queue := api.QueueSpec{Name: api.DefaultQueue, Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(overdue * time.Second),

@@ -708,7 +708,9 @@ func (e *engine) passQuota() error {
 // once (they checkpoint and owe their restore cost) and the scheduler runs
 // again at the same instant, as the controller's next pass would. Idle
 // GPUs left over go to later jobs, which rank lowest and are the first
-// victims.
+// victims. The controller offers victims by policy.Victims, the same rule
+// over a list (TestVictimsRule keeps the two together); the simulator
+// keeps its own walk over its incremental queues, which stops early.
 func (e *engine) passPriority() error {
 	for round := 0; round < 16; round++ {
 		starts, victims := e.rank()

@@ -27,6 +27,27 @@ type policies struct {
 	// lane is each job's place in its queue's overdue lane, for queues
 	// whose policy has one (assignLanes).
 	lane map[string]policy.LaneState
+	// ranks is, per preempting queue, its running and pending jobs as
+	// applyRunning and orderRequests saw them, for keepPlaces.
+	ranks map[string][]rankEntry
+}
+
+// rankEntry is a job of a preempting queue in the ranking that decides
+// which running jobs lose their place (keepPlaces).
+type rankEntry struct {
+	id     string
+	band   int // spec priority: a higher one always ranks above
+	key    policy.Key
+	submit time.Time
+	r      policy.Ranked
+}
+
+// addRank records a job of queue q for keepPlaces.
+func (ps *policies) addRank(q string, e rankEntry) {
+	if ps.ranks == nil {
+		ps.ranks = map[string][]rankEntry{}
+	}
+	ps.ranks[queueOf(q)] = append(ps.ranks[queueOf(q)], e)
 }
 
 // queuePolicies resolves the queues' policies with their settings
@@ -114,7 +135,7 @@ func schedPriority(p policy.Policy, spec int, st *policy.Job, now float64) int {
 // policy preempts, whether it may be preempted now: not while the policy
 // protects it (it has just started), nor, for a job that checkpoints,
 // before its first checkpoint of this attempt.
-func (ps policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt, ck *api.Checkpoint, now time.Time) {
+func (ps *policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt, ck *api.Checkpoint, now time.Time) {
 	p := ps.of(j.Spec.Queue)
 	if !p.Preempts() {
 		return
@@ -123,7 +144,14 @@ func (ps policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt
 	st.Lane = ps.lane[j.ID]
 	t := seconds(now)
 	r.Priority = schedPriority(p, j.Spec.Priority, &st, t)
-	if p.Protected(&st, t) || (ck != nil && ck.Time.Before(a.CreatedAt)) {
+	protected := p.Protected(&st, t) || (ck != nil && ck.Time.Before(a.CreatedAt))
+	if !r.Stopping {
+		// A job the scheduler may not preempt at all keeps its GPUs
+		// first, as a protected one does.
+		ps.addRank(j.Spec.Queue, rankEntry{id: j.ID, band: j.Spec.Priority, key: p.Key(&st, t), submit: j.SubmittedAt,
+			r: policy.Ranked{GPUs: st.GPUs, Running: true, Protected: protected || !r.Preemptible}})
+	}
+	if protected {
 		// Protected from the policy alone: the top of its spec
 		// priority's band, so no job of that priority preempts it, while
 		// a higher priority still does and a guarantee still reclaims
@@ -136,7 +164,7 @@ func (ps policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attempt
 // orderRequests sets the pending requests' priorities and orders them:
 // by priority, then their policy's key, then submit time and ID. reqs[i]
 // is pending[i]'s request.
-func (ps policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, now time.Time) {
+func (ps *policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, now time.Time) {
 	t := seconds(now)
 	keys := make([]policy.Key, len(reqs))
 	idx := make([]int, len(reqs))
@@ -147,6 +175,10 @@ func (ps policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, n
 		keys[i] = p.Key(&st, t)
 		reqs[i].Priority = schedPriority(p, j.Spec.Priority, &st, t)
 		idx[i] = i
+		if p.Preempts() {
+			ps.addRank(j.Spec.Queue, rankEntry{id: j.ID, band: j.Spec.Priority, key: keys[i], submit: j.SubmittedAt,
+				r: policy.Ranked{GPUs: st.GPUs, Starving: p.Starving(&st, t)}})
+		}
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
 		if c := cmp.Compare(reqs[b].Priority, reqs[a].Priority); c != 0 {
@@ -202,4 +234,84 @@ func (ps *policies) assignLanes(jobs map[string]*api.Job, gpus int, now time.Tim
 			ps.lane[ids[st]] = st.Lane
 		}
 	}
+}
+
+// keepPlaces leaves preemptible, in each queue whose policy preempts,
+// only the running jobs the simulator would offer the scheduler
+// (policy.Victims): the queue's pending and running jobs are ranked by
+// spec priority, then the policy's key, then submit time and ID, and get
+// their GPUs in that order, protected running jobs first; running jobs
+// that keep their place are not victims of this pass. Their share is
+// healthy, the cluster's GPUs in service, less those held by other
+// queues' running jobs (with one queue, as in the simulator, the
+// cluster's). Stopping jobs are left out: their GPUs are as good as free.
+//
+// A job that keeps its place gets the top of its spec priority's band
+// rather than Preemptible=false: no job of its priority preempts it then
+// (the scheduler preempts within a queue only for a strictly higher
+// priority), while a higher spec priority still does, and a queue
+// reclaiming its guarantee still takes back what this one borrowed
+// (borrowers are preempted regardless of priority, but only when
+// Preemptible).
+func (ps *policies) keepPlaces(running []scheduler.Running, healthy int) {
+	if len(ps.ranks) == 0 {
+		return
+	}
+	held := map[string]int{} // GPUs held by each queue's running jobs
+	for i := range running {
+		r := &running[i]
+		if r.Stopping {
+			continue
+		}
+		for _, s := range r.Ranks {
+			held[queueOf(r.Queue)] += len(s.GPUs)
+		}
+	}
+	total := 0
+	for _, g := range held {
+		total += g
+	}
+	keep := map[string]int{} // running jobs that keep their place: their spec priority
+	for q, es := range ps.ranks {
+		slices.SortStableFunc(es, func(a, b rankEntry) int {
+			if c := cmp.Compare(b.band, a.band); c != 0 {
+				return c
+			}
+			if a.key.Less(b.key) {
+				return -1
+			}
+			if b.key.Less(a.key) {
+				return 1
+			}
+			if c := a.submit.Compare(b.submit); c != 0 {
+				return c
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		jobs := make([]policy.Ranked, len(es))
+		for i, e := range es {
+			jobs[i] = e.r
+		}
+		offered := policy.Victims(jobs, healthy-(total-held[q]))
+		for i, e := range es {
+			if e.r.Running && (offered == nil || !offered[i]) {
+				keep[e.id] = e.band
+			}
+		}
+	}
+	for i := range running {
+		r := &running[i]
+		if band, ok := keep[r.JobID]; ok {
+			l := ps.of(r.Queue).Levels()
+			r.Priority = max(r.Priority, band*(l+1)+l)
+		}
+	}
+}
+
+// queueOf is the name of a job's queue, the default for none.
+func queueOf(q string) string {
+	if q == "" {
+		return api.DefaultQueue
+	}
+	return q
 }

@@ -115,3 +115,75 @@ func TestQueueLane(t *testing.T) {
 		t.Errorf("overdue job with room in the lane: priority %d vs %d, order %d vs %d; want first", reqs[0].Priority, reqs[1].Priority, reqs[0].Order, reqs[1].Order)
 	}
 }
+
+// TestKeepPlaces: in a preempting queue, a running job that keeps its
+// place in the policy's ranking is not offered as a victim, though its
+// priority is below the pending job's (the old rule offered it, and the
+// scheduler, preferring the least lost work, took it); the job that loses
+// its place is preempted instead (issue 22).
+func TestKeepPlaces(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0.Add(3 * time.Hour) // nobody has waited long enough to age
+	qs := map[string]*api.Queue{"q": {Spec: api.QueueSpec{Name: "q", Policy: "las"}}}
+	gpus := func(lo int) []int { return []int{lo, lo + 1, lo + 2, lo + 3} }
+	mk := func(id string, submit time.Duration, earlier time.Duration, startedAgo time.Duration, lo int) *api.Job {
+		j := &api.Job{ID: id, SubmittedAt: t0.Add(submit), Spec: api.JobSpec{Queue: "q", Ranks: 1, GPUsPerRank: 4}}
+		if earlier > 0 {
+			j.Status.Attempts = append(j.Status.Attempts, api.Attempt{Phase: api.AttemptEnded, CreatedAt: t0.Add(submit),
+				EndedAt: t0.Add(submit + earlier), Placement: []api.RankPlacement{{Node: "n", GPUs: gpus(0)}}})
+		}
+		if startedAgo > 0 {
+			j.Status.Phase = api.JobRunning
+			j.Status.Attempts = append(j.Status.Attempts, api.Attempt{Phase: api.AttemptRunning, CreatedAt: now.Add(-startedAgo),
+				Placement: []api.RankPlacement{{Node: "n", GPUs: gpus(lo)}}})
+		} else {
+			j.Status.Phase = api.JobPending
+		}
+		return j
+	}
+	// keeper has had about 1.3 GPU-hours (level 1), loser 10 (level 3),
+	// p none (level 0): p, keeper, loser. On 8 GPUs p and keeper fit;
+	// loser loses its place. keeper lost less work since it started, so
+	// the scheduler would take it if offered.
+	keeper := mk("keeper", time.Hour, 15*time.Minute, 5*time.Minute, 0)
+	loser := mk("loser", 0, 150*time.Minute, 30*time.Minute, 4)
+	p := mk("p", 2*time.Hour, 0, 0, 0)
+	for _, tc := range []struct {
+		name   string
+		keep   bool // apply keepPlaces: the new rule
+		victim string
+	}{{"old rule", false, "keeper"}, {"new rule", true, "loser"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pols := queuePolicies(qs)
+			snap := scheduler.Snapshot{Now: now.UnixNano(), Queues: []scheduler.Queue{{Name: "q"}},
+				Nodes: []scheduler.Node{{Name: "n", Total: 8, Free: []int{}}}}
+			for _, j := range []*api.Job{keeper, loser} {
+				a := j.Status.Current()
+				r := scheduler.Running{JobID: j.ID, Queue: "q", Preemptible: true, StartedAt: a.CreatedAt.UnixNano(),
+					Ranks: []scheduler.Slot{{Node: "n", GPUs: a.Placement[0].GPUs}}}
+				pols.applyRunning(&r, j, a, nil, now)
+				snap.Running = append(snap.Running, r)
+			}
+			reqs := []scheduler.Request{schedRequest(p)}
+			pols.orderRequests(reqs, []*api.Job{p}, now)
+			if snap.Running[0].Priority >= reqs[0].Priority {
+				t.Fatalf("keeper's policy priority %d is not below p's %d: the test shows nothing", snap.Running[0].Priority, reqs[0].Priority)
+			}
+			if tc.keep {
+				pols.keepPlaces(snap.Running, 8)
+				if snap.Running[0].Priority < reqs[0].Priority || snap.Running[1].Priority >= reqs[0].Priority {
+					t.Errorf("after keepPlaces: keeper %d, loser %d, p %d; want keeper at or above p, loser below",
+						snap.Running[0].Priority, snap.Running[1].Priority, reqs[0].Priority)
+				}
+			}
+			plan := scheduler.ScheduleWith(snap, reqs, scheduler.Options{Mode: scheduler.Greedy})
+			var got []string
+			for _, v := range plan.Preemptions {
+				got = append(got, v.JobID)
+			}
+			if len(got) != 1 || got[0] != tc.victim {
+				t.Errorf("preempted %v; want [%s]", got, tc.victim)
+			}
+		})
+	}
+}

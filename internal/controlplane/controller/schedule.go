@@ -36,10 +36,15 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 	}
 	sort.Strings(ids)
 	pols := queuePolicies(p.v.Queues)
-	gpus := 0
+	gpus, healthy := 0, 0 // GPUs of schedulable nodes; those in service
 	for _, n := range p.v.Nodes {
 		if n.Schedulable() {
 			gpus += len(n.GPUs)
+			for _, g := range n.GPUs {
+				if g.InService() {
+					healthy++
+				}
+			}
 		}
 	}
 	pols.assignLanes(p.v.Jobs, gpus, p.now)
@@ -170,6 +175,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		reqs = append(reqs, r)
 	}
 	pols.orderRequests(reqs, pending, p.now)
+	pols.keepPlaces(snap.Running, healthy)
 	addHostUse(&snap, p.v.Jobs)
 	spreadReplicas(&snap, reqs, byID, p.v.Jobs)
 	began := time.Now()
