@@ -523,6 +523,9 @@ type Attempt struct {
 	Span       *Span  `json:"span,omitempty"`
 	MasterAddr string `json:"masterAddr"`
 	MasterPort int    `json:"masterPort"`
+	// Lane: the attempt started in its queue's overdue lane (the gangway
+	// policy), where it is not preempted for the policy until it ends.
+	Lane bool `json:"lane,omitempty"`
 	// ResumeFrom is the checkpoint this attempt was told to resume from.
 	ResumeFrom *Checkpoint `json:"resumeFrom,omitempty"`
 	CreatedAt  time.Time   `json:"createdAt"`

@@ -12,6 +12,7 @@ import (
 	"github.com/gangway/gangway/internal/controlplane/store"
 	"github.com/gangway/gangway/internal/launch"
 	"github.com/gangway/gangway/internal/scheduler"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 )
 
 // The applier alone turns what the lifecycle and the scheduler decided,
@@ -349,6 +350,7 @@ func (p *pass) startAttempt(ctx context.Context, j *api.Job, pl scheduler.Placem
 	a := api.Attempt{Number: len(m.Status.Attempts) + 1, Phase: api.AttemptRunning, CreatedAt: p.now}
 	a.Placement, a.Grid = rankLayout(&m.Spec, pl)
 	a.Span = &api.Span{Nodes: pl.Nodes, Leaves: pl.Leaves, Spines: pl.Spines, Backfilled: pl.Backfilled}
+	a.Lane = p.lanes[j.ID] == policy.LaneGranted
 	if p.c.cfg.Preflight.wants(j, a.Nodes()) {
 		a.Preflight = &api.PreflightRun{}
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/controlplane/store"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 	"github.com/gangway/gangway/internal/topology"
 )
 
@@ -231,6 +232,9 @@ type pass struct {
 	kinds             map[string]string
 	placed, preempted int
 	scheduling        time.Duration
+	// lanes is each job's place in its queue's overdue lane this pass
+	// (policies.assignLanes); startAttempt records a granted one's start.
+	lanes map[string]policy.LaneState
 }
 
 // forEachChunk is how many jobs' checks one goroutine of forEach takes.

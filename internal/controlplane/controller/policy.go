@@ -119,6 +119,9 @@ func policyJob(p policy.Policy, j *api.Job, now time.Time) policy.Job {
 		}
 	}
 	policy.Replay(p, &st, segs, seconds(now))
+	if a := j.Status.Current(); a != nil && a.Phase != api.AttemptEnded {
+		st.LaneRun = a.Lane
+	}
 	return st
 }
 

@@ -90,7 +90,7 @@ func TestQueueLane(t *testing.T) {
 	// On 32 GPUs the lane's quarter is 8: one overdue 8-GPU gang fills it.
 	lane := mk("lane", 0) // started after waiting 5 h: in the lane
 	lane.Status.Phase = api.JobRunning
-	lane.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: t0.Add(5 * time.Hour),
+	lane.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: t0.Add(5 * time.Hour), Lane: true,
 		Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}
 	late := mk("late", time.Hour)         // overdue, but the lane is full
 	late.Status.Phase = api.JobRestarting // preempted, waiting again
@@ -113,6 +113,14 @@ func TestQueueLane(t *testing.T) {
 	pols.orderRequests(reqs, pending, now)
 	if reqs[0].Priority <= reqs[1].Priority {
 		t.Errorf("overdue job with room in the lane: priority %d vs %d, order %d vs %d; want first", reqs[0].Priority, reqs[1].Priority, reqs[0].Order, reqs[1].Order)
+	}
+	// The lane is what was recorded at the start, not how long the job
+	// had waited: one the levels started after a long wait (the lane was
+	// full then) is not in it, and the lane has room again on 32 GPUs.
+	lane.Status.Attempts[0].Lane = false
+	pols.assignLanes(jobs, 32, now)
+	if pols.lane["lane"] != policy.LaneNone || pols.lane["late"] != policy.LaneGranted {
+		t.Errorf("levels-started job: lanes %v; want it out and late granted", pols.lane)
 	}
 }
 

@@ -48,6 +48,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		}
 	}
 	pols.assignLanes(p.v.Jobs, gpus, p.now)
+	p.lanes = pols.lane
 	snap.Running = make([]scheduler.Running, 0, len(ids))
 	for _, id := range ids {
 		j := p.v.Jobs[id]

@@ -166,8 +166,9 @@ func (p *LanePolicy) Stopped(j *Job) bool {
 
 // Assign sets every job's lane state from scratch, for a caller that
 // keeps no state between passes (the controller), as the simulator's
-// incremental accounting would have it: a running job is in the lane if
-// the wait before its attempt reached OverdueAfter; pending overdue jobs
+// incremental accounting has it: a running job is in the lane if its
+// attempt was started there (LaneRun, which the caller records when it
+// starts a granted job); pending overdue jobs
 // are granted, longest wait first, while the lane has room. jobs are
 // the queue's pending and running jobs; gpus the cluster's.
 func (p *LanePolicy) Assign(jobs []*Job, gpus int, now float64) {
@@ -177,7 +178,7 @@ func (p *LanePolicy) Assign(jobs []*Job, gpus int, now float64) {
 		j.Lane = LaneNone
 		switch {
 		case p.OverdueAfter <= 0:
-		case j.Running && j.LastWait >= p.OverdueAfter:
+		case j.Running && j.LaneRun:
 			j.Lane = LaneRunning
 			p.held += j.GPUs
 		case !j.Running && now >= p.overdueAt(j):

@@ -42,10 +42,11 @@ type Job struct {
 	// Replay rebuilds them from a job's history, so nothing of it needs
 	// storing.
 	Promoted, PromotedBase int
-	// Lane is the job's place in LanePolicy's overdue lane; LastWait is
-	// how long it waited before its current attempt (set by Start).
-	Lane     LaneState
-	LastWait float64
+	// Lane is the job's place in LanePolicy's overdue lane. LaneRun, for
+	// a caller that keeps no state between passes (the controller): its
+	// running attempt was started in the lane (recorded on the attempt).
+	Lane    LaneState
+	LaneRun bool
 }
 
 // AttainedAt is the GPU-seconds the job has received by now.
@@ -58,7 +59,7 @@ func (j *Job) AttainedAt(now float64) float64 {
 
 // Start begins an attempt at now.
 func (j *Job) Start(now float64) {
-	j.Running, j.SegStart, j.LastWait = true, now, now-j.PendSince
+	j.Running, j.SegStart = true, now
 }
 
 // Wait begins a wait at now: on arrival, or after an attempt ended (the

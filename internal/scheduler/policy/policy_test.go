@@ -162,11 +162,11 @@ func TestLaneAssign(t *testing.T) {
 	p := Lane()
 	p.LaneShare = 0.25 // 16 of 64 GPUs
 	now := 10 * 3600.0
-	running := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 5 * 3600, LastWait: 5 * 3600} // entered the lane
-	plain := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 3600, LastWait: 60}             // started by its level
-	old := &Job{Submit: 3600, PendSince: 3600, GPUs: 16}                                       // overdue since 5 h
-	older := &Job{Submit: 0, PendSince: 0, GPUs: 4}                                            // overdue since 4 h: first
-	fresh := &Job{Submit: 9 * 3600, PendSince: 9 * 3600, GPUs: 1}                              // not overdue
+	running := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 5 * 3600, LaneRun: true} // started in the lane
+	plain := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 3600}                      // started by its level
+	old := &Job{Submit: 3600, PendSince: 3600, GPUs: 16}                                  // overdue since 5 h
+	older := &Job{Submit: 0, PendSince: 0, GPUs: 4}                                       // overdue since 4 h: first
+	fresh := &Job{Submit: 9 * 3600, PendSince: 9 * 3600, GPUs: 1}                         // not overdue
 	jobs := []*Job{running, plain, old, older, fresh}
 	p.Assign(jobs, 64, now)
 	want := []LaneState{LaneRunning, LaneNone, LaneGranted, LaneGranted, LaneNone}
