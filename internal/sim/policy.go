@@ -88,16 +88,7 @@ func ParsePolicy(name string) (Policy, error) {
 			if err != nil || q == "" {
 				return nil, fmt.Errorf("policy %q: live:P takes a queue policy (%s)", name, strings.Join(policy.Names(), ", "))
 			}
-			l := Live(p)
-			switch l := l.(type) {
-			case shared:
-				l.name = n
-				return l, nil
-			case *laneShared:
-				l.name = n
-				return l, nil
-			}
-			return l, nil
+			return live(p, n), nil
 		}
 		if p, err := policy.New(n); err == nil && n != "" {
 			return FromPolicy(p), nil
@@ -205,8 +196,13 @@ type shared struct {
 
 // FromPolicy runs p in the simulator under p's name.
 func FromPolicy(p policy.Policy) Policy {
-	s := shared{p: p, name: p.Name(), qm: queueMode(p.Mode())}
-	if lp, ok := p.(*policy.LanePolicy); ok {
+	return adapt(shared{p: p, name: p.Name(), qm: queueMode(p.Mode())})
+}
+
+// adapt is s, or, for a policy.LanePolicy, s with its lane kept as
+// events come (laneShared).
+func adapt(s shared) Policy {
+	if lp, ok := s.p.(*policy.LanePolicy); ok {
 		return &laneShared{shared: s, lp: lp}
 	}
 	return s
@@ -222,11 +218,12 @@ func Live(p policy.Policy) Policy {
 	if p == nil {
 		p = namedPolicy(policy.Default)
 	}
-	s := shared{p: p, name: "live", qm: queueMode(p.Mode()), server: true}
-	if lp, ok := p.(*policy.LanePolicy); ok {
-		return &laneShared{shared: s, lp: lp}
-	}
-	return s
+	return live(p, "live")
+}
+
+// live is Live(p) under name.
+func live(p policy.Policy, name string) Policy {
+	return adapt(shared{p: p, name: name, qm: queueMode(p.Mode()), server: true})
 }
 
 // Gangway returns gangway's default policy (policy.LanePolicy) with its

@@ -110,7 +110,7 @@ func runOverload(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fmt.Fprintln(tw, "slice\tload\tpolicy\tavg JCT s\t÷ SRTF\tp99 JCT s\t÷ FIFO+bf\tmax wait h\t÷ FIFO+bf\tslowdown p50\tp99\twaited >24h\tpreemptions\ttargets\t")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%g\t%s\t%.0f\t%.2f\t%.0f\t%.2f\t%.1f\t%.2f\t%.2f\t%.1f\t%.1f%%\t%d\t%s\t\n", r.Slice, r.Load, r.Policy,
-			r.AvgJCT, r.JCTvsSRTF, r.P99JCT, r.P99vsFIFO, r.MaxWait/3600, r.MaxWaitvsFIFO, r.SlowdownP50, r.SlowdownP99, 100*r.WaitedOver24h, r.Preemptions, targets(r))
+			r.AvgJCT, r.JCTvsSRTF, r.P99JCT, r.P99vsFIFO, r.MaxWait/3600, r.MaxWaitvsFIFO, r.P50Slowdown, r.P99Slowdown, 100*r.WaitedOver24h, r.Preemptions, targets(r))
 	}
 	return failIf(stderr, tw.Flush())
 }

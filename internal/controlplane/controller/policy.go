@@ -24,6 +24,10 @@ import (
 type policies struct {
 	byQueue map[string]policy.Policy
 	def     policy.Policy
+	// states is each job's policy state at statesAt, replayed once
+	// (state); assignLanes sets the Lane of those in a lane queue.
+	states   map[string]*policy.Job
+	statesAt time.Time
 	// lane is each job's place in its queue's overdue lane, for queues
 	// whose policy has one (assignLanes).
 	lane map[string]policy.LaneState
@@ -55,7 +59,7 @@ func (ps *policies) addRank(q string, e rankEntry) {
 // setting this build does not accept (written by another version) runs
 // the default.
 func queuePolicies(qs map[string]*api.Queue) policies {
-	ps := policies{byQueue: make(map[string]policy.Policy, len(qs))}
+	ps := policies{byQueue: make(map[string]policy.Policy, len(qs)), states: map[string]*policy.Job{}}
 	ps.def, _ = policy.New(policy.Default)
 	for name, q := range qs {
 		if p, err := policy.ForQueue(&q.Spec); err == nil {
@@ -125,6 +129,27 @@ func policyJob(p policy.Policy, j *api.Job, now time.Time) policy.Job {
 	return st
 }
 
+// state is j's state under its queue's policy p at now, replayed from its
+// attempts once per pass (a pass has one now).
+func (ps *policies) state(p policy.Policy, j *api.Job, now time.Time) *policy.Job {
+	if !now.Equal(ps.statesAt) {
+		clear(ps.states)
+		ps.statesAt = now
+	}
+	if st := ps.states[j.ID]; st != nil {
+		return st
+	}
+	st := policyJob(p, j, now)
+	ps.states[j.ID] = &st
+	return &st
+}
+
+// topOfBand is the highest scheduler priority of spec priority spec under
+// p: a job there is preempted only for a higher spec priority.
+func topOfBand(p policy.Policy, spec int) int {
+	return spec*(p.Levels()+1) + p.Levels()
+}
+
 // schedPriority is a job's scheduler priority: its spec priority above
 // the level its policy gives it.
 func schedPriority(p policy.Policy, spec int, st *policy.Job, now float64) int {
@@ -143,15 +168,14 @@ func (ps *policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attemp
 	if !p.Preempts() {
 		return
 	}
-	st := policyJob(p, j, now)
-	st.Lane = ps.lane[j.ID]
+	st := ps.state(p, j, now)
 	t := seconds(now)
-	r.Priority = schedPriority(p, j.Spec.Priority, &st, t)
-	protected := p.Protected(&st, t) || (ck != nil && ck.Time.Before(a.CreatedAt))
+	r.Priority = schedPriority(p, j.Spec.Priority, st, t)
+	protected := p.Protected(st, t) || (ck != nil && ck.Time.Before(a.CreatedAt))
 	if !r.Stopping {
 		// A job the scheduler may not preempt at all keeps its GPUs
 		// first, as a protected one does.
-		ps.addRank(j.Spec.Queue, rankEntry{id: j.ID, band: j.Spec.Priority, key: p.Key(&st, t), submit: j.SubmittedAt,
+		ps.addRank(j.Spec.Queue, rankEntry{id: j.ID, band: j.Spec.Priority, key: p.Key(st, t), submit: j.SubmittedAt,
 			r: policy.Ranked{GPUs: st.GPUs, Running: true, Protected: protected || !r.Preemptible}})
 	}
 	if protected {
@@ -160,7 +184,7 @@ func (ps *policies) applyRunning(r *scheduler.Running, j *api.Job, a *api.Attemp
 		// a higher priority still does and a guarantee still reclaims
 		// what it borrowed (the scheduler preempts within a queue only
 		// for a strictly higher priority).
-		r.Priority = j.Spec.Priority*(p.Levels()+1) + p.Levels()
+		r.Priority = topOfBand(p, j.Spec.Priority)
 	}
 }
 
@@ -173,14 +197,13 @@ func (ps *policies) orderRequests(reqs []scheduler.Request, pending []*api.Job, 
 	idx := make([]int, len(reqs))
 	for i, j := range pending {
 		p := ps.of(j.Spec.Queue)
-		st := policyJob(p, j, now)
-		st.Lane = ps.lane[j.ID]
-		keys[i] = p.Key(&st, t)
-		reqs[i].Priority = schedPriority(p, j.Spec.Priority, &st, t)
+		st := ps.state(p, j, now)
+		keys[i] = p.Key(st, t)
+		reqs[i].Priority = schedPriority(p, j.Spec.Priority, st, t)
 		idx[i] = i
 		if p.Preempts() {
 			ps.addRank(j.Spec.Queue, rankEntry{id: j.ID, band: j.Spec.Priority, key: keys[i], submit: j.SubmittedAt,
-				r: policy.Ranked{GPUs: st.GPUs, Starving: p.Starving(&st, t)}})
+				r: policy.Ranked{GPUs: st.GPUs, Starving: p.Starving(st, t)}})
 		}
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
@@ -221,9 +244,9 @@ func (ps *policies) assignLanes(jobs map[string]*api.Job, gpus int, now time.Tim
 		if !running && j.Status.Phase != api.JobPending && j.Status.Phase != api.JobRestarting {
 			continue
 		}
-		st := policyJob(lp, j, now)
-		byQueue[lp] = append(byQueue[lp], &st)
-		ids[&st] = id
+		st := ps.state(lp, j, now)
+		byQueue[lp] = append(byQueue[lp], st)
+		ids[st] = id
 	}
 	if len(byQueue) == 0 {
 		return
@@ -305,8 +328,7 @@ func (ps *policies) keepPlaces(running []scheduler.Running, healthy int) {
 	for i := range running {
 		r := &running[i]
 		if band, ok := keep[r.JobID]; ok {
-			l := ps.of(r.Queue).Levels()
-			r.Priority = max(r.Priority, band*(l+1)+l)
+			r.Priority = max(r.Priority, topOfBand(ps.of(r.Queue), band))
 		}
 	}
 }

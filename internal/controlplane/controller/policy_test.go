@@ -118,6 +118,7 @@ func TestQueueLane(t *testing.T) {
 	// had waited: one the levels started after a long wait (the lane was
 	// full then) is not in it, and the lane has room again on 32 GPUs.
 	lane.Status.Attempts[0].Lane = false
+	pols = queuePolicies(qs) // a new pass
 	pols.assignLanes(jobs, 32, now)
 	if pols.lane["lane"] != policy.LaneNone || pols.lane["late"] != policy.LaneGranted {
 		t.Errorf("levels-started job: lanes %v; want it out and late granted", pols.lane)

@@ -7,7 +7,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -130,20 +129,15 @@ func Slices(tr *trace.Trace) ([]Slice, error) {
 	return out, nil
 }
 
-// SweepRow is one policy on one slice at one load.
+// SweepRow is one policy on one slice at one load: the run's summary
+// (with its slowdown and over-24 h figures) and its ratios to the
+// references.
 type SweepRow struct {
 	Slice  string  `json:"slice"`
 	Load   float64 `json:"load"`
 	Nodes  int     `json:"nodes"`
 	Policy string  `json:"policy"`
 	sim.Summary
-	// Slowdown is JCT over run time, the run time floored at 10 s
-	// (bounded slowdown, as the literature reports it).
-	SlowdownP50 float64 `json:"slowdown_p50"`
-	SlowdownP99 float64 `json:"slowdown_p99"`
-	// WaitedOver24h is the share of jobs that waited more than a day in
-	// all.
-	WaitedOver24h float64 `json:"waited_over_24h"`
 	// Against the oracle SRTF and FIFO with backfill on the same slice
 	// and load (0 when they were not run).
 	JCTvsSRTF     float64 `json:"avg_jct_vs_srtf,omitempty"`
@@ -247,35 +241,7 @@ func sweepOne(ctx context.Context, s Slice, load float64, p sim.Policy) (SweepRo
 		return SweepRow{}, fmt.Errorf("%s at load %v, %s: %w", s.Name, load, p.Name(), err)
 	}
 	row := SweepRow{Slice: s.Name, Load: load, Nodes: n, Policy: p.Name(), Summary: res.Summary}
-	sd := make([]float64, 0, len(res.Jobs))
-	over := 0
-	for _, j := range res.Jobs {
-		if j.Queue > 86400 {
-			over++
-		}
-		if jct := j.JCT(); jct >= 0 {
-			sd = append(sd, max(jct, 10)/max(j.Duration, 10))
-		}
-	}
-	sort.Float64s(sd)
-	row.SlowdownP50, row.SlowdownP99 = quantile(sd, 0.5), quantile(sd, 0.99)
-	if len(res.Jobs) > 0 {
-		row.WaitedOver24h = float64(over) / float64(len(res.Jobs))
-	}
 	return row, nil
-}
-
-// quantile is numpy's linear interpolation on sorted xs.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	h := q * float64(len(xs)-1)
-	i := int(h)
-	if i+1 >= len(xs) {
-		return xs[len(xs)-1]
-	}
-	return xs[i] + (h-float64(i))*(xs[i+1]-xs[i])
 }
 
 // compare fills the ratios against SRTF and FIFO with backfill.
