@@ -132,6 +132,10 @@ func (a *Agent) apply(ctx context.Context, l api.AssignmentList) bool {
 	for _, asg := range l.Assignments {
 		want[asg.TaskKey()] = asg
 	}
+	// A list that arrives after the lease lapsed (the agent was frozen
+	// past it, and its fence tick has not come yet) may hold attempts the
+	// server has since moved elsewhere: fence first, start nothing.
+	a.checkFence()
 	a.mu.Lock()
 	if a.fenced {
 		a.mu.Unlock()

@@ -145,3 +145,24 @@ func TestPeersAskOnlyAboutTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyAfterLapsedLeaseStartsNothing: an assignment list applied
+// after the lease lapsed (the agent frozen past it, before its fence tick)
+// fences the agent and starts no rank: the server may already run that
+// attempt elsewhere.
+func TestApplyAfterLapsedLeaseStartsNothing(t *testing.T) {
+	a, err := New(Config{Name: "a", Server: "https://s:1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.lease = api.RegisterResponse{FenceAfter: api.Duration(3500 * time.Millisecond)}
+	a.lastOK = time.Now().Add(-5 * time.Second)
+	a.leaseUntil = a.lastOK.Add(a.lease.FenceAfter.D())
+	l := api.AssignmentList{Revision: 7, Assignments: []api.Assignment{{JobID: "1", Attempt: 1, Rank: 0, Command: []string{"sleep", "60"}}}}
+	if a.apply(context.Background(), l) {
+		t.Error("apply with a lapsed lease applied the list")
+	}
+	if !a.fenced || len(a.tasks) != 0 {
+		t.Errorf("fenced %v, %d ranks started; want fenced and none", a.fenced, len(a.tasks))
+	}
+}
