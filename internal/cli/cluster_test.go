@@ -1117,11 +1117,12 @@ command: [sh, -c, 'echo out; echo err >&2']
 }
 
 // Two blocked gangs both hold a backfill reservation (Slurm reserves for
-// every job its backfill tests), so neither waits without a promise.
+// every job its backfill tests), so neither waits without a promise. They
+// are in a team queue set to backfill on a cluster whose default queue
+// runs gangway (greedy): a queue's mode is its own.
 func TestClusterReservesForSeveralBlockedGangs(t *testing.T) {
 	cl := startCluster(t, 4, 8)
-	// Reservations are a backfill queue's (the default, gangway, is greedy).
-	if _, errOut, code := cl.run("queue", "set", "default", "--policy", "backfill"); code != 0 {
+	if _, errOut, code := cl.run("queue", "set", "batch", "--policy", "backfill"); code != 0 {
 		t.Fatal(errOut)
 	}
 	long := func(name string, gpus int) string {
@@ -1134,7 +1135,7 @@ func TestClusterReservesForSeveralBlockedGangs(t *testing.T) {
 		ids = append(ids, id)
 	}
 	gang := func(name string) string {
-		return cl.submitYAML(fmt.Sprintf("name: %s\nranks: 2\nranksPerNode: 1\ngpusPerRank: 8\ntimeLimit: 1h\ncommand: [sleep, '300']\n", name))
+		return cl.submitYAML(fmt.Sprintf("name: %s\nqueue: batch\nranks: 2\nranksPerNode: 1\ngpusPerRank: 8\ntimeLimit: 1h\ncommand: [sleep, '300']\n", name))
 	}
 	a, b := gang("big-a"), gang("big-b")
 	// Each gang's own reservation ("reserved 2 nodes that are free in

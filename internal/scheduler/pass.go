@@ -417,7 +417,7 @@ func (p *Pass) Step() (Decision, bool) {
 // stepping and take the Plan, which then leaves those requests out.
 // The simulator does, behind long backlogs.
 func (p *Pass) Exhausted() bool {
-	if p.blockedBy != "" {
+	if p.blockedBy != "" && p.sh.ownModes == 0 {
 		return true
 	}
 	return p.opts.NoPreemption && p.loose == 0 && p.c.gfree[lvRoot][0] == 0
@@ -442,19 +442,23 @@ func (p *Pass) pending(i int, q *queueState, kind PendingKind, reason string) De
 
 func (p *Pass) decide(q *queueState, i int) Decision {
 	r := &p.reqs[i]
+	mode := p.modeOf(q)
 	g, kind, why := p.gang(q, i)
 	if g == nil {
 		return p.pending(i, q, kind, why)
 	}
-	if p.blockedBy != "" {
+	if p.blockedBy != "" && !q.ownMode {
 		return p.pending(i, q, PendingBlocked, fmt.Sprintf("strict FIFO: waits behind %s, which does not fit", p.blockedBy))
 	}
 	if q.blocked != "" {
+		if q.blockedFit {
+			return p.pending(i, q, PendingBlocked, fmt.Sprintf("strict FIFO: waits behind %s, which does not fit", q.blocked))
+		}
 		return p.pending(i, q, PendingBlocked, fmt.Sprintf("strict FIFO: waits behind %s, which its queue's quota holds back", q.blocked))
 	}
 	ok, within, why := p.admit(q, g)
 	if !ok {
-		if p.opts.Mode == Strict {
+		if mode == Strict {
 			q.blocked = r.JobID
 		}
 		return p.pending(i, q, PendingQuota, why)
@@ -471,17 +475,17 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 		}
 		if p.searches < max {
 			if why, ok := p.preempt(q, g, within); ok {
-				if p.opts.Mode == Strict {
-					p.blockedBy = r.JobID
+				if mode == Strict {
+					p.blockStrict(q, r.JobID)
 				}
 				return p.pending(i, q, PendingPreempting, why)
 			}
 		}
 	}
 	kind, why = p.whyNotMemo(g)
-	switch p.opts.Mode {
+	switch mode {
 	case Strict:
-		p.blockedBy = r.JobID
+		p.blockStrict(q, r.JobID)
 	case Backfill:
 		if g.frac {
 			break
@@ -500,6 +504,25 @@ func (p *Pass) decide(q *queueState, i int) Decision {
 		}
 	}
 	return p.pending(i, q, kind, why)
+}
+
+// modeOf is q's mode in this pass: its own, else the pass's.
+func (p *Pass) modeOf(q *queueState) Mode {
+	if q.ownMode {
+		return q.mode
+	}
+	return p.opts.Mode
+}
+
+// blockStrict stops what strict FIFO stops behind job, a gang of q that
+// does not fit: a queue of its own strict mode only, else every queue
+// that runs the pass's mode.
+func (p *Pass) blockStrict(q *queueState, job string) {
+	if q.ownMode {
+		q.blocked, q.blockedFit = job, true
+		return
+	}
+	p.blockedBy = job
 }
 
 // maxReservations is how many gangs may hold a reservation in this pass.

@@ -27,10 +27,16 @@ type queueState struct {
 	order     []int // its requests, in queue order
 	next      int   // next request to decide
 	blocked   string
-	heapAt    int
-	tier      int
-	share     float64
-	head      gangSlot // the shape of order[next]
+	// blockedFit: blocked by a gang that did not fit (a strict queue of
+	// its own mode), not by its quota.
+	blockedFit bool
+	// mode is the queue's own mode when ownMode (Queue.Mode).
+	mode    Mode
+	ownMode bool
+	heapAt  int
+	tier    int
+	share   float64
+	head    gangSlot // the shape of order[next]
 	// preemptible counts its running jobs that may be preempted or are
 	// stopping already; minPrio is the lowest priority among them.
 	preemptible int
@@ -71,6 +77,8 @@ type sharing struct {
 	version uint64
 	// last is the queue queue returned last.
 	last *queueState
+	// ownModes counts the queues with a mode of their own.
+	ownModes int
 }
 
 func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
@@ -89,6 +97,10 @@ func newSharing(cfg []Queue, totals [nRes]int64, warn func(string)) *sharing {
 		}
 		if q.Weight > 0 {
 			qs.weight = q.Weight
+		}
+		if q.Mode != nil {
+			qs.mode, qs.ownMode = *q.Mode, true
+			s.ownModes++
 		}
 		sumG += qs.guarantee
 		qs.cohort.wide = q.BorrowIdle && q.Cohort == ""

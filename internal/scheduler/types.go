@@ -90,6 +90,11 @@ type Queue struct {
 	BorrowLimitGPUs *int
 	// Weight is the queue's share in fair share; zero means 1.
 	Weight float64
+	// Mode, when set, is the queue's own mode: what happens after one of
+	// its gangs does not fit. Nil: Options.Mode. A strict queue's gang
+	// that does not fit blocks its queue only; a backfill queue's gets a
+	// reservation that every queue's gangs respect.
+	Mode *Mode
 }
 
 // Running is a job that holds GPUs.

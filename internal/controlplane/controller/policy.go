@@ -84,7 +84,8 @@ func (ps policies) of(q string) policy.Policy {
 }
 
 // mode is the scheduler's mode for the pass: the default queue's
-// policy's (the scheduler walks every queue in one mode).
+// policy's; queues whose policy runs another have it as their own
+// (schedQueues).
 func (ps policies) mode() scheduler.Mode { return ps.def.Mode() }
 
 // seconds is t on the policies' clock.

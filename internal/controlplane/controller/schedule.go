@@ -153,7 +153,7 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 		qnames = append(qnames, name)
 	}
 	sort.Strings(qnames)
-	snap.Queues = schedQueues(qnames, p.v.Queues)
+	snap.Queues = schedQueues(qnames, p.v.Queues, pols)
 	byID := map[string]*api.Job{}
 	reqs := make([]scheduler.Request, 0, len(pending))
 	for _, j := range pending {
@@ -191,19 +191,25 @@ func (p *pass) schedule(ctx context.Context, pending []*api.Job) {
 }
 
 // schedQueues is the queues as the scheduler sees them, in names' order
-// (the default queue first when nobody created it). The
+// (the default queue first when nobody created it), each whose policy
+// runs another scheduler mode than the default queue's with that mode of
+// its own (a backfill queue on a gangway cluster gets reservations). The
 // default queue, created or not, borrows the guarantee other queues leave
 // idle unless it is given a cohort: without that, guarantees that cover
 // the cluster (or more) would leave it nothing, though the GPUs sit idle.
-func schedQueues(names []string, qs map[string]*api.Queue) []scheduler.Queue {
+func schedQueues(names []string, qs map[string]*api.Queue, pols policies) []scheduler.Queue {
 	out := make([]scheduler.Queue, 0, len(names)+1)
 	if qs[api.DefaultQueue] == nil {
 		out = append(out, scheduler.Queue{Name: api.DefaultQueue, BorrowIdle: true})
 	}
 	for _, name := range names {
 		q := qs[name].Spec
-		out = append(out, scheduler.Queue{Name: q.Name, Cohort: q.Cohort, GuaranteeGPUs: q.GuaranteeGPUs,
-			BorrowLimitGPUs: q.BorrowLimitGPUs, Weight: q.Weight, BorrowIdle: q.Name == api.DefaultQueue && q.Cohort == ""})
+		sq := scheduler.Queue{Name: q.Name, Cohort: q.Cohort, GuaranteeGPUs: q.GuaranteeGPUs,
+			BorrowLimitGPUs: q.BorrowLimitGPUs, Weight: q.Weight, BorrowIdle: q.Name == api.DefaultQueue && q.Cohort == ""}
+		if m := pols.of(name).Mode(); m != pols.mode() {
+			sq.Mode = &m
+		}
+		out = append(out, sq)
 	}
 	return out
 }
