@@ -75,7 +75,7 @@ func ParsePolicy(name string) (Policy, error) {
 		return sjf{}, nil
 	case "srtf":
 		return srtf{}, nil
-	case "tiresias", "las", "2d-las":
+	case "tiresias", "2d-las":
 		return Tiresias(3600), nil
 	case "gangway", "default":
 		return Gangway(), nil

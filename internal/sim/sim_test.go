@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gangway/gangway/internal/api"
+	"github.com/gangway/gangway/internal/scheduler/policy"
 	"github.com/gangway/gangway/internal/sim/trace"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -500,5 +501,23 @@ func TestParseLiveWithQueuePolicy(t *testing.T) {
 	}
 	if _, err := ParsePolicy("live:sjf"); err == nil || !strings.Contains(err.Error(), "backfill") {
 		t.Errorf("live:sjf = %v; want an error naming the queue policies", err)
+	}
+}
+
+// TestQueuePolicyNamesAgree: a queue policy's name runs that policy in
+// the simulator too (las is gangway-4h, as a queue's las is), and
+// Tiresias keeps its own names.
+func TestQueuePolicyNamesAgree(t *testing.T) {
+	for _, n := range []string{"las", "gangway-4h", "greedy"} {
+		p, err := ParsePolicy(n)
+		want, _ := policy.New(n)
+		if err != nil || want == nil || p.Name() != want.Name() {
+			t.Errorf("simulate --policy %s runs %v (%v); want the queue policy %v", n, p, err, want)
+		}
+	}
+	for _, n := range []string{"tiresias", "2d-las"} {
+		if p, err := ParsePolicy(n); err != nil || p.Name() != "tiresias" {
+			t.Errorf("simulate --policy %s runs %v (%v); want tiresias", n, p, err)
+		}
 	}
 }
