@@ -143,14 +143,45 @@ class Client:
         """Asks for a job's cancellation; returns the job."""
         return self._call("POST", "/v1/jobs/" + _seg(job_id) + "/cancel")
 
-    def logs(self, job_id, rank=0, attempt=None, stream=None):
+    def requeue(self, job_id):
+        """Requeues a running job, as Slurm's scontrol requeue: its ranks
+        get the checkpoint signal, the attempt stops and the job waits
+        again under its ID. Returns the job; a job that is not running is
+        refused (409)."""
+        return self._call("POST", "/v1/jobs/" + _seg(job_id) + "/requeue")
+
+    def signal(self, job_id, sig):
+        """Sends a signal to every rank of a running job, which runs on,
+        as scancel --signal: "HUP", "INT", "USR1", "USR2" or "TERM" (with
+        or without SIG) or their numbers. Returns the job."""
+        return self._call("POST", "/v1/jobs/" + _seg(job_id) + "/signal", params={"signal": str(sig)})
+
+    def hold(self, job_id):
+        """Holds a waiting job: nothing places it until release. Returns
+        the job."""
+        return self._call("POST", "/v1/jobs/" + _seg(job_id) + "/hold")
+
+    def release(self, job_id):
+        """Releases a held job. Returns the job."""
+        return self._call("POST", "/v1/jobs/" + _seg(job_id) + "/release")
+
+    def logs(self, job_id, rank=0, attempt=None, stream=None, tail=None, since=None, timestamps=False):
         """One rank's log of a job (the newest attempt unless attempt, from
-        1), as text. stream is "stdout", "stderr" or "both"."""
+        1), as text. stream is "stdout", "stderr" or "both"; tail keeps the
+        last lines only; since keeps the lines written since then (a
+        duration ago, "10m", or an RFC 3339 time); timestamps puts the
+        time each line was written before it."""
         params = {"rank": str(rank)}
         if attempt is not None:
             params["attempt"] = str(attempt)
         if stream is not None:
             params["stream"] = stream
+        if tail is not None:
+            params["tail"] = str(tail)
+        if since is not None:
+            params["since"] = since
+        if timestamps:
+            params["timestamps"] = "true"
         return self._call("GET", "/v1/jobs/" + _seg(job_id) + "/logs", params=params, text=True)
 
     # The cluster.

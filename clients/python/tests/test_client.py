@@ -32,6 +32,8 @@ class ClientTest(unittest.TestCase):
         # Every route this client calls is in the document.
         for path, method in [("/v1/jobs", "post"), ("/v1/jobs", "get"), ("/v1/jobs/{id}", "get"),
                              ("/v1/jobs/{id}/cancel", "post"), ("/v1/jobs/{id}/logs", "get"),
+                             ("/v1/jobs/{id}/requeue", "post"), ("/v1/jobs/{id}/signal", "post"),
+                             ("/v1/jobs/{id}/hold", "post"), ("/v1/jobs/{id}/release", "post"),
                              ("/v1/nodes", "get"), ("/v1/nodes/{name}", "get"), ("/v1/queues", "get"),
                              ("/v1/whoami", "get"), ("/healthz", "get"), ("/openapi.json", "get")]:
             self.assertIn(method, doc["paths"].get(path, {}), "%s %s is not in /openapi.json" % (method, path))
@@ -81,6 +83,38 @@ class ClientTest(unittest.TestCase):
             self.c.logs(job["id"], rank=0)
         self.assertEqual(cm.exception.status, 409)
         self.assertIn("not started", cm.exception.message)
+
+    def test_hold_and_release(self):
+        job = self.c.submit({"ranks": 1, "command": ["sleep", "1000"]})
+        self.addCleanup(self.c.cancel, job["id"])
+        self.assertTrue(self.c.hold(job["id"])["status"].get("held"))
+        self.assertTrue(self.c.job(job["id"])["job"]["status"].get("held"))
+        self.assertFalse(self.c.release(job["id"])["status"].get("held"))
+
+    def test_requeue_and_signal_need_a_running_job(self):
+        # The test server has no nodes: the job waits, and both calls are
+        # refused with the server's reason.
+        job = self.c.submit({"ranks": 1, "command": ["sleep", "1000"]})
+        self.addCleanup(self.c.cancel, job["id"])
+        with self.assertRaises(GangwayError) as cm:
+            self.c.requeue(job["id"])
+        self.assertEqual(cm.exception.status, 409)
+        self.assertIn("only a running job can be requeued", cm.exception.message)
+        with self.assertRaises(GangwayError) as cm:
+            self.c.signal(job["id"], "USR1")
+        self.assertEqual(cm.exception.status, 409)
+        self.assertIn("only a running job's ranks can be signalled", cm.exception.message)
+        with self.assertRaises(GangwayError) as cm:
+            self.c.signal(job["id"], "KILL")
+        self.assertEqual(cm.exception.status, 400)
+        self.assertEqual(cm.exception.field, "signal")
+
+    def test_logs_options_reach_the_server(self):
+        job = self.c.submit({"ranks": 1, "command": ["true"]})
+        with self.assertRaises(GangwayError) as cm:
+            self.c.logs(job["id"], since="yesterday")
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn("since", cm.exception.message)
 
     def test_nodes_and_queues(self):
         self.assertIsInstance(self.c.nodes(), list)

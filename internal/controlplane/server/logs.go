@@ -38,6 +38,26 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, fmt.Errorf("%w (logs are its owner's to read)", err))
 		return
 	}
+	// What does not depend on the job's state is checked first: a bad
+	// value is a 400 whether or not the job has started.
+	tail := 0
+	if v := q.Get("tail"); v != "" {
+		if tail, err = strconv.Atoi(v); err != nil || tail < 0 {
+			writeError(w, http.StatusBadRequest, api.ErrorForField("tail", "must be a number of lines, 0 or more"))
+			return
+		}
+	}
+	follow := q.Get("follow")
+	stamped := q.Get("timestamps") == "1" || q.Get("timestamps") == "true"
+	since := ""
+	if v := q.Get("since"); v != "" {
+		t, err := api.ParseSince(v, time.Now())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.ErrorForField("since", "%q: want how long ago (30s, 10m, 12h, 7d) or an RFC 3339 time", v))
+			return
+		}
+		since = t.UTC().Format(time.RFC3339Nano)
+	}
 	if len(j.Status.Attempts) == 0 {
 		writeError(w, http.StatusConflict, fmt.Errorf("job %s has not started yet: %s", j.ID, j.Status.Reason))
 		return
@@ -58,24 +78,6 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, api.ErrorForField("attempt", "must be 1..%d", len(j.Status.Attempts)))
 			return
 		}
-	}
-	tail := 0
-	if v := q.Get("tail"); v != "" {
-		if tail, err = strconv.Atoi(v); err != nil || tail < 0 {
-			writeError(w, http.StatusBadRequest, api.ErrorForField("tail", "must be a number of lines, 0 or more"))
-			return
-		}
-	}
-	follow := q.Get("follow")
-	stamped := q.Get("timestamps") == "1" || q.Get("timestamps") == "true"
-	since := ""
-	if v := q.Get("since"); v != "" {
-		t, err := api.ParseSince(v, time.Now())
-		if err != nil {
-			writeError(w, http.StatusBadRequest, api.ErrorForField("since", "%q: want how long ago (30s, 10m, 12h, 7d) or an RFC 3339 time", v))
-			return
-		}
-		since = t.UTC().Format(time.RFC3339Nano)
 	}
 	a := j.Status.Attempts[attempt-1]
 	proc, local := logProcess(&j.Spec, &a, rank, q.Get("node") == "1")
