@@ -76,10 +76,15 @@ func runCompletion(ctx context.Context, e *Env, args []string) int {
 
 var flagLine = regexp.MustCompile(`(?m)^\s+-(\S+)`)
 
-// flagsOf lists a command's flags, from its own -h.
-func flagsOf(ctx context.Context, e *Env, cmd string) []string {
+// flagsOf lists the flags of the command args start with, from its own
+// -h: a subcommand's (queue set, config set-context) when args name one.
+func flagsOf(ctx context.Context, e *Env, args []string) []string {
+	cmd := []string{args[0], "-h"}
+	if len(args) >= 2 && slices.Contains(subjects[args[0]], args[1]) {
+		cmd = []string{args[0], args[1], "-h"}
+	}
 	var out, errOut bytes.Buffer
-	Main(ctx, []string{cmd, "-h"}, &Env{Stdout: &out, Stderr: &errOut, Getenv: e.Getenv, Getwd: e.Getwd})
+	Main(ctx, cmd, &Env{Stdout: &out, Stderr: &errOut, Getenv: e.Getenv, Getwd: e.Getwd})
 	var flags []string
 	for _, m := range flagLine.FindAllStringSubmatch(errOut.String()+out.String(), -1) {
 		f := "--" + m[1]
@@ -127,7 +132,7 @@ func runComplete(ctx context.Context, e *Env, args []string) int {
 			}
 		}
 	case strings.HasPrefix(cur, "-"):
-		cands = flagsOf(ctx, e, args[0])
+		cands = flagsOf(ctx, e, args)
 	case len(args) == 2 && args[0] == "config" && (args[1] == "use-context" || args[1] == "set-context"):
 		if f, err := client.LoadConfigFile(client.DefaultConfigPath(e.Getenv)); err == nil {
 			for _, c := range f.Contexts {

@@ -55,6 +55,10 @@ COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 )); _gangway; printf '%s\n' "${COMPREPL
 		"gangway cancel --sig":      "--signal",
 		"gangway cancel --signal U": "USR1",
 		"gangway submit --gres=":    "",
+		// A subcommand's own flags, not its parent's.
+		"gangway config set-context x --token-f": "--token-file",
+		"gangway queue set team --pol":           "--policy",
+		"gangway token create --ro":              "--role",
 	} {
 		got := complete(line)
 		if want == "" {
