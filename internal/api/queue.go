@@ -51,6 +51,10 @@ type QueueSpec struct {
 	// MinRun is how long a started job is not preempted for the policy,
 	// so that it can checkpoint. Default 2m.
 	MinRun Duration `json:"minRun,omitempty"`
+	// LaneTurn is how long a job started in gangway's overdue lane runs
+	// there before it leaves it for its level, where it may be preempted
+	// (and, overdue again, queues for the lane anew). Default 4h.
+	LaneTurn Duration `json:"laneTurn,omitempty"`
 }
 
 // QueuePolicySettings lists, for each queue policy that has settings, the
@@ -58,7 +62,7 @@ type QueueSpec struct {
 // internal/scheduler/policy's tests check that it configures exactly
 // these.
 var QueuePolicySettings = map[string][]string{
-	"gangway":    {"laneShare", "overdueAfter", "levelBase", "minRun"},
+	"gangway":    {"laneShare", "overdueAfter", "levelBase", "minRun", "laneTurn"},
 	"gangway-4h": {"overdueAfter", "levelBase", "minRun"},
 	"las":        {"overdueAfter", "levelBase", "minRun"},
 }
@@ -71,6 +75,8 @@ const (
 	MaxLevelBase    = 10000 * time.Hour
 	MinMinRun       = time.Second
 	MaxMinRun       = 24 * time.Hour
+	MinLaneTurn     = time.Second
+	MaxLaneTurn     = 90 * 24 * time.Hour
 )
 
 // QueuePolicies lists the queue policies, as internal/scheduler/policy
@@ -179,6 +185,7 @@ func (q *QueueSpec) validateSettings(fe *FieldErrors) {
 	dur("overdueAfter", q.OverdueAfter, MinOverdueAfter, MaxOverdueAfter, "a wait")
 	dur("levelBase", q.LevelBase, MinLevelBase, MaxLevelBase, "GPU-time as a duration of one GPU")
 	dur("minRun", q.MinRun, MinMinRun, MaxMinRun, "a run time")
+	dur("laneTurn", q.LaneTurn, MinLaneTurn, MaxLaneTurn, "a run time")
 }
 
 // policiesWith names the policies that use a setting, as "a and b".

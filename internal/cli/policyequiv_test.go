@@ -284,3 +284,60 @@ func TestControllerRunsTheLane(t *testing.T) {
 	cancel("c")
 	hold("c ended")
 }
+
+// TestControllerRunsTheLaneTurns: with turns in the lane, two jobs that
+// each fill the lane take turns, in the simulator and on a live cluster:
+// b, overdue, preempts a; when b's turn is over a, overdue meanwhile,
+// takes the lane and preempts b; then b again. With turns off (until the
+// job ends) b would keep the GPUs to its end.
+func TestControllerRunsTheLaneTurns(t *testing.T) {
+	const gpus, overdue, turn = 8, 2, 5 // GPUs; seconds
+	queue := api.QueueSpec{Name: api.DefaultQueue, Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(overdue * time.Second),
+		LevelBase: api.Duration(api.MaxLevelBase), MinRun: api.Duration(time.Second), LaneTurn: api.Duration(turn * time.Second)}
+	jobs := []trace.Job{{ID: "a", Submit: 0, Duration: 100, GPUs: 8, GPUMilli: 1000}, {ID: "b", Submit: 0, Duration: 3 * turn, GPUs: 8, GPUMilli: 1000}}
+	live, _, err := sim.LiveFromQueues([]api.QueueSpec{queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's ranks (sleep) restore at once; so do the simulator's.
+	r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 1, GPUsPerNode: gpus}}},
+		Policy: live, Placement: sim.GangwayPlacement, PreemptCost: func(int) float64 { return 0 }}, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]sim.JobResult{}
+	for _, j := range r.Jobs {
+		res[j.ID] = j
+	}
+	// a 0–2, b 2–7, a 7–12, b 12–17, a 17–22, b 22–27 (its 15 s done).
+	if a, b := res["a"], res["b"]; b.Start != overdue || b.Preemptions != 2 || b.End != overdue+5*turn || a.Preemptions != 3 {
+		t.Fatalf("the simulator: a %+v, b %+v; want b to start at %d s and the two to take %d-second turns until b ends at %d s", a, b, overdue, turn, overdue+5*turn)
+	}
+
+	cl := startCluster(t, 1, gpus)
+	args := []string{"queue", "set", "default", "--policy", "gangway", "--lane-share", "0.5", "--overdue-after", fmt.Sprint(overdue, "s"),
+		"--level-base", api.MaxLevelBase.String(), "--min-run", "1s", "--lane-turn", fmt.Sprint(turn, "s")}
+	if _, errOut, code := cl.run(args...); code != 0 {
+		t.Fatal(errOut)
+	}
+	names := map[string]string{}
+	ids := map[string]string{}
+	for _, j := range jobs {
+		id := cl.submitYAML(fmt.Sprintf("name: %s\nranks: 1\ngpusPerRank: %d\npreemptionGracePeriod: 10s\ncommand: [sleep, '600']\n", j.ID, j.GPUs))
+		ids[j.ID], names[id] = id, j.ID
+	}
+	// Each holder in turn, as the simulator's: a (submitted first), b
+	// (overdue), a (b's turn over), b.
+	for i, want := range []string{"a", "b", "a", "b"} {
+		deadline := time.Now().Add(60 * time.Second)
+		for got := cl.holding(names); !slices.Equal(got, []string{want}); got = cl.holding(names) {
+			if time.Now().After(deadline) {
+				t.Fatalf("turn %d: the cluster holds %v; the simulator %s", i, got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, id := range ids {
+		cl.run("cancel", id)
+	}
+}

@@ -16,7 +16,7 @@ import (
 
 func runQueue(ctx context.Context, e *Env, args []string) int {
 	if len(args) == 0 || (args[0] != "set" && args[0] != "delete") {
-		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root] [--policy P] [--lane-share S] [--overdue-after D] [--level-base D] [--min-run D]\n       gangway queue delete NAME")
+		fmt.Fprintln(e.Stderr, "Usage: gangway queue set NAME [--guarantee N] [--borrow-limit N] [--weight W] [--cohort C] [--users U,...] [--groups G,...] [--allow-root] [--policy P] [--lane-share S] [--overdue-after D] [--level-base D] [--min-run D] [--lane-turn D]\n       gangway queue delete NAME")
 		return 2
 	}
 	verb := args[0]
@@ -32,10 +32,11 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	allowRoot := fs.Bool("allow-root", false, "let users whose account is root (uid 0) run jobs in it")
 	pol := fs.String("policy", "", "how its pending jobs are ordered and preempt its running ones: "+strings.Join(api.QueuePolicies, ", ")+" (default "+api.DefaultQueuePolicy+")")
 	laneShare := fs.Float64("lane-share", 0, "gangway: the share of the GPUs that jobs in the overdue lane may hold, in (0, 1] (default 0.25)")
-	var overdue, levelBase, minRun durationValue
+	var overdue, levelBase, minRun, laneTurn durationValue
 	fs.Var(&overdue, "overdue-after", "gangway, gangway-4h, las: the `wait` after which a job is overdue (gangway: it enters the lane; the others: it ranks first) (default 4h)")
 	fs.Var(&levelBase, "level-base", "gangway, gangway-4h, las: the `GPU-time` a job attains before it leaves the first level, as a duration of one GPU (1h: one GPU-hour); levels double from it (default 1h)")
 	fs.Var(&minRun, "min-run", "gangway, gangway-4h, las: how `long` a started job is not preempted for the policy (default 2m)")
+	fs.Var(&laneTurn, "lane-turn", "gangway: how `long` a job started in the overdue lane runs there before it leaves it for its level, where it may be preempted (default 4h)")
 	pos, code, ok := cmdkit.ParseArgs(fs, args[1:])
 	if !ok {
 		return code
@@ -57,7 +58,7 @@ func runQueue(ctx context.Context, e *Env, args []string) int {
 	}
 	spec := api.QueueSpec{Name: pos[0], Cohort: *cohort, GuaranteeGPUs: *guarantee, Weight: *weight,
 		Users: splitList(*users), Groups: splitList(*groups), AllowRoot: *allowRoot, Policy: *pol,
-		LaneShare: *laneShare, OverdueAfter: overdue.d, LevelBase: levelBase.d, MinRun: minRun.d}
+		LaneShare: *laneShare, OverdueAfter: overdue.d, LevelBase: levelBase.d, MinRun: minRun.d, LaneTurn: laneTurn.d}
 	spec.BorrowLimitGPUs = borrow.v
 	q, err := c.SetQueue(ctx, spec)
 	if err != nil {
@@ -118,6 +119,9 @@ func policySettings(q *api.QueueSpec) string {
 		parts = append(parts, fmt.Sprintf("lane share %g", s.LaneShare))
 	}
 	parts = append(parts, "overdue after "+secs(s.OverdueAfter), "level base "+secs(s.LevelBase)+" of a GPU", "min run "+secs(s.MinRun))
+	if s.LaneTurn > 0 {
+		parts = append(parts, "lane turn "+secs(s.LaneTurn))
+	}
 	return strings.Join(parts, ", ")
 }
 

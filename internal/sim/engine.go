@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/goodput"
@@ -156,6 +157,18 @@ func Run(ctx context.Context, cfg Config, jobs []trace.Job) (*Result, error) {
 		e.jobs[i] = job{idx: int32(i), t: t, submit: t.Submit, dur: t.Duration, gpus: t.GPUs, milli: m,
 			remaining: t.Duration, firstStart: -1, end: -1, ps: policy.Job{Queue: t.Queue, User: t.User}}
 	}
+	if e.lane != nil && e.lane.turn() > 0 {
+		// A turn no longer than a restore would be spent restoring: the
+		// jobs taking turns would never finish.
+		widest := 0
+		for i := range jobs {
+			widest = max(widest, jobs[i].GPUs)
+		}
+		if c := e.cost(widest); c >= e.lane.turn() {
+			return nil, fmt.Errorf("sim: lane turn %v is not longer than the %v a preempted %d-GPU gang spends restoring its checkpoint: jobs taking turns in the lane would make no progress; set a longer laneTurn",
+				time.Duration(e.lane.turn()*float64(time.Second)), time.Duration(c*float64(time.Second)), widest)
+		}
+	}
 	if len(jobs) > 0 {
 		e.ranSince = jobs[0].Submit
 		e.now = jobs[0].Submit
@@ -274,6 +287,9 @@ func (e *engine) handle(ev event) bool {
 			e.pol.rekey(j, e.now)
 			e.insertPending(j)
 		} else {
+			if e.lane != nil {
+				e.lane.running(j, e.now)
+			}
 			// Its old entry in runSorted goes stale; add it anew.
 			j.rankVer++
 			e.addSorted(j)

@@ -12,6 +12,11 @@ type laned interface {
 	setup(gpus, jobs int)
 	started(j *job)
 	stopped(j *job)
+	// running follows a running job's rekey event.
+	running(j *job, now float64)
+	// turn is how long a job runs in the lane before it leaves it; 0:
+	// until it ends.
+	turn() float64
 	// regrant appends the pending jobs whose keys changed since the last
 	// call.
 	regrant(out []*job) []*job
@@ -43,6 +48,14 @@ func (l *laneShared) rekey(j *job, now float64) {
 }
 
 func (l *laneShared) started(j *job) { l.lp.Started(&j.ps) }
+
+func (l *laneShared) turn() float64 { return l.lp.LaneTurn }
+
+func (l *laneShared) running(j *job, now float64) {
+	if l.lp.TurnOver(&j.ps, now) {
+		l.dirty = true
+	}
+}
 
 func (l *laneShared) stopped(j *job) {
 	if l.lp.Stopped(&j.ps) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gangway/gangway/internal/api"
 	"github.com/gangway/gangway/internal/scheduler/policy"
@@ -519,5 +520,25 @@ func TestQueuePolicyNamesAgree(t *testing.T) {
 		if p, err := ParsePolicy(n); err != nil || p.Name() != "tiresias" {
 			t.Errorf("simulate --policy %s runs %v (%v); want tiresias", n, p, err)
 		}
+	}
+}
+
+// TestLaneTurnShorterThanARestore: lane turns no longer than the restore
+// a preempted gang owes would never let the jobs taking them finish; the
+// run is refused, naming the setting.
+func TestLaneTurnShorterThanARestore(t *testing.T) {
+	q := api.QueueSpec{Name: api.DefaultQueue, Policy: "gangway", LaneTurn: api.Duration(20 * time.Second)}
+	live, _, err := LiveFromQueues([]api.QueueSpec{q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []trace.Job{{ID: "a", GPUs: 8, GPUMilli: 1000, Duration: 100}}
+	_, err = Run(context.Background(), Config{Shape: Shape{Pools: []Pool{{Nodes: 1, GPUsPerNode: 8}}}, Policy: live}, jobs)
+	if err == nil || !strings.Contains(err.Error(), "laneTurn") || !strings.Contains(err.Error(), "30s") {
+		t.Errorf("a 20 s turn against 30 s restores: %v; want a refusal naming laneTurn and the restore", err)
+	}
+	cfg := Config{Shape: Shape{Pools: []Pool{{Nodes: 1, GPUsPerNode: 8}}}, Policy: live, PreemptCost: func(int) float64 { return 0 }}
+	if _, err := Run(context.Background(), cfg, jobs); err != nil {
+		t.Errorf("free restores: %v", err)
 	}
 }

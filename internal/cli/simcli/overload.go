@@ -26,6 +26,7 @@ func runOverload(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	pols := fs.String("policy", "srtf,fifo-backfill,gangway-4h,gangway", "policies (srtf and fifo-backfill are the targets' references)")
 	shares := fs.String("lane-shares", "", "also run gangway with these lane shares (sensitivity), e.g. 0.15,0.35,0.5")
 	after := fs.String("overdue-after", "", "also run gangway with these overdue bounds (sensitivity), e.g. 2h,8h")
+	turns := fs.String("lane-turns", "", "also run gangway with these lane turns (sensitivity; 0: a lane job runs until it ends), e.g. 0,1h,12h")
 	workers := fs.Int("workers", 0, "simulations at once (default: the CPUs)")
 	output := cmdkit.OutputFlag(fs)
 	if code, ok := cmdkit.ParseNoArgs(fs, args); !ok {
@@ -68,6 +69,17 @@ func runOverload(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		cfg.Policies = append(cfg.Policies, func() sim.Policy { p := policy.Lane(); p.OverdueAfter = d.Seconds(); return sim.FromPolicy(p) })
 		cfg.Labels = append(cfg.Labels, "gangway overdue="+s)
+	}
+	for _, s := range strings.Split(*turns, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		d, err := parseDuration(s)
+		if err != nil || d < 0 {
+			return fail(stderr, usageError{fmt.Errorf("-lane-turns: %q is not a duration (0: until the job ends)", s)})
+		}
+		cfg.Policies = append(cfg.Policies, func() sim.Policy { p := policy.Lane(); p.LaneTurn = d.Seconds(); return sim.FromPolicy(p) })
+		cfg.Labels = append(cfg.Labels, "gangway turn="+s)
 	}
 	if len(cfg.Policies) == 0 {
 		return fail(stderr, usageError{fmt.Errorf("-policy: none given")})

@@ -88,9 +88,9 @@ func TestQueueLane(t *testing.T) {
 			Spec: api.JobSpec{Queue: "q", Ranks: 1, GPUsPerRank: 8}}
 	}
 	// On 32 GPUs the lane's quarter is 8: one overdue 8-GPU gang fills it.
-	lane := mk("lane", 0) // started after waiting 5 h: in the lane
+	lane := mk("lane", 0) // started in the lane after waiting 7 h, 3 h into its 4-hour turn
 	lane.Status.Phase = api.JobRunning
-	lane.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: t0.Add(5 * time.Hour), Lane: true,
+	lane.Status.Attempts = []api.Attempt{{Phase: api.AttemptRunning, CreatedAt: t0.Add(7 * time.Hour), Lane: true,
 		Placement: []api.RankPlacement{{Node: "n", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}}}}
 	late := mk("late", time.Hour)         // overdue, but the lane is full
 	late.Status.Phase = api.JobRestarting // preempted, waiting again
@@ -113,6 +113,16 @@ func TestQueueLane(t *testing.T) {
 	pols.orderRequests(reqs, pending, now)
 	if reqs[0].Priority <= reqs[1].Priority {
 		t.Errorf("overdue job with room in the lane: priority %d vs %d, order %d vs %d; want first", reqs[0].Priority, reqs[1].Priority, reqs[0].Order, reqs[1].Order)
+	}
+	// Its turn over (4 h after its start), the lane job leaves the lane
+	// for its level, and late takes its room on 32 GPUs.
+	pols = queuePolicies(qs) // a new pass
+	after := t0.Add(11*time.Hour + time.Second)
+	pols.assignLanes(jobs, 32, after)
+	r = scheduler.Running{Preemptible: true}
+	pols.applyRunning(&r, lane, lane.Status.Current(), nil, after)
+	if pols.lane["lane"] != policy.LaneNone || pols.lane["late"] != policy.LaneGranted || r.Priority >= pols.of("q").Levels() {
+		t.Errorf("after its turn: lanes %v, priority %d; want it out at its level and late granted", pols.lane, r.Priority)
 	}
 	// The lane is what was recorded at the start, not how long the job
 	// had waited: one the levels started after a long wait (the lane was

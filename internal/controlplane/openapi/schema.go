@@ -124,6 +124,9 @@ var fieldSchemas = map[fieldKey]func() Schema{
 	{reflect.TypeFor[api.QueueSpec](), "minRun"}: func() Schema {
 		return settingDuration("minRun", "how long a started job is not preempted for the policy, so that it can checkpoint", api.MinMinRun, api.MaxMinRun, "2m")
 	},
+	{reflect.TypeFor[api.QueueSpec](), "laneTurn"}: func() Schema {
+		return settingDuration("laneTurn", "how long a job started in the overdue lane runs there before it leaves it for its level, where it may be preempted", api.MinLaneTurn, api.MaxLaneTurn, "4h")
+	},
 }
 
 // settingDuration is the schema of a queue policy's duration setting.

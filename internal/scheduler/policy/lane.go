@@ -30,8 +30,11 @@ const (
 // not preempted for MinRun. A job that has waited OverdueAfter in one go
 // is overdue. Overdue jobs enter a lane, longest wait first, while the
 // lane's jobs hold less than LaneShare of the GPUs: in the lane a job
-// ranks above every level and, once started, is not preempted until it
-// ends. The rest of the cluster keeps serving by attained service.
+// ranks above every level and, once started, is not preempted for its
+// turn (LaneTurn); then it leaves the lane for its level, where the
+// levels may preempt it, and, should it wait OverdueAfter again, queues
+// for the lane behind those already waiting. The rest of the cluster
+// keeps serving by attained service.
 //
 // The lane replaces the wall-clock starvation bound of GangwayPolicy
 // ("gangway-4h"): under an overload that lasts weeks, most of the queue
@@ -40,15 +43,21 @@ const (
 // waited a median of 35 hours on a held-out Philly slice), while with no
 // bound at all single waits reach weeks. Bounding the overdue jobs'
 // precedence to a share gives both: new jobs always find most of the
-// cluster ordered by attained service, and every overdue job a first
-// come first served path through the rest. Aging by levels is off: it
-// promotes long-waiting jobs into level 0 ahead of new ones in submit
-// order, the same collapse by a slower road (docs/simulation.md §6).
+// cluster ordered by attained service, and every overdue job a path
+// through the rest. Turns make that path round robin: a lane held until
+// its jobs end is taken for days by the longest of them, and overdue
+// jobs then waited up to 2.3 times as long as under FIFO with backfill.
+// Aging by levels is off: it promotes long-waiting jobs into level 0
+// ahead of new ones in submit order, the same collapse by a slower road
+// (docs/simulation.md §6).
 type LanePolicy struct {
 	Thresholds   []float64 // GPU-seconds, ascending
 	OverdueAfter float64   // seconds; 0: no lane
 	LaneShare    float64   // of the GPUs, (0, 1]
 	MinRun       float64   // seconds
+	// LaneTurn is how long, in seconds, a job runs in the lane before it
+	// leaves it for its level; 0: until it ends.
+	LaneTurn float64
 
 	gpus int // the cluster's, set by Reset
 	held int // GPUs of granted and running lane jobs
@@ -58,13 +67,14 @@ var _ Policy = (*LanePolicy)(nil)
 
 // Lane returns the policy with its default settings: levels at 1, 2, 4,
 // ... 4,096 GPU-hours, overdue after 4 hours, a lane of a quarter of the
-// GPUs, two minutes' minimum run (docs/simulation.md §6 sweeps them).
+// GPUs, turns of 4 hours in it, two minutes' minimum run
+// (docs/simulation.md §6 sweeps them).
 func Lane() *LanePolicy {
 	var th []float64
 	for t := 3600.0; t <= 3600*4096; t *= 2 {
 		th = append(th, t)
 	}
-	return &LanePolicy{Thresholds: th, OverdueAfter: 4 * 3600, LaneShare: 0.25, MinRun: 120}
+	return &LanePolicy{Thresholds: th, OverdueAfter: 4 * 3600, LaneShare: 0.25, LaneTurn: 4 * 3600, MinRun: 120}
 }
 
 func (*LanePolicy) Name() string         { return "gangway" }
@@ -99,7 +109,11 @@ func (p *LanePolicy) overdueAt(j *Job) float64 { return j.PendSince + p.OverdueA
 
 func (p *LanePolicy) NextRekey(j *Job, now float64) float64 {
 	if j.Running {
-		return Crossing(p.Thresholds, j.AttainedAt(now), j.GPUs, now)
+		t := Crossing(p.Thresholds, j.AttainedAt(now), j.GPUs, now)
+		if j.Lane == LaneRunning && p.LaneTurn > 0 {
+			t = min(t, max(now, j.SegStart+p.LaneTurn))
+		}
+		return t
 	}
 	if j.Lane == LaneNone && p.OverdueAfter > 0 {
 		return max(now, p.overdueAt(j))
@@ -153,6 +167,17 @@ func (p *LanePolicy) Started(j *Job) {
 	}
 }
 
+// TurnOver takes a running lane job whose turn (LaneTurn) is over out of
+// the lane, back to its level; it reports whether the lane freed room.
+func (p *LanePolicy) TurnOver(j *Job, now float64) bool {
+	if j.Lane != LaneRunning || p.LaneTurn <= 0 || now < j.SegStart+p.LaneTurn {
+		return false
+	}
+	j.Lane = LaneNone
+	p.held -= j.GPUs
+	return true
+}
+
 // Stopped follows a stop (end, failure); it reports whether the lane
 // freed room.
 func (p *LanePolicy) Stopped(j *Job) bool {
@@ -178,7 +203,7 @@ func (p *LanePolicy) Assign(jobs []*Job, gpus int, now float64) {
 		j.Lane = LaneNone
 		switch {
 		case p.OverdueAfter <= 0:
-		case j.Running && j.LaneRun:
+		case j.Running && j.LaneRun && (p.LaneTurn <= 0 || now < j.SegStart+p.LaneTurn):
 			j.Lane = LaneRunning
 			p.held += j.GPUs
 		case !j.Running && now >= p.overdueAt(j):

@@ -162,7 +162,7 @@ func TestLaneAssign(t *testing.T) {
 	p := Lane()
 	p.LaneShare = 0.25 // 16 of 64 GPUs
 	now := 10 * 3600.0
-	running := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 5 * 3600, LaneRun: true} // started in the lane
+	running := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 7 * 3600, LaneRun: true} // started in the lane, 3 h into its turn
 	plain := &Job{Submit: 0, GPUs: 8, Running: true, SegStart: 3600}                      // started by its level
 	old := &Job{Submit: 3600, PendSince: 3600, GPUs: 16}                                  // overdue since 5 h
 	older := &Job{Submit: 0, PendSince: 0, GPUs: 4}                                       // overdue since 4 h: first
@@ -202,22 +202,70 @@ func TestLaneAssign(t *testing.T) {
 	}
 }
 
+// TestLaneTurn: a job runs in the lane for its turn, protected; then it
+// leaves the lane for its level, freeing the lane's room, its rekey
+// event due at the turn's end; and the controller's Assign agrees.
+func TestLaneTurn(t *testing.T) {
+	p := Lane() // 4-hour turns
+	p.Reset(64)
+	j := &Job{Submit: 0, PendSince: 0, GPUs: 12}
+	p.Rekey(j, 5*3600) // overdue: granted
+	j.Start(5 * 3600)
+	p.Started(j)
+	if j.Lane != LaneRunning || p.held != 12 {
+		t.Fatalf("granted 12-GPU job started: lane %d, lane holds %d; want running, 12", j.Lane, p.held)
+	}
+	// Its next level is at 64 GPU-hours, 10 h 20 min: the turn ends first.
+	if got := p.NextRekey(j, 8*3600); got != 9*3600 {
+		t.Errorf("next rekey of a lane job 3 h into its turn at %g; want its end, %d", got, 9*3600)
+	}
+	if p.TurnOver(j, 9*3600-1) || !p.Protected(j, 9*3600-1) {
+		t.Error("a lane job left the lane, or lost its protection, before its turn ended")
+	}
+	if !p.TurnOver(j, 9*3600) || j.Lane != LaneNone || p.held != 0 || p.Protected(j, 9*3600) {
+		t.Errorf("at its turn's end: lane %d, room %v; want out of the lane, room freed, unprotected", j.Lane, p.Room())
+	}
+	if p.Priority(j, 9*3600) >= p.Levels() {
+		t.Error("a job whose turn is over keeps the lane's priority")
+	}
+	if p.Stopped(j) {
+		t.Error("a job out of the lane freed the lane's room again when it stopped")
+	}
+	// Assign, from the attempt's record alone.
+	k := &Job{GPUs: 12, Running: true, SegStart: 0, LaneRun: true}
+	for _, tc := range []struct {
+		now  float64
+		want LaneState
+	}{{4*3600 - 1, LaneRunning}, {4 * 3600, LaneNone}} {
+		p.Assign([]*Job{k}, 64, tc.now)
+		if k.Lane != tc.want {
+			t.Errorf("Assign at %gs into a lane start: lane %d; want %d", tc.now, k.Lane, tc.want)
+		}
+	}
+	// LaneTurn 0: the lane keeps a job until it ends.
+	p.LaneTurn = 0
+	p.Assign([]*Job{k}, 64, 100*3600)
+	if k.Lane != LaneRunning || p.TurnOver(k, 100*3600) || !math.IsInf(p.NextRekey(&Job{GPUs: 1, Running: true, Lane: LaneRunning, Attained: 1e12}, 0), 1) {
+		t.Errorf("with no turn a lane job left the lane (lane %d)", k.Lane)
+	}
+}
+
 // TestConfigure: settings reach the policy, zero fields keep its
 // defaults, and a setting the policy does not use is refused by name.
 func TestConfigure(t *testing.T) {
-	p, err := Configure("gangway", Settings{LaneShare: 0.3, OverdueAfter: 7200, LevelBase: 60, MinRun: 30})
+	p, err := Configure("gangway", Settings{LaneShare: 0.3, OverdueAfter: 7200, LevelBase: 60, MinRun: 30, LaneTurn: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lp := p.(*LanePolicy)
-	if lp.LaneShare != 0.3 || lp.OverdueAfter != 7200 || lp.MinRun != 30 || len(lp.Thresholds) != 13 || lp.Thresholds[0] != 60 || lp.Thresholds[12] != 60*4096 {
+	if lp.LaneShare != 0.3 || lp.OverdueAfter != 7200 || lp.MinRun != 30 || lp.LaneTurn != 600 || len(lp.Thresholds) != 13 || lp.Thresholds[0] != 60 || lp.Thresholds[12] != 60*4096 {
 		t.Errorf("configured lane policy %+v", lp)
 	}
 	p, _ = Configure("gangway", Settings{})
 	if d := cmp.Diff(Lane(), p, cmp.AllowUnexported(LanePolicy{})); d != "" {
 		t.Errorf("no settings differ from the defaults (-default +configured):\n%s", d)
 	}
-	if got := p.(Tunable).Settings(); got != (Settings{LaneShare: 0.25, OverdueAfter: 4 * 3600, LevelBase: 3600, MinRun: 120}) {
+	if got := p.(Tunable).Settings(); got != (Settings{LaneShare: 0.25, OverdueAfter: 4 * 3600, LevelBase: 3600, MinRun: 120, LaneTurn: 4 * 3600}) {
 		t.Errorf("default settings %+v", got)
 	}
 	p, _ = Configure("las", Settings{OverdueAfter: 600})
@@ -231,6 +279,7 @@ func TestConfigure(t *testing.T) {
 	}{
 		{"backfill", Settings{LaneShare: 0.5}, "laneShare"},
 		{"las", Settings{LaneShare: 0.5}, "laneShare"},
+		{"gangway-4h", Settings{LaneTurn: 60}, "laneTurn"},
 		{"gangway", Settings{LaneShare: 1.5}, "(0, 1]"},
 		{"gangway", Settings{MinRun: -1}, "minRun"},
 	} {
@@ -243,7 +292,7 @@ func TestConfigure(t *testing.T) {
 // TestAPISettings: the API accepts for each policy exactly the settings
 // that Configure takes, and ForQueue reads them from a queue spec.
 func TestAPISettings(t *testing.T) {
-	all := map[string]Settings{"laneShare": {LaneShare: 0.5}, "overdueAfter": {OverdueAfter: 60}, "levelBase": {LevelBase: 60}, "minRun": {MinRun: 60}}
+	all := map[string]Settings{"laneShare": {LaneShare: 0.5}, "overdueAfter": {OverdueAfter: 60}, "levelBase": {LevelBase: 60}, "minRun": {MinRun: 60}, "laneTurn": {LaneTurn: 60}}
 	for _, name := range Names() {
 		for field, s := range all {
 			_, err := Configure(name, s)
@@ -252,12 +301,12 @@ func TestAPISettings(t *testing.T) {
 			}
 		}
 	}
-	q := api.QueueSpec{Name: "q", Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(2 * time.Hour), LevelBase: api.Duration(time.Minute), MinRun: api.Duration(time.Second)}
+	q := api.QueueSpec{Name: "q", Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(2 * time.Hour), LevelBase: api.Duration(time.Minute), MinRun: api.Duration(time.Second), LaneTurn: api.Duration(time.Hour)}
 	p, err := ForQueue(&q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.(Tunable).Settings(); got != (Settings{LaneShare: 0.5, OverdueAfter: 7200, LevelBase: 60, MinRun: 1}) {
+	if got := p.(Tunable).Settings(); got != (Settings{LaneShare: 0.5, OverdueAfter: 7200, LevelBase: 60, MinRun: 1, LaneTurn: 3600}) {
 		t.Errorf("ForQueue settings %+v", got)
 	}
 }

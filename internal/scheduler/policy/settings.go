@@ -10,7 +10,7 @@ import (
 )
 
 // Settings are a queue's tuning of its policy (api.QueueSpec's laneShare,
-// overdueAfter, levelBase and minRun). A zero field keeps the policy's
+// overdueAfter, levelBase, minRun and laneTurn). A zero field keeps the policy's
 // default; a policy refuses a non-zero field it does not use.
 type Settings struct {
 	// LaneShare is the share of the GPUs the overdue lane may hold, (0, 1].
@@ -23,6 +23,9 @@ type Settings struct {
 	LevelBase float64
 	// MinRun is how long, in seconds, a started job is protected.
 	MinRun float64
+	// LaneTurn is how long, in seconds, a job runs in the overdue lane
+	// before it leaves it for its level.
+	LaneTurn float64
 }
 
 // Tunable is a policy that takes Settings.
@@ -69,6 +72,7 @@ func ForQueue(q *api.QueueSpec) (Policy, error) {
 		OverdueAfter: q.OverdueAfter.D().Seconds(),
 		LevelBase:    q.LevelBase.D().Seconds(),
 		MinRun:       q.MinRun.D().Seconds(),
+		LaneTurn:     q.LaneTurn.D().Seconds(),
 	})
 }
 
@@ -78,7 +82,7 @@ func (s Settings) given() []string {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}} {
+	}{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}, {"laneTurn", s.LaneTurn}} {
 		if f.v != 0 {
 			out = append(out, f.name)
 		}
@@ -97,7 +101,7 @@ func (s Settings) check(uses ...string) error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}} {
+	}{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}, {"laneTurn", s.LaneTurn}} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%s %g: want a positive number", f.name, f.v)
 		}
@@ -118,11 +122,11 @@ func levels(base float64, n int) []float64 {
 }
 
 func (p *LanePolicy) Settings() Settings {
-	return Settings{LaneShare: p.LaneShare, OverdueAfter: p.OverdueAfter, LevelBase: first(p.Thresholds), MinRun: p.MinRun}
+	return Settings{LaneShare: p.LaneShare, OverdueAfter: p.OverdueAfter, LevelBase: first(p.Thresholds), MinRun: p.MinRun, LaneTurn: p.LaneTurn}
 }
 
 func (p *LanePolicy) Configure(s Settings) error {
-	if err := s.check("laneShare", "overdueAfter", "levelBase", "minRun"); err != nil {
+	if err := s.check("laneShare", "overdueAfter", "levelBase", "minRun", "laneTurn"); err != nil {
 		return err
 	}
 	if s.LaneShare > 0 {
@@ -136,6 +140,9 @@ func (p *LanePolicy) Configure(s Settings) error {
 	}
 	if s.MinRun > 0 {
 		p.MinRun = s.MinRun
+	}
+	if s.LaneTurn > 0 {
+		p.LaneTurn = s.LaneTurn
 	}
 	return nil
 }
