@@ -10,7 +10,10 @@ package planner
 type LayerFLOPs struct {
 	// Matmul: the QKV, output and MLP projections, 2·tokens·LayerMatmulParams.
 	Matmul float64
-	// Attention: QKᵀ and attention·V, 4·tokens·seq·hidden.
+	// Attention: QKᵀ and attention·V, 4·tokens·keys·q, where q is the
+	// query width Heads·HeadDim (Hidden unless the head size says
+	// otherwise: Qwen3-30B-A3B's 32 heads of 128 are 4,096 wide on a
+	// 2,048 hidden) and keys is seq for full attention (attentionKeys).
 	Attention float64
 }
 
@@ -23,7 +26,7 @@ func LayerForwardFLOPs(m Model, b, s int) LayerFLOPs {
 	t := float64(b) * float64(s)
 	return LayerFLOPs{
 		Matmul:    2 * t * float64(m.LayerMatmulParams()),
-		Attention: 4 * t * float64(s) * float64(m.Hidden),
+		Attention: 4 * t * float64(s) * float64(m.QHidden()),
 	}
 }
 
