@@ -76,13 +76,13 @@ func (s Stack) String() string {
 const (
 	fittedCompute = 0.707
 	fittedNetwork = 0.554
-	// fittedMoEHostOp is Stack.MoEHostOpSeconds: 53 µs per kernel.
-	fittedMoEHostOp = 53e-6
+	// fittedMoEHostOp is Stack.MoEHostOpSeconds: 54 µs per kernel.
+	fittedMoEHostOp = 54e-6
 )
 
 // fittedOn is the vectors the shared efficiencies were fitted on.
 var fittedOn = []string{"D1", "D10", "D2", "D3", "D4", "D5", "D7", "D8", "D9",
-	"P1", "P10", "P11", "P12", "P13", "P2", "P3", "P4", "P5", "P6", "P8", "P9"}
+	"P1", "P10", "P11", "P12", "P13", "P14", "P15", "P16", "P17", "P2", "P3", "P4", "P5", "P6", "P8", "P9"}
 
 // DefaultStacks returns the stacks with the fitted efficiencies.
 func DefaultStacks() map[StackKind]Stack {
