@@ -457,8 +457,8 @@ func runFit(ctx context.Context, path string, cat *planner.Catalog, output cmdki
 		return writeAs(w, output, res)
 	}
 	for _, r := range res {
-		fmt.Fprintf(w, "every stack: compute_efficiency=%.3f network_efficiency=%.3f, fitted on %s: %d figures, mean absolute error %.2f%%\n",
-			r.ComputeEfficiency, r.NetworkEfficiency, strings.Join(r.FittedOn, ","), r.Figures, 100*r.MeanAbsError)
+		fmt.Fprintf(w, "every stack: compute_efficiency=%.3f network_efficiency=%.3f moe_host_op_us=%.0f, fitted on %s: %d figures, mean absolute error %.2f%%\n",
+			r.ComputeEfficiency, r.NetworkEfficiency, r.MoEHostOpSeconds*1e6, strings.Join(r.FittedOn, ","), r.Figures, 100*r.MeanAbsError)
 	}
 	return nil
 }
