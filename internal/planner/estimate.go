@@ -576,20 +576,34 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 	// Data-parallel gradient reduction of the largest rank's parameters.
 	pFirst, pLast := stageParams(j, c)
 	params := math.Max(pFirst, pLast)
+	// reduce is the gradient reduction of params over a group of d, and
+	// under ZeRO ≥ 1 the all-gather of the updated 16-bit weights.
+	reduce := func(params float64, d int, bw, lat float64) (grads, gather float64) {
+		if d <= 1 || params <= 0 {
+			return 0, 0
+		}
+		g := params * j.Stack.GradReduceBytes
+		if c.ZeRO >= 1 {
+			return ringGather(g, d, bw, lat), ringGather(params*2, d, bw, lat)
+		}
+		return ringAllReduce(g, d, bw, lat), 0
+	}
 	if d := c.dpGroup(); d > 1 {
 		bw, lat := dpBandwidth(j, c)
-		grads := params * j.Stack.GradReduceBytes
-		var dp float64
-		if c.ZeRO >= 1 {
-			dp = ringGather(grads, d, bw, lat) + ringGather(params*2, d, bw, lat)
-		} else {
-			dp = ringAllReduce(grads, d, bw, lat)
-		}
-		if j.overlapDP() {
+		rs, ag := reduce(params, d, bw, lat)
+		dp := rs + ag
+		switch {
+		case j.overlapDP() && j.Stack.Kind == Megatron:
+			// Buckets reduce during the last micro-batch's backward pass
+			// and the updated weights are gathered during the next step's
+			// first forward (Megatron-Core's overlap_grad_reduce and
+			// overlap_param_gather); at least the last bucket of each is
+			// exposed.
+			dp = math.Max(rs-2.0/3.0*total(crit), 0.1*rs) + math.Max(ag-1.0/3.0*total(crit), 0.1*ag)
+		case j.overlapDP():
 			// Buckets reduce during the last micro-batch's backward pass;
 			// at least the last bucket is exposed.
-			window := 2.0 / 3.0 * total(crit)
-			dp = math.Max(dp-window, 0.1*dp)
+			dp = math.Max(dp-2.0/3.0*total(crit), 0.1*dp)
 		}
 		tb.DPComm = dp
 	}

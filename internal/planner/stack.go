@@ -76,8 +76,8 @@ func (s Stack) String() string {
 const (
 	fittedCompute = 0.707
 	fittedNetwork = 0.554
-	// fittedMoEHostOp is Stack.MoEHostOpSeconds: 54 µs per kernel.
-	fittedMoEHostOp = 54e-6
+	// fittedMoEHostOp is Stack.MoEHostOpSeconds: 99 µs per kernel.
+	fittedMoEHostOp = 99e-6
 )
 
 // fittedOn is the vectors the shared efficiencies were fitted on.
