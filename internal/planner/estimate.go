@@ -161,6 +161,43 @@ func dpBandwidth(j Job, c Config) (bw, lat float64) {
 	return math.Min(nv, float64(k)*j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency), netLatency
 }
 
+// expertDPBandwidth is the bus bandwidth of an expert-data-parallel group:
+// the dp·cp/ep ranks holding the same experts, one in every ep
+// consecutive data-parallel ranks (ranks ordered TP, CP, EP within DP,
+// PP, as Megatron-Core orders them), so tp·cp·ep ranks apart. NVLink when
+// the whole group sits in one domain, else the NICs of its members in one
+// domain — one, when an EP group fills the domain.
+func expertDPBandwidth(j Job, c Config) (bw, lat float64) {
+	dom := j.Cluster.domain()
+	stride := c.TP * c.cp() * c.ep()
+	d := c.dpGroup() / c.ep()
+	nv := j.Cluster.GPU.NVLinkBytesPerSec / 2 * nvlinkEfficiency
+	if stride*d <= dom {
+		return nv, nvlinkLatency
+	}
+	k := min(max(dom/stride, 1), d)
+	return math.Min(nv, float64(k)*j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency), netLatency
+}
+
+// stageExpertParams is the routed-expert weights on one GPU of the first
+// (or, with last, the last) pipeline stage: its layers' experts split by
+// ep and TP.
+func stageExpertParams(j Job, c Config, last bool) float64 {
+	m := j.Model
+	if !m.MoE() {
+		return 0
+	}
+	perLayer := float64(m.RoutedExpertParams()) / float64(m.Layers) / float64(c.ep()) / float64(c.TP)
+	if c.PP <= 1 {
+		return perLayer * float64(m.Layers)
+	}
+	lay := stageLayers(j, c)
+	if last {
+		return perLayer * float64(lay.last)
+	}
+	return perLayer * float64(lay.first)
+}
+
 // ppBandwidth is the bandwidth of one pipeline send: NVLink when the whole
 // job sits in one NVLink domain, else one GPU's NIC.
 func ppBandwidth(j Job, c Config) (bw, lat float64) {
@@ -573,9 +610,12 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 		tb.Bubble = others / float64(v)
 	}
 
-	// Data-parallel gradient reduction of the largest rank's parameters.
+	// Data-parallel gradient reduction of the largest rank's parameters:
+	// the routed experts' over the expert-data-parallel group, the rest
+	// over the whole data-parallel group.
 	pFirst, pLast := stageParams(j, c)
 	params := math.Max(pFirst, pLast)
+	experts := stageExpertParams(j, c, pLast > pFirst)
 	// reduce is the gradient reduction of params over a group of d, and
 	// under ZeRO ≥ 1 the all-gather of the updated 16-bit weights.
 	reduce := func(params float64, d int, bw, lat float64) (grads, gather float64) {
@@ -590,7 +630,10 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 	}
 	if d := c.dpGroup(); d > 1 {
 		bw, lat := dpBandwidth(j, c)
-		rs, ag := reduce(params, d, bw, lat)
+		rs, ag := reduce(params-experts, d, bw, lat)
+		ebw, elat := expertDPBandwidth(j, c)
+		ers, eag := reduce(experts, d/c.ep(), ebw, elat)
+		rs, ag = rs+ers, ag+eag
 		dp := rs + ag
 		switch {
 		case j.overlapDP() && j.Stack.Kind == Megatron:
