@@ -92,3 +92,19 @@ func TestExpertDataParallelReduction(t *testing.T) {
 		t.Errorf("DP comm %.4g s, want %.4g s", got, want)
 	}
 }
+
+// The distributed optimizer shards the routed experts' optimizer states
+// over the expert-data-parallel group only: on 64 GPUs with ep=8 each
+// expert's fp32 states are split 8 ways, the dense weights' 64.
+func TestExpertOptimizerStatesShardOverExpertDP(t *testing.T) {
+	j := testJob(t, "mixtral-8x7b", "H100", 64, Megatron)
+	j.Seq, j.GlobalBatch = 4096, 256
+	c := Config{TP: 1, PP: 1, DP: 64, MicroBatch: 1, ZeRO: 1, EP: 8, Recompute: RecomputeFull}
+	mem := Memory(j, c)
+	first, _ := stageParams(j, c)
+	experts := stageExpertParams(j, c, false)
+	want := (first-experts)*12/64 + experts*12/8
+	if got := float64(mem.OptimizerBytes); !near(got, want, 1e-6) {
+		t.Errorf("optimizer states %.4g GiB, want %.4g GiB", got/gib, want/gib)
+	}
+}
