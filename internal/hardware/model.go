@@ -50,6 +50,13 @@ type Model struct {
 	// Dropout: the model is trained with hidden and attention dropout, whose
 	// masks are activations too (Korthikanti et al. 2022, Table 2).
 	Dropout bool
+	// SlidingWindow is the attention window, in tokens, of the windowed
+	// layers: each query there attends to itself and at most
+	// SlidingWindow−1 keys before it (Mistral 7B: 4,096 on every layer;
+	// GPT-OSS: 128 on every other layer). WindowedLayers is how many
+	// layers use it; both 0 is full causal attention everywhere.
+	SlidingWindow  int
+	WindowedLayers int
 	// MaxContext is the context length the model is served with by
 	// default (vLLM's max_model_len); 0 when the catalog does not say.
 	MaxContext int
@@ -139,6 +146,12 @@ func (m Model) Validate() error {
 		return bad("mlp must be %q or %q, got %q", MLPGELU, MLPSwiGLU, m.MLP)
 	case m.LearnedPositions < 0:
 		return bad("learned_positions must not be negative, got %d", m.LearnedPositions)
+	case m.SlidingWindow < 0:
+		return bad("sliding_window must not be negative (0: full attention), got %d", m.SlidingWindow)
+	case m.WindowedLayers < 0 || m.WindowedLayers > m.Layers:
+		return bad("sliding_window_layers must be 0–%d (the layers), got %d", m.Layers, m.WindowedLayers)
+	case (m.SlidingWindow > 0) != (m.WindowedLayers > 0):
+		return bad("sliding_window (%d) and sliding_window_layers (%d) must both be set or both be 0", m.SlidingWindow, m.WindowedLayers)
 	case m.Experts < 0:
 		return bad("experts must not be negative, got %d", m.Experts)
 	case m.Experts > 0 && (m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts):

@@ -156,6 +156,10 @@ type modelEntry struct {
 	SharedExperts   int `yaml:"shared_experts"`
 	ExpertFFN       int `yaml:"expert_ffn"`
 	DenseLayers     int `yaml:"dense_layers"`
+	// Sliding-window attention: the window in tokens and how many layers
+	// use it (absent with a window: all of them).
+	SlidingWindow       int `yaml:"sliding_window"`
+	SlidingWindowLayers int `yaml:"sliding_window_layers"`
 }
 
 // gpu converts the entry, reporting the first missing or invalid field.
@@ -246,6 +250,10 @@ func (e modelEntry) model() (Model, string, error) {
 	}
 	if e.RoPE != nil {
 		m.RoPE = *e.RoPE
+	}
+	m.SlidingWindow, m.WindowedLayers = e.SlidingWindow, e.SlidingWindowLayers
+	if m.SlidingWindow > 0 && m.WindowedLayers == 0 {
+		m.WindowedLayers = m.Layers
 	}
 	if err := m.Validate(); err != nil {
 		field := ""

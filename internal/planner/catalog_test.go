@@ -120,6 +120,13 @@ func TestCatalogLoad(t *testing.T) {
 	if diff := cmp.Diff(want, m); diff != "" {
 		t.Errorf("my-13b (-want +got)\n%s", diff)
 	}
+	// A sliding window without a layer count applies to every layer.
+	if err := cat.Load(strings.NewReader("models:\n  - {name: win, layers: 4, hidden: 8, heads: 2, ffn: 8, vocab: 10, mlp: swiglu, sliding_window: 128}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := cat.Model("win"); w.SlidingWindow != 128 || w.WindowedLayers != 4 {
+		t.Errorf("sliding_window 128: window %d on %d layers, want 128 on all 4", w.SlidingWindow, w.WindowedLayers)
+	}
 	// A user entry replaces the built-in of the same name (case-insensitive);
 	// kv_heads defaults to heads.
 	l, _ := cat.Model("llama3-8b")
@@ -147,6 +154,8 @@ func TestCatalogErrorsNameLineAndColumn(t *testing.T) {
 			[]string{"[4:13]", "hidden 9 is not a multiple of heads 2"}},
 		{"duplicate", "models:\n  - {name: m, layers: 1, hidden: 2, heads: 1, ffn: 2, vocab: 2, mlp: gelu}\n  - {name: M, layers: 1, hidden: 2, heads: 1, ffn: 2, vocab: 2, mlp: gelu}\n",
 			[]string{"models[1]", "duplicate"}},
+		{"bad sliding window", "models:\n  - name: m\n    layers: 2\n    hidden: 8\n    heads: 2\n    ffn: 8\n    vocab: 10\n    mlp: gelu\n    sliding_window: -4\n",
+			[]string{"models[0]", "sliding_window must not be negative"}},
 		{"syntax", "gpus: [\n", []string{"catalog:"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,6 +45,10 @@ type TimeBreakdown struct {
 	Bubble float64 `json:"bubble_s"`
 	// EPComm: expert-parallel all-to-all (MoE dispatch and combine).
 	EPComm float64 `json:"ep_comm_s,omitempty"`
+	// MoEHost: the host's issue time of the MoE layers' kernels that the
+	// GPU waits for, dropless routing synchronising the two every layer
+	// (moeHostOps).
+	MoEHost float64 `json:"moe_host_s,omitempty"`
 	// DPComm: data-parallel communication not hidden behind compute.
 	DPComm float64 `json:"dp_comm_s"`
 	// Optimizer: the optimizer step and gradient bookkeeping.
@@ -53,7 +57,7 @@ type TimeBreakdown struct {
 
 // Total is the sum of the parts.
 func (t TimeBreakdown) Total() float64 {
-	return t.Compute + t.MemoryBound + t.TPComm + t.EPComm + t.PPComm + t.Bubble + t.DPComm + t.Optimizer
+	return t.Compute + t.MemoryBound + t.TPComm + t.EPComm + t.MoEHost + t.PPComm + t.Bubble + t.DPComm + t.Optimizer
 }
 
 // Bottleneck names the largest part other than compute when it takes at
@@ -66,6 +70,7 @@ func (t TimeBreakdown) Bottleneck() string {
 		{"memory-bound kernels", t.MemoryBound},
 		{"tensor-parallel communication", t.TPComm},
 		{"expert-parallel all-to-all", t.EPComm},
+		{"host-bound MoE dispatch", t.MoEHost},
 		{"pipeline communication", t.PPComm},
 		{"pipeline bubble", t.Bubble},
 		{"data-parallel communication", t.DPComm},
@@ -156,6 +161,43 @@ func dpBandwidth(j Job, c Config) (bw, lat float64) {
 	return math.Min(nv, float64(k)*j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency), netLatency
 }
 
+// expertDPBandwidth is the bus bandwidth of an expert-data-parallel group:
+// the dp·cp/ep ranks holding the same experts, one in every ep
+// consecutive data-parallel ranks (ranks ordered TP, CP, EP within DP,
+// PP, as Megatron-Core orders them), so tp·cp·ep ranks apart. NVLink when
+// the whole group sits in one domain, else the NICs of its members in one
+// domain — one, when an EP group fills the domain.
+func expertDPBandwidth(j Job, c Config) (bw, lat float64) {
+	dom := j.Cluster.domain()
+	stride := c.TP * c.cp() * c.ep()
+	d := c.dpGroup() / c.ep()
+	nv := j.Cluster.GPU.NVLinkBytesPerSec / 2 * nvlinkEfficiency
+	if stride*d <= dom {
+		return nv, nvlinkLatency
+	}
+	k := min(max(dom/stride, 1), d)
+	return math.Min(nv, float64(k)*j.Cluster.nicBytesPerSec()*j.Stack.NetworkEfficiency), netLatency
+}
+
+// stageExpertParams is the routed-expert weights on one GPU of the first
+// (or, with last, the last) pipeline stage: its layers' experts split by
+// ep and TP.
+func stageExpertParams(j Job, c Config, last bool) float64 {
+	m := j.Model
+	if !m.MoE() {
+		return 0
+	}
+	perLayer := float64(m.RoutedExpertParams()) / float64(m.Layers) / float64(c.ep()) / float64(c.TP)
+	if c.PP <= 1 {
+		return perLayer * float64(m.Layers)
+	}
+	lay := stageLayers(j, c)
+	if last {
+		return perLayer * float64(lay.last)
+	}
+	return perLayer * float64(lay.first)
+}
+
 // ppBandwidth is the bandwidth of one pipeline send: NVLink when the whole
 // job sits in one NVLink domain, else one GPU's NIC.
 func ppBandwidth(j Job, c Config) (bw, lat float64) {
@@ -187,6 +229,9 @@ type layerCost struct {
 	// epPass: expert-parallel all-to-all (dispatch and combine) of one
 	// forward pass, averaged over the layers; the backward pass repeats it.
 	epPass float64
+	// hostFwd, hostBwd: host-bound MoE time of the forward and backward
+	// pass, averaged over the layers (moeHostOps).
+	hostFwd, hostBwd float64
 }
 
 // expertAllToAll is one all-to-all in which each GPU of an expert-parallel
@@ -304,6 +349,11 @@ func costOfLayer(j Job, c Config) layerCost {
 		lc.cpFwd = math.Max(0, ring-lc.coreComp)
 		lc.cpBwd = math.Max(0, 2*ring-2*lc.coreComp)
 	}
+	if fr > 0 && j.CapacityFactor == 0 {
+		fo, bo := moeHostOps(j, c)
+		lc.hostFwd = fr * fo * j.Stack.MoEHostOpSeconds
+		lc.hostBwd = fr * bo * j.Stack.MoEHostOpSeconds
+	}
 	if fr > 0 && c.ep() > 1 {
 		// Dispatch and combine: each GPU sends its tokens' k copies (its
 		// 1/t share under TP) to the experts' GPUs and receives them back.
@@ -347,6 +397,17 @@ func (lc layerCost) times(r Recompute) (comp, mem, tp, ep float64) {
 	return comp, mem, tp, ep
 }
 
+// host is the host-bound MoE seconds of one layer for one micro-batch,
+// forward, backward and what recomputation re-runs (full recomputation
+// repeats the forward, dispatch and all).
+func (lc layerCost) host(r Recompute) float64 {
+	h := lc.hostFwd + lc.hostBwd
+	if r == RecomputeFull {
+		h += lc.hostFwd
+	}
+	return h
+}
+
 // logitsCost is the output layer and loss for one micro-batch on one GPU:
 // forward and backward.
 func logitsCost(j Job, c Config) (comp, mem, tp float64) {
@@ -373,8 +434,9 @@ func logitsInLayers(j Job, c Config) float64 {
 		return 0
 	}
 	lc, lm, lt := logitsCost(j, c)
-	cc, cm, ct, ce := costOfLayer(j, c).times(c.Recompute)
-	ct += ce
+	layer := costOfLayer(j, c)
+	cc, cm, ct, ce := layer.times(c.Recompute)
+	ct += ce + layer.host(c.Recompute)
 	if cc+cm+ct == 0 {
 		return 0
 	}
@@ -468,7 +530,7 @@ func Predict(j Job, c Config) Estimate {
 	e.MFU = e.ModelFLOPs / peak
 	e.HFU = e.HardwareFLOPs / peak
 	if e.Time.Bubble > 0 {
-		pipe := e.Time.Compute + e.Time.MemoryBound + e.Time.TPComm + e.Time.EPComm + e.Time.PPComm + e.Time.Bubble
+		pipe := e.Time.Compute + e.Time.MemoryBound + e.Time.TPComm + e.Time.EPComm + e.Time.MoEHost + e.Time.PPComm + e.Time.Bubble
 		e.BubbleFraction = e.Time.Bubble / pipe
 	}
 	e.Bottleneck = e.Time.Bottleneck()
@@ -483,6 +545,7 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 	p, v := c.PP, c.vp()
 	lc := costOfLayer(j, c)
 	comp, mem, tp, ep := lc.times(c.Recompute)
+	host := lc.host(c.Recompute)
 	lgC, lgM, lgT := logitsCost(j, c)
 	lay := stageLayers(j, c)
 
@@ -496,10 +559,10 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 		}
 		p2p = 2 * float64(v) * (vol/bw + lat)
 	}
-	type stage struct{ comp, mem, tp, ep, p2p float64 }
+	type stage struct{ comp, mem, tp, ep, host, p2p float64 }
 	mk := func(layers int, logits bool) stage {
 		l := float64(layers)
-		s := stage{l * comp, l * mem, l * tp, l * ep, p2p}
+		s := stage{l * comp, l * mem, l * tp, l * ep, l * host, p2p}
 		if logits {
 			s.comp += lgC
 			s.mem += lgM
@@ -507,7 +570,7 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 		}
 		return s
 	}
-	total := func(s stage) float64 { return s.comp + s.mem + s.tp + s.ep + s.p2p }
+	total := func(s stage) float64 { return s.comp + s.mem + s.tp + s.ep + s.host + s.p2p }
 	var crit stage
 	var others float64 // summed time of the ranks other than the critical one
 	if p == 1 {
@@ -539,6 +602,7 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 	tb.MemoryBound = nf * crit.mem
 	tb.TPComm = nf * crit.tp
 	tb.EPComm = nf * crit.ep
+	tb.MoEHost = nf * crit.host
 	tb.PPComm = nf * crit.p2p
 	if p > 1 {
 		// Fill and drain: each other rank's work once, divided by the
@@ -546,23 +610,43 @@ func pipelineTime(j Job, c Config, n int) TimeBreakdown {
 		tb.Bubble = others / float64(v)
 	}
 
-	// Data-parallel gradient reduction of the largest rank's parameters.
+	// Data-parallel gradient reduction of the largest rank's parameters:
+	// the routed experts' over the expert-data-parallel group, the rest
+	// over the whole data-parallel group.
 	pFirst, pLast := stageParams(j, c)
 	params := math.Max(pFirst, pLast)
+	experts := stageExpertParams(j, c, pLast > pFirst)
+	// reduce is the gradient reduction of params over a group of d, and
+	// under ZeRO ≥ 1 the all-gather of the updated 16-bit weights.
+	reduce := func(params float64, d int, bw, lat float64) (grads, gather float64) {
+		if d <= 1 || params <= 0 {
+			return 0, 0
+		}
+		g := params * j.Stack.GradReduceBytes
+		if c.ZeRO >= 1 {
+			return ringGather(g, d, bw, lat), ringGather(params*2, d, bw, lat)
+		}
+		return ringAllReduce(g, d, bw, lat), 0
+	}
 	if d := c.dpGroup(); d > 1 {
 		bw, lat := dpBandwidth(j, c)
-		grads := params * j.Stack.GradReduceBytes
-		var dp float64
-		if c.ZeRO >= 1 {
-			dp = ringGather(grads, d, bw, lat) + ringGather(params*2, d, bw, lat)
-		} else {
-			dp = ringAllReduce(grads, d, bw, lat)
-		}
-		if j.overlapDP() {
+		rs, ag := reduce(params-experts, d, bw, lat)
+		ebw, elat := expertDPBandwidth(j, c)
+		ers, eag := reduce(experts, d/c.ep(), ebw, elat)
+		rs, ag = rs+ers, ag+eag
+		dp := rs + ag
+		switch {
+		case j.overlapDP() && j.Stack.Kind == Megatron:
+			// Buckets reduce during the last micro-batch's backward pass
+			// and the updated weights are gathered during the next step's
+			// first forward (Megatron-Core's overlap_grad_reduce and
+			// overlap_param_gather); at least the last bucket of each is
+			// exposed.
+			dp = math.Max(rs-2.0/3.0*total(crit), 0.1*rs) + math.Max(ag-1.0/3.0*total(crit), 0.1*ag)
+		case j.overlapDP():
 			// Buckets reduce during the last micro-batch's backward pass;
 			// at least the last bucket is exposed.
-			window := 2.0 / 3.0 * total(crit)
-			dp = math.Max(dp-window, 0.1*dp)
+			dp = math.Max(dp-2.0/3.0*total(crit), 0.1*dp)
 		}
 		tb.DPComm = dp
 	}
@@ -639,6 +723,7 @@ func fsdpTime(j Job, c Config, n int) TimeBreakdown {
 		epTime += lc.epPass
 	}
 	tb.EPComm = nf * epTime
+	tb.MoEHost = nf * lc.host(c.Recompute)
 	tb.TPComm = nf*tpTime + float64(n)*lgT
 	tb.DPComm = nf*exposed + float64(n)*embComm
 	tb.Optimizer = optimizerTime(j, c, (float64(m.Params())-expertParamsOffGPU(m, c))/tf)

@@ -137,6 +137,14 @@ func (v Vector) run(cat *Catalog, stacks map[StackKind]Stack) (vectorRun, error)
 	}
 	j.TPCommOverlap = kind == Megatron && c.TP > 1 && gpu.FP8FLOPS > 0 &&
 		(v.mentions("nemo") || v.mentions("megatron-bridge") || v.mentions("tp_comm_overlap"))
+	if j.OverlapDP == nil && kind == Megatron && (v.mentions("nemo") || v.mentions("megatron-bridge")) {
+		// NeMo's and Megatron-Bridge's recipes build their
+		// DistributedDataParallelConfig with overlap_grad_reduce and
+		// overlap_param_gather on (and the distributed optimizer), e.g.
+		// src/megatron/bridge/recipes/qwen/qwen3_30b_a3b.py.
+		on := true
+		j.OverlapDP = &on
+	}
 	switch normaliseName(v.Parallel.CPCommType) {
 	case "", "p2p", "ring":
 	case "all-gather", "allgather":

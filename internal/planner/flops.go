@@ -10,7 +10,10 @@ package planner
 type LayerFLOPs struct {
 	// Matmul: the QKV, output and MLP projections, 2·tokens·LayerMatmulParams.
 	Matmul float64
-	// Attention: QKᵀ and attention·V, 4·tokens·seq·hidden.
+	// Attention: QKᵀ and attention·V, 4·tokens·keys·q, where q is the
+	// query width Heads·HeadDim (Hidden unless the head size says
+	// otherwise: Qwen3-30B-A3B's 32 heads of 128 are 4,096 wide on a
+	// 2,048 hidden) and keys is seq for full attention (attentionKeys).
 	Attention float64
 }
 
@@ -23,8 +26,28 @@ func LayerForwardFLOPs(m Model, b, s int) LayerFLOPs {
 	t := float64(b) * float64(s)
 	return LayerFLOPs{
 		Matmul:    2 * t * float64(m.LayerMatmulParams()),
-		Attention: 4 * t * float64(s) * float64(m.Hidden),
+		Attention: 4 * t * attentionKeys(m, s) * float64(m.QHidden()),
 	}
+}
+
+// attentionKeys is the keys one query is counted against, averaged over
+// the layers, in the full-attention convention above (s keys per query,
+// twice the causal work). A windowed layer's query at position x attends
+// to min(window, x) keys; over a sequence that is ∫₀ˢ min(w, x) dx =
+// s·w − w²/2 (w < s), doubled to the same convention: 2w − w²/s keys per
+// query, s again when the window covers the sequence. Megatron's
+// unfused attention computes the whole s×s scores and masks them, so
+// only fused kernels (flash, cuDNN), which skip masked blocks, get the
+// saving in time (estimate.go).
+func attentionKeys(m Model, s int) float64 {
+	full := float64(s)
+	w := float64(m.SlidingWindow)
+	if m.WindowedLayers <= 0 || w <= 0 || w >= full || m.Layers <= 0 {
+		return full
+	}
+	windowed := 2*w - w*w/full
+	frac := float64(m.WindowedLayers) / float64(m.Layers)
+	return (1-frac)*full + frac*windowed
 }
 
 // LogitsForwardFLOPs counts the output projection over b sequences of s

@@ -62,3 +62,15 @@ func TestFLOPsMatchNarayananEq3(t *testing.T) {
 		}
 	}
 }
+
+// Attention work scales with the query width Heads·HeadDim, not the
+// hidden size: Qwen3-30B-A3B has 32 heads of 128 (4,096) on a hidden of
+// 2,048, so its QKᵀ and attention·V are twice what 4·t·s·h gives.
+func TestAttentionFLOPsUseQueryWidth(t *testing.T) {
+	m := Model{Name: "q3", Layers: 1, Hidden: 2048, Heads: 32, KVHeads: 4, HeadSize: 128, FFN: 6144, Vocab: 10, MLP: MLPSwiGLU}
+	got := LayerForwardFLOPs(m, 2, 4096).Attention
+	want := 4.0 * 2 * 4096 * 4096 * 4096
+	if got != want {
+		t.Errorf("Attention = %v, want %v (4·tokens·s·heads·head_dim)", got, want)
+	}
+}

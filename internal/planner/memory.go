@@ -284,6 +284,9 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	tf := float64(t)
 	lay := stageLayers(j, c)
 	w, g, o := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, c.dpGroup())
+	// The routed experts' states shard over the expert-data-parallel
+	// group (dp·cp/ep ranks), the rest over the whole data-parallel group.
+	we, ge, oe := stateBytesPerParam(j.Stack, j.Precision, c.ZeRO, max(c.dpGroup()/c.ep(), 1))
 	layerP := layerParamsOnGPU(m, c)
 	embP := float64(m.EmbeddingParams()) / tf
 	outP := float64(m.OutputParams()) / tf
@@ -307,16 +310,17 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 	}
 	logits := float64(c.MicroBatch) * float64(seq) * float64(m.Vocab) / tf * (2 + 4) // 16-bit logits + fp32 softmax
 
-	build := func(stage string, layers int, params float64, rank int, withLogits bool) MemoryBreakdown {
+	build := func(stage string, layers int, params, experts float64, rank int, withLogits bool) MemoryBreakdown {
 		var mb MemoryBreakdown
 		mb.Stage = stage
-		mb.WeightsBytes = int64(params * w)
+		dense := params - experts
+		mb.WeightsBytes = int64(dense*w + experts*we)
 		if j.fp8() {
 			// The FP8 weights and their transposes, cached for the step.
 			mb.WeightsBytes += int64(2 * float64(layers) * layerP)
 		}
-		mb.GradsBytes = int64(params * g)
-		mb.OptimizerBytes = int64(params * o)
+		mb.GradsBytes = int64(dense*g + experts*ge)
+		mb.OptimizerBytes = int64(dense*o + experts*oe)
 		chunkLayers := float64(layers) / float64(v)
 		acts := perLayer*chunkLayers*float64(inFlightChunks(rank, p, v, nMicro)) + working
 		mb.ActivationBytes = int64(acts)
@@ -334,11 +338,11 @@ func stageMemory(j Job, c Config) (first, last MemoryBreakdown) {
 		return mb
 	}
 	if p == 1 {
-		only := build("only", m.Layers, float64(m.Layers)*layerP+embP+outP, 0, true)
+		only := build("only", m.Layers, float64(m.Layers)*layerP+embP+outP, stageExpertParams(j, c, false), 0, true)
 		return only, only
 	}
-	first = build("first", lay.first, float64(lay.first)*layerP+embP, 0, false)
-	last = build("last", lay.last, float64(lay.last)*layerP+outP, p-1, true)
+	first = build("first", lay.first, float64(lay.first)*layerP+embP, stageExpertParams(j, c, false), 0, false)
+	last = build("last", lay.last, float64(lay.last)*layerP+outP, stageExpertParams(j, c, true), p-1, true)
 	return first, last
 }
 

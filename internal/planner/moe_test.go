@@ -68,3 +68,96 @@ func TestExpertParallel(t *testing.T) {
 		t.Errorf("want an expert-parallel plan, got %+v", res.Best)
 	}
 }
+
+// Dropless routing synchronises host and GPU once per MoE layer, and the
+// layer's kernels are then issued one by one: time that grows with the
+// GPU's local experts (one grouped-GEMM member each, forward, dgrad and
+// wgrad, and their FP8 casts), that padding to a capacity removes (no
+// synchronisation), and that a dense model never pays.
+func TestMoEHostBound(t *testing.T) {
+	j := testJob(t, "mixtral-8x7b", "H100", 64, Megatron)
+	j.Seq, j.GlobalBatch = 4096, 256
+	j.Stack.MoEHostOpSeconds = 50e-6
+	c := Config{TP: 2, PP: 1, DP: 32, MicroBatch: 1, Recompute: RecomputeSelective, SP: true, ZeRO: 1}
+	ep1, ep8 := c, c
+	ep8.EP = 8
+	h1, h8 := Predict(j, ep1).Time.MoEHost, Predict(j, ep8).Time.MoEHost
+	if !(h1 > h8 && h8 > 0) {
+		t.Errorf("host time ep=1 (8 local experts) %.3g s, ep=8 (1) %.3g s: want both positive, ep=1 dearer", h1, h8)
+	}
+	// Counted: forward 30 + 2 projections × 8 experts × 1 GEMM, backward
+	// 30 + 2 × 8 × (dgrad + wgrad), per layer and micro-batch.
+	n := Predict(j, ep1).MicroBatches
+	want := float64(n*j.Model.Layers) * (30 + 16 + 30 + 32) * 50e-6
+	if !near(h1, want, 1e-9) {
+		t.Errorf("host time %.6g s, want %.6g s", h1, want)
+	}
+	fo, bo := moeHostOps(j, ep1)
+	j8 := j
+	j8.Precision, j8.FP8Scaling = FP8, FP8Delayed
+	fd, bd := moeHostOps(j8, ep1)
+	j8.FP8Scaling = FP8Current
+	fc, bc := moeHostOps(j8, ep1)
+	if !(fo+bo < fd+bd && fd+bd < fc+bc) {
+		t.Errorf("kernels bf16 %v, fp8 delayed %v, fp8 current %v: want each cast recipe to add", fo+bo, fd+bd, fc+bc)
+	}
+	// Full recomputation issues the forward again.
+	full := ep1
+	full.Recompute = RecomputeFull
+	if hf, want := Predict(j, full).Time.MoEHost, h1*(30+16+30+16+30+32)/(30+16+30+32); !near(hf, want, 1e-9) {
+		t.Errorf("full recomputation host time %.6g s, want the forward once more (%.6g s)", hf, want)
+	}
+	jc := j
+	jc.CapacityFactor = 1.25
+	if got := Predict(jc, ep8).Time.MoEHost; got != 0 {
+		t.Errorf("padded to capacity: host time %g, want 0 (no device→host synchronisation)", got)
+	}
+	dense := testJob(t, "llama3-8b", "H100", 8, Megatron)
+	dense.Seq, dense.GlobalBatch = 4096, 64
+	dense.Stack.MoEHostOpSeconds = 50e-6
+	if got := Predict(dense, Config{TP: 1, PP: 1, DP: 8, MicroBatch: 1}).Time.MoEHost; got != 0 {
+		t.Errorf("dense model: host time %g, want 0", got)
+	}
+}
+
+// The host time per MoE kernel is fitted with the efficiencies, and only
+// where an MoE vector depends on it: a fit on dense vectors leaves it at
+// 0, whatever was passed in (nothing was fitted to it); beside them, with the efficiencies pinned by the dense
+// runs, an MoE vector's misses move it and not the efficiencies.
+func TestFitMoEHostTime(t *testing.T) {
+	var d2 []Vector
+	for _, v := range devVectors(t) {
+		if v.ID == "D2" {
+			d2 = append(d2, v)
+		}
+	}
+	base := DefaultStacks()
+	for k, s := range base {
+		s.MoEHostOpSeconds = 7e-6
+		base[k] = s
+	}
+	fitted, _ := Fit(d2, DefaultCatalog(), base)
+	if got := fitted[Megatron].MoEHostOpSeconds; got != 0 {
+		t.Errorf("dense-only fit set the MoE host time to %g, want 0", got)
+	}
+	var p4 []Vector
+	for _, v := range publicVectors(t) {
+		if v.ID == "P4" {
+			p4 = append(p4, v)
+		}
+	}
+	zero := DefaultStacks()
+	for k, s := range zero {
+		s.MoEHostOpSeconds = 0
+		zero[k] = s
+	}
+	before := Evaluate(p4, DefaultCatalog(), zero)
+	fitted, res := Fit(append(devVectors(t), p4...), DefaultCatalog(), zero)
+	after := Evaluate(p4, DefaultCatalog(), fitted)
+	if !(before.MeanAbsError > 0.5 && after.MeanAbsError < 0.05 && res[0].MoEHostOpSeconds > 0) {
+		t.Errorf("P4 error %.3f with no host time, %.3f after fitting %g s", before.MeanAbsError, after.MeanAbsError, res[0].MoEHostOpSeconds)
+	}
+	if dense, _ := Fit(devVectors(t), DefaultCatalog(), zero); math.Abs(dense[Megatron].NetworkEfficiency-res[0].NetworkEfficiency) > 0.01 {
+		t.Errorf("network efficiency %.3f with P4, %.3f without: the MoE vector must not move it", res[0].NetworkEfficiency, dense[Megatron].NetworkEfficiency)
+	}
+}

@@ -48,6 +48,7 @@ var fieldAliases = map[string]string{
 	"moe_ffn_hidden_size":                  "expert_ffn",
 	"moe_intermediate_size":                "expert_ffn",
 	"first_k_dense_replace":                "dense_layers",
+	"window_size":                          "sliding_window",
 	"moe_expert_capacity_factor":           "capacity_factor",
 	"fp8_recipe":                           "fp8_scaling",
 	"num_layers":                           "layers",

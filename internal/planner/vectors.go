@@ -68,6 +68,11 @@ type VectorModel struct {
 	SharedExperts   int `json:"shared_experts"`
 	ExpertFFN       int `json:"expert_ffn"`
 	DenseLayers     int `json:"dense_layers"`
+	// SlidingWindow is the attention window of the windowed layers in
+	// tokens (0: none); SlidingWindowLayers how many layers use it
+	// (absent with a window: all of them).
+	SlidingWindow       int `json:"sliding_window"`
+	SlidingWindowLayers int `json:"sliding_window_layers"`
 }
 
 // VectorTraining is a vector's batch, precision and memory policy.
@@ -326,6 +331,10 @@ func (vm VectorModel) model(name string, st StackKind) Model {
 		FFN: vm.FFN, Vocab: vm.Vocab, MLP: mlp, TiedEmbeddings: tied,
 		HeadSize: vm.HeadSize, Experts: vm.Experts, ExpertsPerToken: vm.ExpertsPerToken, SharedExperts: vm.SharedExperts,
 		ExpertFFN: vm.ExpertFFN, DenseLayers: vm.DenseLayers,
+		SlidingWindow: vm.SlidingWindow, WindowedLayers: vm.SlidingWindowLayers,
+	}
+	if m.SlidingWindow > 0 && m.WindowedLayers == 0 {
+		m.WindowedLayers = m.Layers
 	}
 	if m.FFN == 0 {
 		m.FFN = 4 * m.Hidden

@@ -296,6 +296,9 @@ func writeSearchTable(w io.Writer, j planner.Job, res planner.SearchResult) erro
 		if t.EPComm > 0 {
 			epPart = fmt.Sprintf(", EP all-to-all %.0f%%", 100*t.EPComm/tot)
 		}
+		if t.MoEHost > 0 {
+			epPart += fmt.Sprintf(", host-bound MoE %.0f%%", 100*t.MoEHost/tot)
+		}
 		fmt.Fprintf(w, "\n#1 step time: compute %.0f%%, memory-bound kernels %.0f%%, TP comm %.0f%%%s, PP comm %.0f%%, bubble %.0f%%, DP comm %.0f%%, optimizer %.0f%%; %.1f GiB usable per GPU\n",
 			100*t.Compute/tot, 100*t.MemoryBound/tot, 100*t.TPComm/tot, epPart, 100*t.PPComm/tot, 100*t.Bubble/tot, 100*t.DPComm/tot, 100*t.Optimizer/tot,
 			gib(res.Best[0].UsableBytes))
@@ -457,8 +460,8 @@ func runFit(ctx context.Context, path string, cat *planner.Catalog, output cmdki
 		return writeAs(w, output, res)
 	}
 	for _, r := range res {
-		fmt.Fprintf(w, "every stack: compute_efficiency=%.3f network_efficiency=%.3f, fitted on %s: %d figures, mean absolute error %.2f%%\n",
-			r.ComputeEfficiency, r.NetworkEfficiency, strings.Join(r.FittedOn, ","), r.Figures, 100*r.MeanAbsError)
+		fmt.Fprintf(w, "every stack: compute_efficiency=%.3f network_efficiency=%.3f moe_host_op_us=%.0f, fitted on %s: %d figures, mean absolute error %.2f%%\n",
+			r.ComputeEfficiency, r.NetworkEfficiency, r.MoEHostOpSeconds*1e6, strings.Join(r.FittedOn, ","), r.Figures, 100*r.MeanAbsError)
 	}
 	return nil
 }

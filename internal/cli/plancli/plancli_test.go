@@ -265,9 +265,10 @@ func TestFit(t *testing.T) {
 		t.Fatalf("fit output %v: %s", err, out)
 	}
 	for kind, want := range planner.DefaultStacks() {
-		if res[0].ComputeEfficiency != want.ComputeEfficiency || res[0].NetworkEfficiency != want.NetworkEfficiency {
-			t.Errorf("%s: fit %v/%v, built-in %v/%v", kind, res[0].ComputeEfficiency, res[0].NetworkEfficiency,
-				want.ComputeEfficiency, want.NetworkEfficiency)
+		if res[0].ComputeEfficiency != want.ComputeEfficiency || res[0].NetworkEfficiency != want.NetworkEfficiency ||
+			res[0].MoEHostOpSeconds != want.MoEHostOpSeconds {
+			t.Errorf("%s: fit %v/%v/%v, built-in %v/%v/%v", kind, res[0].ComputeEfficiency, res[0].NetworkEfficiency, res[0].MoEHostOpSeconds,
+				want.ComputeEfficiency, want.NetworkEfficiency, want.MoEHostOpSeconds)
 		}
 	}
 }
