@@ -32,10 +32,10 @@ const usage = `usage:
       search TP/PP/VP/DP, micro-batch, recomputation and ZeRO stage
   gangway plan --model M --gpus N --gpu G --seq S --global-batch B --tp T --pp P [--dp D]
       check an explicit layout
-  gangway plan --evaluate VECTORS.json [--cross-validate] [-o json|table] [--strict]
+  gangway plan --evaluate VECTORS.json [--evaluate MORE.json ...] [--cross-validate] [-o json|table] [--strict]
       predict every vector of a file and compare with its measurement;
       --cross-validate: leave-one-out (fit on all vectors but one, predict it)
-  gangway plan --fit VECTORS.json [-o json|table]
+  gangway plan --fit VECTORS.json [--fit MORE.json ...] [-o json|table]
       fit the efficiencies every stack shares to development vectors
   gangway plan serve --model M --gpu G --precision bf16|fp8|int8|int4 [flags]
       weights memory, KV-cache capacity and minimum TP for inference
@@ -149,7 +149,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var (
 		model, gpu, stack, precision string
 		fp8Scaling                   string
-		evaluate, fit                string
+		evaluate, fit                fileList
 		gpus, seq, gbs, top          int
 		perNode, domain              int
 		tp, pp, dp                   int
@@ -169,30 +169,30 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&tp, "tp", 0, "check this tensor-parallel degree instead of searching")
 	fs.IntVar(&pp, "pp", 0, "pipeline stages for --tp (default 1)")
 	fs.IntVar(&dp, "dp", 0, "data-parallel degree for --tp (default: the remaining GPUs)")
-	fs.StringVar(&evaluate, "evaluate", "", "evaluate a vector file (shared/data/planner format)")
-	fs.StringVar(&fit, "fit", "", "fit stack efficiencies to a development vector file")
+	fs.Var(&evaluate, "evaluate", "evaluate a vector `file` (shared/data/planner format); repeat it to evaluate several as one set")
+	fs.Var(&fit, "fit", "fit stack efficiencies to development vector `file`s (repeat it for several)")
 	fs.BoolVar(&strict, "strict", false, "with --evaluate: exit 1 when a vector is outside its tolerance")
 	fs.BoolVar(&crossValidate, "cross-validate", false, "with --evaluate: leave-one-out error beside the in-sample one")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if evaluate != "" && fit != "" {
+	if len(evaluate) > 0 && len(fit) > 0 {
 		return usagef("--evaluate and --fit are exclusive")
 	}
 	cat, err := c.loadCatalog()
 	if err != nil {
 		return err
 	}
-	if crossValidate && evaluate == "" {
+	if crossValidate && len(evaluate) == 0 {
 		return usagef("--cross-validate needs --evaluate FILE")
 	}
 	if crossValidate {
 		return runCrossValidate(ctx, evaluate, cat, c.output, stdout)
 	}
-	if evaluate != "" {
+	if len(evaluate) > 0 {
 		return runEvaluate(ctx, evaluate, cat, c.output, strict, stdout)
 	}
-	if fit != "" {
+	if len(fit) > 0 {
 		return runFit(ctx, fit, cat, c.output, stdout)
 	}
 	var missing []string
@@ -349,8 +349,41 @@ func readVectors(path string) ([]planner.Vector, error) {
 	return vs, nil
 }
 
-func runEvaluate(ctx context.Context, path string, cat *planner.Catalog, output cmdkit.Format, strict bool, w io.Writer) error {
-	vs, err := readVectors(path)
+// fileList is a flag that may be given several times.
+type fileList []string
+
+func (l *fileList) String() string { return strings.Join(*l, ",") }
+func (l *fileList) Set(s string) error {
+	if s == "" {
+		return errors.New("empty file name")
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// readVectorSets reads every file's vectors as one set, refusing an ID
+// two of them use (the leave-one-out folds and the report are by ID).
+func readVectorSets(paths []string) ([]planner.Vector, error) {
+	var all []planner.Vector
+	from := map[string]string{}
+	for _, p := range paths {
+		vs, err := readVectors(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			if prev, dup := from[v.ID]; dup {
+				return nil, fmt.Errorf("%s: vector %s is also in %s: IDs must be unique across the files evaluated together", p, v.ID, prev)
+			}
+			from[v.ID] = p
+		}
+		all = append(all, vs...)
+	}
+	return all, nil
+}
+
+func runEvaluate(ctx context.Context, paths []string, cat *planner.Catalog, output cmdkit.Format, strict bool, w io.Writer) error {
+	vs, err := readVectorSets(paths)
 	if err != nil {
 		return err
 	}
@@ -423,8 +456,8 @@ func notEvaluatedVectors(skips []planner.Skip, rows []planner.Result) int {
 	return n
 }
 
-func runCrossValidate(ctx context.Context, path string, cat *planner.Catalog, output cmdkit.Format, w io.Writer) error {
-	vs, err := readVectors(path)
+func runCrossValidate(ctx context.Context, paths []string, cat *planner.Catalog, output cmdkit.Format, w io.Writer) error {
+	vs, err := readVectorSets(paths)
 	if err != nil {
 		return err
 	}
@@ -450,8 +483,8 @@ func runCrossValidate(ctx context.Context, path string, cat *planner.Catalog, ou
 	return nil
 }
 
-func runFit(ctx context.Context, path string, cat *planner.Catalog, output cmdkit.Format, w io.Writer) error {
-	vs, err := readVectors(path)
+func runFit(ctx context.Context, paths []string, cat *planner.Catalog, output cmdkit.Format, w io.Writer) error {
+	vs, err := readVectorSets(paths)
 	if err != nil {
 		return err
 	}

@@ -404,3 +404,32 @@ func TestCrossValidate(t *testing.T) {
 		t.Errorf("--cross-validate alone: exit %d, want 2", code)
 	}
 }
+
+// --evaluate given twice evaluates both files as one set (the dev and the
+// public vectors together), and refuses an ID the two share.
+func TestEvaluateSeveralFiles(t *testing.T) {
+	pub := filepath.Join("..", "..", "planner", "testdata", "public-vectors.json")
+	code, out, stderr := run(t, "--evaluate", devVectorsPath(t), "--evaluate", pub, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Vectors []struct {
+			ID string `json:"id"`
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, v := range rep.Vectors {
+		ids[v.ID] = true
+	}
+	if !ids["D1"] || !ids["P1"] {
+		t.Errorf("evaluated %v; want the dev (D1) and the public (P1) vectors together", ids)
+	}
+	code, _, stderr = run(t, "--evaluate", pub, "--evaluate", pub)
+	if code == 0 || !strings.Contains(stderr, "vector P1 is also in") {
+		t.Errorf("the same file twice: exit %d, %q; want a refusal naming the shared ID", code, stderr)
+	}
+}
