@@ -871,12 +871,15 @@ func TestQueuesAndPriority(t *testing.T) {
 	if _, errOut, code := cl.run("queue", "set", "team-c", "--policy", "sjf"); code == 0 || !strings.Contains(errOut, "policy") || !strings.Contains(errOut, `"sjf"`) || !strings.Contains(errOut, "backfill") {
 		t.Errorf("queue with an unknown policy: code %d %q; want the field, the value and the known policies", code, errOut)
 	}
-	out, errOut, code = cl.run("queue", "set", "team-d", "--policy", "gangway", "--lane-share", "0.3", "--overdue-after", "2h", "--level-base", "30m", "--min-run", "5m")
-	if want := "policy gangway (lane share 0.3, overdue after 2h0m0s, level base 30m0s of a GPU, min run 5m0s)\n"; code != 0 || !strings.HasSuffix(out, want) {
+	out, errOut, code = cl.run("queue", "set", "team-d", "--policy", "gangway", "--lane-share", "0.3", "--overdue-after", "2h", "--level-base", "30m", "--min-run", "5m", "--lane-turn", "6h")
+	if want := "policy gangway (lane share 0.3, overdue after 2h0m0s, level base 30m0s of a GPU, min run 5m0s, lane turn 6h0m0s)\n"; code != 0 || !strings.HasSuffix(out, want) {
 		t.Errorf("queue set with settings: code %d, %q %q; want it to end %q", code, out, errOut, want)
 	}
 	if _, errOut, code := cl.run("queue", "set", "team-e", "--policy", "backfill", "--lane-share", "0.3"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "policy backfill does not use it") {
 		t.Errorf("lane share on a backfill queue: code %d %q; want the field and why", code, errOut)
+	}
+	if _, errOut, code := cl.run("queue", "set", "team-e", "--policy", "las", "--lane-turn", "1h"); code == 0 || !strings.Contains(errOut, "laneTurn") || !strings.Contains(errOut, "policy las does not use it") {
+		t.Errorf("lane turn on a las queue: code %d %q; want the field and why", code, errOut)
 	}
 	if _, errOut, code := cl.run("queue", "set", "team-e", "--policy", "gangway", "--lane-share", "2"); code == 0 || !strings.Contains(errOut, "laneShare") || !strings.Contains(errOut, "(0, 1]") {
 		t.Errorf("lane share 2: code %d %q; want the field and the range", code, errOut)
