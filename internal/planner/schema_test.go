@@ -116,15 +116,7 @@ func TestVectorMoESchema(t *testing.T) {
 		"dense-ep": "needs a mixture-of-experts model",
 		"cf":       "capacity factor -1",
 	}
-	for _, ne := range rep.NotEvaluated {
-		if w, ok := want[ne.ID]; !ok || !strings.Contains(ne.Reason, w) {
-			t.Errorf("%s not evaluated for %q, want it to say %q", ne.ID, ne.Reason, w)
-		}
-		delete(want, ne.ID)
-	}
-	if len(want) != 0 {
-		t.Errorf("not reported as not evaluated: %v", want)
-	}
+	checkNotEvaluated(t, rep, want)
 }
 
 // parallel.cp_comm_type takes p2p or all_gather; other exchange kinds are
@@ -149,5 +141,20 @@ func TestCPCommType(t *testing.T) {
 		if err != nil || r.job.CPAllGather != tc.gather {
 			t.Errorf("%q: err %v, all-gather %v, want %v", tc.value, err, r.job.CPAllGather, tc.gather)
 		}
+	}
+}
+
+// checkNotEvaluated checks that exactly the vectors of want are reported
+// as not evaluated, each for a reason containing want's text.
+func checkNotEvaluated(t *testing.T, rep Report, want map[string]string) {
+	t.Helper()
+	for _, ne := range rep.NotEvaluated {
+		if w, ok := want[ne.ID]; !ok || !strings.Contains(ne.Reason, w) {
+			t.Errorf("%s not evaluated for %q, want it to say %q", ne.ID, ne.Reason, w)
+		}
+		delete(want, ne.ID)
+	}
+	if len(want) != 0 {
+		t.Errorf("not reported as not evaluated: %v", want)
 	}
 }

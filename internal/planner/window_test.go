@@ -87,15 +87,7 @@ func TestVectorSlidingWindowSchema(t *testing.T) {
 		"too-many":  "sliding_window_layers must be 0–4 (the layers), got 5",
 		"no-window": "sliding_window (0) and sliding_window_layers (2) must both be set or both be 0",
 	}
-	for _, ne := range rep.NotEvaluated {
-		if w, ok := want[ne.ID]; !ok || !strings.Contains(ne.Reason, w) {
-			t.Errorf("%s not evaluated for %q, want it to say %q", ne.ID, ne.Reason, w)
-		}
-		delete(want, ne.ID)
-	}
-	if len(want) != 0 {
-		t.Errorf("not reported as not evaluated: %v", want)
-	}
+	checkNotEvaluated(t, rep, want)
 	if len(rep.Vectors) != 2 {
 		t.Errorf("want the two valid vectors evaluated, got %d", len(rep.Vectors))
 	}
