@@ -524,7 +524,8 @@ type Attempt struct {
 	MasterAddr string `json:"masterAddr"`
 	MasterPort int    `json:"masterPort"`
 	// Lane: the attempt started in its queue's overdue lane (the gangway
-	// policy), where it is not preempted for the policy until it ends.
+	// policy), where it is not preempted for the policy for its turn
+	// (QueueSpec.LaneTurn).
 	Lane bool `json:"lane,omitempty"`
 	// ResumeFrom is the checkpoint this attempt was told to resume from.
 	ResumeFrom *Checkpoint `json:"resumeFrom,omitempty"`

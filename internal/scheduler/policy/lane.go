@@ -18,7 +18,7 @@ const (
 	LaneNone    LaneState = iota
 	LaneWaiting           // overdue, waiting for room in the lane
 	LaneGranted           // in the lane, pending: it ranks first
-	LaneRunning           // in the lane, running: never preempted
+	LaneRunning           // in the lane, running: not preempted for its turn
 )
 
 // LanePolicy is gangway's default: least attained service, with a
