@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -74,14 +75,7 @@ func TestControllerRunsTheSimulatorsPolicy(t *testing.T) {
 						t.Fatalf("step %d: cancel %s: %v", k, end, err)
 					}
 				}
-				var got []string
-				deadline := time.Now().Add(60 * time.Second)
-				for got = cl.holding(names); !slices.Equal(got, st.holding); got = cl.holding(names) {
-					if time.Now().After(deadline) {
-						t.Fatalf("step %d (after %v ended): the cluster holds %v; the simulator %v", k, st.ends, got, st.holding)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				cl.waitHolding(names, fmt.Sprintf("step %d (after %v ended)", k, st.ends), st.holding...)
 			}
 		})
 	}
@@ -97,17 +91,9 @@ type step struct {
 // cluster whose default queue has policy pol, on one node of gpus GPUs.
 func simSteps(t *testing.T, pol string, gpus int, jobs []trace.Job) []step {
 	t.Helper()
-	live, _, err := sim.LiveFromQueues([]api.QueueSpec{{Name: api.DefaultQueue, Policy: pol}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 1, GPUsPerNode: gpus}}},
-		Policy: live, Placement: sim.GangwayPlacement}, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := simResults(t, api.QueueSpec{Name: api.DefaultQueue, Policy: pol}, gpus, jobs, nil)
 	var times []float64
-	for _, j := range r.Jobs {
+	for _, j := range res {
 		if !slices.Contains(times, j.End) {
 			times = append(times, j.End)
 		}
@@ -116,7 +102,7 @@ func simSteps(t *testing.T, pol string, gpus int, jobs []trace.Job) []step {
 	out := make([]step, 0, len(times))
 	for _, at := range times {
 		var st step
-		for _, j := range r.Jobs {
+		for _, j := range res {
 			if j.End == at {
 				st.ends = append(st.ends, j.ID)
 			}
@@ -132,7 +118,7 @@ func simSteps(t *testing.T, pol string, gpus int, jobs []trace.Job) []step {
 	}
 	// The order must not be trivial: some job starts before one
 	// submitted earlier.
-	starts := slices.Clone(r.Jobs)
+	starts := slices.Collect(maps.Values(res))
 	slices.SortStableFunc(starts, func(a, b sim.JobResult) int {
 		if c := cmp.Compare(a.Start, b.Start); c != 0 {
 			return c
@@ -161,6 +147,40 @@ func (cl *cluster) holding(names map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// waitHolding waits up to a minute for the cluster to hold exactly want
+// (trace IDs, sorted), what the simulator holds at step.
+func (cl *cluster) waitHolding(names map[string]string, step string, want ...string) {
+	cl.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for got := cl.holding(names); !slices.Equal(got, want); got = cl.holding(names) {
+		if time.Now().After(deadline) {
+			cl.t.Fatalf("%s: the cluster holds %v; the simulator %v", step, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// simResults runs jobs through the simulator with the live policy of a
+// cluster whose only queue is q, on one node of gpus GPUs (cost: the
+// restore a preempted gang owes; nil, Helios'), by trace ID.
+func simResults(t *testing.T, q api.QueueSpec, gpus int, jobs []trace.Job, cost func(int) float64) map[string]sim.JobResult {
+	t.Helper()
+	live, _, err := sim.LiveFromQueues([]api.QueueSpec{q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 1, GPUsPerNode: gpus}}},
+		Policy: live, Placement: sim.GangwayPlacement, PreemptCost: cost}, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]sim.JobResult{}
+	for _, j := range r.Jobs {
+		res[j.ID] = j
+	}
+	return res
 }
 
 // pendingCount is how many jobs wait to be placed.
@@ -212,19 +232,7 @@ func TestControllerRunsTheLane(t *testing.T) {
 	// preempts c; c runs again when a ends.
 	jobs := []trace.Job{{ID: "a", Submit: 0, Duration: 100, GPUs: 8, GPUMilli: 1000}, {ID: "b", Submit: 0, Duration: 20, GPUs: 4, GPUMilli: 1000},
 		{ID: "c", Submit: 12, Duration: 50, GPUs: 4, GPUMilli: 1000}}
-	live, _, err := sim.LiveFromQueues([]api.QueueSpec{queue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 1, GPUsPerNode: gpus}}},
-		Policy: live, Placement: sim.GangwayPlacement}, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := map[string]sim.JobResult{}
-	for _, j := range r.Jobs {
-		res[j.ID] = j
-	}
+	res := simResults(t, queue, gpus, jobs, nil)
 	a, b, c := res["a"], res["b"], res["c"]
 	if a.Start != 0 || a.Preemptions != 1 || b.Start != overdue || b.End != overdue+20 || c.Start != 12 || c.Preemptions != 1 || !(b.End < a.End && a.End < c.End) {
 		t.Fatalf("the simulator: a %+v, b %+v, c %+v; want a started at 0 and preempted once, b started at %d s (overdue), c started at 12 s and preempted once, then a and c ending", a, b, c, overdue)
@@ -247,13 +255,7 @@ func TestControllerRunsTheLane(t *testing.T) {
 	}
 	hold := func(step string, want ...string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for got := cl.holding(names); !slices.Equal(got, want); got = cl.holding(names) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the cluster holds %v; the simulator %v", step, got, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		cl.waitHolding(names, step, want...)
 	}
 	cancel := func(name string) {
 		t.Helper()
@@ -295,20 +297,8 @@ func TestControllerRunsTheLaneTurns(t *testing.T) {
 	queue := api.QueueSpec{Name: api.DefaultQueue, Policy: "gangway", LaneShare: 0.5, OverdueAfter: api.Duration(overdue * time.Second),
 		LevelBase: api.Duration(api.MaxLevelBase), MinRun: api.Duration(time.Second), LaneTurn: api.Duration(turn * time.Second)}
 	jobs := []trace.Job{{ID: "a", Submit: 0, Duration: 100, GPUs: 8, GPUMilli: 1000}, {ID: "b", Submit: 0, Duration: 3 * turn, GPUs: 8, GPUMilli: 1000}}
-	live, _, err := sim.LiveFromQueues([]api.QueueSpec{queue})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The cluster's ranks (sleep) restore at once; so do the simulator's.
-	r, err := sim.Run(context.Background(), sim.Config{Shape: sim.Shape{Pools: []sim.Pool{{Nodes: 1, GPUsPerNode: gpus}}},
-		Policy: live, Placement: sim.GangwayPlacement, PreemptCost: func(int) float64 { return 0 }}, jobs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := map[string]sim.JobResult{}
-	for _, j := range r.Jobs {
-		res[j.ID] = j
-	}
+	res := simResults(t, queue, gpus, jobs, func(int) float64 { return 0 })
 	// a 0–2, b 2–7, a 7–12, b 12–17, a 17–22, b 22–27 (its 15 s done).
 	if a, b := res["a"], res["b"]; b.Start != overdue || b.Preemptions != 2 || b.End != overdue+5*turn || a.Preemptions != 3 {
 		t.Fatalf("the simulator: a %+v, b %+v; want b to start at %d s and the two to take %d-second turns until b ends at %d s", a, b, overdue, turn, overdue+5*turn)
@@ -329,13 +319,7 @@ func TestControllerRunsTheLaneTurns(t *testing.T) {
 	// Each holder in turn, as the simulator's: a (submitted first), b
 	// (overdue), a (b's turn over), b.
 	for i, want := range []string{"a", "b", "a", "b"} {
-		deadline := time.Now().Add(60 * time.Second)
-		for got := cl.holding(names); !slices.Equal(got, []string{want}); got = cl.holding(names) {
-			if time.Now().After(deadline) {
-				t.Fatalf("turn %d: the cluster holds %v; the simulator %s", i, got, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		cl.waitHolding(names, fmt.Sprintf("turn %d", i), want)
 	}
 	for _, id := range ids {
 		cl.run("cancel", id)

@@ -48,6 +48,11 @@ func runOverload(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		cfg.Policies = append(cfg.Policies, func() sim.Policy { p, _ := sim.ParsePolicy(name); return p })
 		cfg.Labels = append(cfg.Labels, name)
 	}
+	// lane adds gangway with one setting changed, for sensitivity.
+	lane := func(label string, set func(*policy.LanePolicy)) {
+		cfg.Policies = append(cfg.Policies, func() sim.Policy { p := policy.Lane(); set(p); return sim.FromPolicy(p) })
+		cfg.Labels = append(cfg.Labels, "gangway "+label)
+	}
 	vs, err := floats("lane-shares", *shares)
 	if err != nil {
 		return fail(stderr, err)
@@ -56,30 +61,30 @@ func runOverload(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if v <= 0 || v > 1 {
 			return fail(stderr, usageError{fmt.Errorf("-lane-shares: %v is not a share in (0, 1]", v)})
 		}
-		cfg.Policies = append(cfg.Policies, func() sim.Policy { p := policy.Lane(); p.LaneShare = v; return sim.FromPolicy(p) })
-		cfg.Labels = append(cfg.Labels, fmt.Sprintf("gangway share=%g", v))
+		lane(fmt.Sprintf("share=%g", v), func(p *policy.LanePolicy) { p.LaneShare = v })
 	}
-	for _, s := range strings.Split(*after, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
+	for _, f := range []struct {
+		flag, list, label string
+		zeroOK            bool // 0 is a value: a lane job runs until it ends
+		set               func(*policy.LanePolicy, float64)
+	}{
+		{"overdue-after", *after, "overdue=", false, func(p *policy.LanePolicy, v float64) { p.OverdueAfter = v }},
+		{"lane-turns", *turns, "turn=", true, func(p *policy.LanePolicy, v float64) { p.LaneTurn = v }},
+	} {
+		for _, s := range strings.Split(f.list, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			d, err := parseDuration(s)
+			if err != nil || d < 0 || (d == 0 && !f.zeroOK) {
+				want := "a positive duration"
+				if f.zeroOK {
+					want = "a duration (0: until the job ends)"
+				}
+				return fail(stderr, usageError{fmt.Errorf("-%s: %q is not %s", f.flag, s, want)})
+			}
+			lane(f.label+s, func(p *policy.LanePolicy) { f.set(p, d.Seconds()) })
 		}
-		d, err := parseDuration(s)
-		if err != nil || d <= 0 {
-			return fail(stderr, usageError{fmt.Errorf("-overdue-after: %q is not a positive duration", s)})
-		}
-		cfg.Policies = append(cfg.Policies, func() sim.Policy { p := policy.Lane(); p.OverdueAfter = d.Seconds(); return sim.FromPolicy(p) })
-		cfg.Labels = append(cfg.Labels, "gangway overdue="+s)
-	}
-	for _, s := range strings.Split(*turns, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		d, err := parseDuration(s)
-		if err != nil || d < 0 {
-			return fail(stderr, usageError{fmt.Errorf("-lane-turns: %q is not a duration (0: until the job ends)", s)})
-		}
-		cfg.Policies = append(cfg.Policies, func() sim.Policy { p := policy.Lane(); p.LaneTurn = d.Seconds(); return sim.FromPolicy(p) })
-		cfg.Labels = append(cfg.Labels, "gangway turn="+s)
 	}
 	if len(cfg.Policies) == 0 {
 		return fail(stderr, usageError{fmt.Errorf("-policy: none given")})
