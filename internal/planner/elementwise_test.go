@@ -27,12 +27,7 @@ func TestElementwiseTimeByHand(t *testing.T) {
 		hbm := 3.35e12 * 0.8
 		T := 2048.0
 		lc := costOfLayer(j, c)
-		if want := T * fwd / hbm; !near(lc.fwdMemory, want, 1e-12) {
-			t.Errorf("forward elementwise = %.6g s, want %.6g", lc.fwdMemory, want)
-		}
-		if want := T * bwd / hbm; !near(lc.bwdMemory, want, 1e-12) {
-			t.Errorf("backward elementwise = %.6g s, want %.6g", lc.bwdMemory, want)
-		}
+		checkElementwise(t, lc, T*fwd/hbm, T*bwd/hbm)
 		if lc.coreMemory != 0 {
 			t.Errorf("fused attention has no elementwise core, got %.6g s", lc.coreMemory)
 		}
@@ -57,12 +52,7 @@ func TestElementwiseTimeByHand(t *testing.T) {
 		hbm := 2.0e12 * 0.8
 		T := 2048.0
 		lc := costOfLayer(j, c)
-		if want := T * fwd / hbm; !near(lc.fwdMemory, want, 1e-12) {
-			t.Errorf("forward elementwise = %.6g s, want %.6g", lc.fwdMemory, want)
-		}
-		if want := T * bwd / hbm; !near(lc.bwdMemory, want, 1e-12) {
-			t.Errorf("backward elementwise = %.6g s, want %.6g", lc.bwdMemory, want)
-		}
+		checkElementwise(t, lc, T*fwd/hbm, T*bwd/hbm)
 		if want := T * core / hbm; !near(lc.coreMemory, want, 1e-12) {
 			t.Errorf("core elementwise = %.6g s, want %.6g", lc.coreMemory, want)
 		}
@@ -75,4 +65,16 @@ func TestElementwiseTimeByHand(t *testing.T) {
 			t.Errorf("recompute adds %.6g (selective), %.6g (full)", sel-none, full-none)
 		}
 	})
+}
+
+// checkElementwise compares a layer's forward and backward elementwise
+// seconds with the hand-computed ones.
+func checkElementwise(t *testing.T, lc layerCost, fwd, bwd float64) {
+	t.Helper()
+	if !near(lc.fwdMemory, fwd, 1e-12) {
+		t.Errorf("forward elementwise = %.6g s, want %.6g", lc.fwdMemory, fwd)
+	}
+	if !near(lc.bwdMemory, bwd, 1e-12) {
+		t.Errorf("backward elementwise = %.6g s, want %.6g", lc.bwdMemory, bwd)
+	}
 }

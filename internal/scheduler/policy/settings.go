@@ -76,13 +76,21 @@ func ForQueue(q *api.QueueSpec) (Policy, error) {
 	})
 }
 
+// field is one setting, under api.QueueSpec's name.
+type field struct {
+	name string
+	v    float64
+}
+
+// fields are s's settings, under api.QueueSpec's names.
+func (s Settings) fields() []field {
+	return []field{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}, {"laneTurn", s.LaneTurn}}
+}
+
 // given names s's non-zero fields, as api.QueueSpec spells them.
 func (s Settings) given() []string {
 	var out []string
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}, {"laneTurn", s.LaneTurn}} {
+	for _, f := range s.fields() {
 		if f.v != 0 {
 			out = append(out, f.name)
 		}
@@ -98,10 +106,7 @@ func (s Settings) check(uses ...string) error {
 			return fmt.Errorf("%s: not used by this policy (it takes %s)", f, strings.Join(uses, ", "))
 		}
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"laneShare", s.LaneShare}, {"overdueAfter", s.OverdueAfter}, {"levelBase", s.LevelBase}, {"minRun", s.MinRun}, {"laneTurn", s.LaneTurn}} {
+	for _, f := range s.fields() {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return fmt.Errorf("%s %g: want a positive number", f.name, f.v)
 		}
